@@ -1,0 +1,81 @@
+//! The bottom layer of lanefs: where records live.
+//!
+//! The VFS core is written against the [`Store`] trait only. A store keeps
+//! serialized inode records, directory entries and data pages, allocates
+//! inode numbers and keeps the superblock's counters; it never sees the
+//! core's cache objects. [`MemoryStore`] is the embedded default; the
+//! journaled image store (milestone 2) implements the same trait.
+//!
+//! Capacity is enforced by the core's counters (so that a write can fail with
+//! `ENOSPC` before anything changes); the store only records the totals in
+//! its [`Superblock`].
+
+mod errno;
+mod memory;
+mod record;
+
+pub use errno::{Errno, Result};
+pub use memory::{MemoryStore, MemoryStoreConfig};
+pub use record::{
+    DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO,
+};
+
+/// File-system-wide totals and usage, as kept by a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Superblock {
+    /// Capacity in [`PAGE_SIZE`] blocks.
+    pub total_blocks: u64,
+    /// Capacity in inodes.
+    pub total_inodes: u64,
+    /// Blocks in use, as last written by the core (exact at sync).
+    pub used_blocks: u64,
+    /// Inodes in use, as last written by the core (exact at sync).
+    pub used_inodes: u64,
+}
+
+/// Where a file system's records live.
+///
+/// All methods take `&self` and may be called from many threads at once; an
+/// implementation must serialize what needs it internally (the memory store
+/// shards by inode number so that unrelated inodes never share a lock).
+///
+/// Calls for one inode are ordered by the core (it holds that inode's lock
+/// while it writes the inode's record, entries or pages), so a store need not
+/// order them itself.
+pub trait Store: Send + Sync + 'static {
+    /// The superblock. A store that holds no file system yet reports zero
+    /// `used_inodes`; the core then creates the root directory.
+    fn superblock(&self) -> Result<Superblock>;
+    /// Record usage (called by the core at sync and shutdown).
+    fn write_superblock(&self, sb: &Superblock) -> Result<()>;
+
+    /// Hand out an inode number that is not in use (never [`ROOT_INO`]).
+    fn alloc_ino(&self) -> Result<Ino>;
+    /// Forget inode `ino` entirely: its record, its directory entries and
+    /// its data pages. The number may be handed out again.
+    fn free_ino(&self, ino: Ino) -> Result<()>;
+
+    /// Read the record of `ino`; `None` when there is none.
+    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>>;
+    /// Create or replace the record of `rec.ino`.
+    fn write_inode(&self, rec: &InodeRecord) -> Result<()>;
+
+    /// All entries of directory `dir` (without `.` and `..`), in any order.
+    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>>;
+    /// Add `entry` to `dir`, replacing an entry of the same name.
+    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()>;
+    /// Remove the entry called `name` from `dir` (absent is not an error).
+    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()>;
+
+    /// Read page `index` of `ino` into `buf`; `false` (and `buf` untouched)
+    /// when the page was never written or was punched: a hole.
+    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool>;
+    /// Write page `index` of `ino`.
+    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()>;
+    /// Remove pages `start..end` of `ino`; returns how many existed.
+    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64>;
+
+    /// Make everything written so far durable. Every store has this call, so
+    /// fsync takes one code path whatever the store.
+    fn sync(&self) -> Result<()>;
+}

@@ -1,0 +1,262 @@
+//! `MemoryStore`: the embedded default store, all in process memory.
+//!
+//! Locking rules:
+//! * `inodes[s]`, `dirs[s]`, `pages[s]`: one mutex per shard, chosen by
+//!   `ino % SHARDS`; each protects the records of the inodes in its shard.
+//!   No call holds two shard locks at once, so there is no lock order.
+//! * `free_inos`: protects the list of numbers released by `free_ino`.
+//! * `next_ino` (atomic, Relaxed): the next never-used inode number; numbers
+//!   are unique because `fetch_add` is atomic, no ordering with data needed.
+//! * `superblock`: protects the superblock copy.
+//!
+//! Records are stored serialized (`InodeRecord::encode`), never as live
+//! objects, so the core's caches really are caches over this store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::{
+    DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock, PAGE_SIZE, ROOT_INO,
+};
+
+const SHARDS: usize = 64;
+
+/// Capacity limits of a [`MemoryStore`].
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryStoreConfig {
+    /// Data capacity in bytes (rounded down to whole pages).
+    pub capacity_bytes: u64,
+    /// Maximum number of inodes, the root included.
+    pub max_inodes: u64,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        MemoryStoreConfig {
+            capacity_bytes: 1 << 30,
+            max_inodes: 1 << 20,
+        }
+    }
+}
+
+type DirMap = HashMap<Vec<u8>, [u8; 17]>;
+type PageMap = BTreeMap<u64, Box<Page>>;
+
+/// An in-memory [`Store`]. Nothing survives the process.
+pub struct MemoryStore {
+    inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
+    dirs: Vec<Mutex<HashMap<Ino, DirMap>>>,
+    pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
+    free_inos: Mutex<Vec<Ino>>,
+    next_ino: AtomicU64,
+    superblock: Mutex<Superblock>,
+}
+
+fn shards<V>() -> Vec<Mutex<HashMap<Ino, V>>> {
+    (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect()
+}
+
+fn shard(ino: Ino) -> usize {
+    (ino as usize) % SHARDS
+}
+
+impl MemoryStore {
+    /// An empty store with the given limits.
+    pub fn new(cfg: MemoryStoreConfig) -> MemoryStore {
+        MemoryStore {
+            inodes: shards(),
+            dirs: shards(),
+            pages: shards(),
+            free_inos: Mutex::new(Vec::new()),
+            next_ino: AtomicU64::new(ROOT_INO + 1),
+            superblock: Mutex::new(Superblock {
+                total_blocks: cfg.capacity_bytes / PAGE_SIZE as u64,
+                total_inodes: cfg.max_inodes.max(1),
+                used_blocks: 0,
+                used_inodes: 0,
+            }),
+        }
+    }
+
+    /// Number of inode records held (for leak checks in tests).
+    pub fn inode_records(&self) -> usize {
+        self.inodes.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Number of data pages held (for leak checks in tests).
+    pub fn page_records(&self) -> usize {
+        self.pages
+            .iter()
+            .map(|s| s.lock().values().map(|m| m.len()).sum::<usize>())
+            .sum()
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(MemoryStoreConfig::default())
+    }
+}
+
+impl Store for MemoryStore {
+    fn superblock(&self) -> Result<Superblock> {
+        Ok(*self.superblock.lock())
+    }
+
+    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
+        *self.superblock.lock() = *sb;
+        Ok(())
+    }
+
+    fn alloc_ino(&self) -> Result<Ino> {
+        if let Some(ino) = self.free_inos.lock().pop() {
+            return Ok(ino);
+        }
+        let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
+        if ino == 0 || ino == u64::MAX {
+            return Err(Errno::ENOSPC);
+        }
+        Ok(ino)
+    }
+
+    fn free_ino(&self, ino: Ino) -> Result<()> {
+        if ino == ROOT_INO || ino == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let s = shard(ino);
+        self.inodes[s].lock().remove(&ino);
+        self.dirs[s].lock().remove(&ino);
+        self.pages[s].lock().remove(&ino);
+        self.free_inos.lock().push(ino);
+        Ok(())
+    }
+
+    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>> {
+        let bytes = self.inodes[shard(ino)].lock().get(&ino).cloned();
+        bytes.map(|b| InodeRecord::decode(&b)).transpose()
+    }
+
+    fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
+        let bytes = rec.encode().into_boxed_slice();
+        self.inodes[shard(rec.ino)].lock().insert(rec.ino, bytes);
+        Ok(())
+    }
+
+    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
+        let dirs = self.dirs[shard(dir)].lock();
+        match dirs.get(&dir) {
+            None => Ok(Vec::new()),
+            Some(m) => m
+                .iter()
+                .map(|(name, v)| DirEntryRecord::decode_value(name, v))
+                .collect(),
+        }
+    }
+
+    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
+        self.dirs[shard(dir)]
+            .lock()
+            .entry(dir)
+            .or_default()
+            .insert(entry.name.clone(), entry.encode_value());
+        Ok(())
+    }
+
+    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
+        if let Some(m) = self.dirs[shard(dir)].lock().get_mut(&dir) {
+            m.remove(name);
+        }
+        Ok(())
+    }
+
+    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool> {
+        let pages = self.pages[shard(ino)].lock();
+        match pages.get(&ino).and_then(|m| m.get(&index)) {
+            Some(p) => {
+                buf.copy_from_slice(&p[..]);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()> {
+        let mut pages = self.pages[shard(ino)].lock();
+        let m = pages.entry(ino).or_default();
+        match m.get_mut(&index) {
+            Some(p) => p.copy_from_slice(data),
+            None => {
+                m.insert(index, Box::new(*data));
+            }
+        }
+        Ok(())
+    }
+
+    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        if start >= end {
+            return Ok(0);
+        }
+        let mut pages = self.pages[shard(ino)].lock();
+        let Some(m) = pages.get_mut(&ino) else {
+            return Ok(0);
+        };
+        let doomed: Vec<u64> = m.range(start..end).map(|(k, _)| *k).collect();
+        for k in &doomed {
+            m.remove(k);
+        }
+        if m.is_empty() {
+            pages.remove(&ino);
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FileKind;
+
+    #[test]
+    fn pages_holes_and_punch() {
+        let s = MemoryStore::default();
+        let mut buf = [7u8; PAGE_SIZE];
+        assert!(!s.read_page(5, 0, &mut buf).unwrap());
+        assert_eq!(buf[0], 7, "a hole leaves the buffer alone");
+        s.write_page(5, 3, &[1; PAGE_SIZE]).unwrap();
+        s.write_page(5, 9, &[2; PAGE_SIZE]).unwrap();
+        assert!(s.read_page(5, 3, &mut buf).unwrap());
+        assert_eq!(buf[100], 1);
+        assert_eq!(s.punch_pages(5, 0, 4).unwrap(), 1);
+        assert_eq!(s.page_records(), 1);
+        assert_eq!(s.punch_pages(5, 4, u64::MAX).unwrap(), 1);
+        assert_eq!(s.page_records(), 0);
+    }
+
+    #[test]
+    fn dirs_and_inode_numbers() {
+        let s = MemoryStore::default();
+        let a = s.alloc_ino().unwrap();
+        let b = s.alloc_ino().unwrap();
+        assert_ne!(a, b);
+        assert_ne!(a, ROOT_INO);
+        let e = DirEntryRecord {
+            name: b"n".to_vec(),
+            ino: b,
+            kind: FileKind::Regular,
+            cookie: 3,
+        };
+        s.dir_insert(a, &e).unwrap();
+        assert_eq!(s.dir_read(a).unwrap(), vec![e]);
+        s.dir_remove(a, b"n").unwrap();
+        assert!(s.dir_read(a).unwrap().is_empty());
+        s.free_ino(b).unwrap();
+        assert_eq!(s.alloc_ino().unwrap(), b, "freed numbers are reused");
+        assert_eq!(s.free_ino(ROOT_INO), Err(Errno::EINVAL));
+    }
+}

@@ -1,0 +1,372 @@
+//! Serialized records: what a [`Store`](crate::Store) keeps.
+//!
+//! Stores hold bytes, never the core's live cache objects. The encoding is a
+//! fixed little-endian layout so the image store (milestone 2) can put the
+//! same bytes on disk; `decode` rejects anything malformed with `EUCLEAN`
+//! instead of panicking.
+//!
+//! Inode record, version 1 (all integers little-endian):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 1 | version (= 1) |
+//! | 8 | ino |
+//! | 8 | generation |
+//! | 1 | kind ([`FileKind`] as u8) |
+//! | 2 | perm (mode & 0o7777) |
+//! | 4, 4 | uid, gid |
+//! | 4 | nlink |
+//! | 8 | size in bytes |
+//! | 8 | blocks (allocated 4 KiB pages) |
+//! | 12 × 4 | atime, mtime, ctime, btime (i64 seconds, u32 nanoseconds) |
+//! | 8 | rdev |
+//! | 8 | parent (directories; 0 otherwise) |
+//! | 8 | next readdir cookie (directories) |
+//! | 4 + n | symlink target (length-prefixed) |
+//! | 4 | xattr count, then per xattr: 4 + n name, 4 + n value |
+
+use crate::errno::{Errno, Result};
+
+/// An inode number. `0` is never a valid inode.
+pub type Ino = u64;
+
+/// The root directory's inode number (as in FUSE).
+pub const ROOT_INO: Ino = 1;
+
+/// Size of a data page and of a store block.
+pub const PAGE_SIZE: usize = 4096;
+
+/// One data page.
+pub type Page = [u8; PAGE_SIZE];
+
+/// The type of a file, as in the `S_IFMT` bits of `st_mode`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[repr(u8)]
+pub enum FileKind {
+    Regular = 1,
+    Directory = 2,
+    Symlink = 3,
+    CharDevice = 4,
+    BlockDevice = 5,
+    Fifo = 6,
+    Socket = 7,
+}
+
+impl FileKind {
+    /// Decode the byte written by `kind as u8`.
+    pub fn from_u8(v: u8) -> Option<FileKind> {
+        Some(match v {
+            1 => FileKind::Regular,
+            2 => FileKind::Directory,
+            3 => FileKind::Symlink,
+            4 => FileKind::CharDevice,
+            5 => FileKind::BlockDevice,
+            6 => FileKind::Fifo,
+            7 => FileKind::Socket,
+            _ => return None,
+        })
+    }
+
+    /// The `S_IFMT` bits for this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::Regular => libc::S_IFREG,
+            FileKind::Directory => libc::S_IFDIR,
+            FileKind::Symlink => libc::S_IFLNK,
+            FileKind::CharDevice => libc::S_IFCHR,
+            FileKind::BlockDevice => libc::S_IFBLK,
+            FileKind::Fifo => libc::S_IFIFO,
+            FileKind::Socket => libc::S_IFSOCK,
+        }
+    }
+
+    /// The kind named by the `S_IFMT` bits of `mode`, if any.
+    pub fn from_mode(mode: u32) -> Option<FileKind> {
+        Some(match mode & libc::S_IFMT {
+            libc::S_IFREG => FileKind::Regular,
+            libc::S_IFDIR => FileKind::Directory,
+            libc::S_IFLNK => FileKind::Symlink,
+            libc::S_IFCHR => FileKind::CharDevice,
+            libc::S_IFBLK => FileKind::BlockDevice,
+            libc::S_IFIFO => FileKind::Fifo,
+            libc::S_IFSOCK => FileKind::Socket,
+            _ => return None,
+        })
+    }
+}
+
+/// A point in time with nanosecond resolution (seconds since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    /// The current wall-clock time.
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
+    }
+}
+
+impl From<Timespec> for std::time::SystemTime {
+    fn from(t: Timespec) -> Self {
+        if t.sec >= 0 {
+            std::time::UNIX_EPOCH + std::time::Duration::new(t.sec as u64, t.nsec)
+        } else {
+            std::time::UNIX_EPOCH - std::time::Duration::new(t.sec.unsigned_abs(), 0)
+                + std::time::Duration::new(0, t.nsec)
+        }
+    }
+}
+
+/// Everything persistent about one inode except its directory entries and data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InodeRecord {
+    pub ino: Ino,
+    pub generation: u64,
+    pub kind: FileKind,
+    /// Permission bits including setuid, setgid and sticky (`mode & 0o7777`).
+    pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    /// Allocated data pages.
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub btime: Timespec,
+    pub rdev: u64,
+    /// For directories: the parent directory (the root is its own parent).
+    pub parent: Ino,
+    /// For directories: the next readdir cookie to hand out.
+    pub next_cookie: u64,
+    /// For symlinks: the target.
+    pub symlink: Vec<u8>,
+    /// Extended attributes, sorted by name.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+const RECORD_VERSION: u8 = 1;
+
+impl InodeRecord {
+    /// Serialize into the version-1 layout described in the module docs.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.symlink.len());
+        out.push(RECORD_VERSION);
+        put_u64(&mut out, self.ino);
+        put_u64(&mut out, self.generation);
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.perm.to_le_bytes());
+        put_u32(&mut out, self.uid);
+        put_u32(&mut out, self.gid);
+        put_u32(&mut out, self.nlink);
+        put_u64(&mut out, self.size);
+        put_u64(&mut out, self.blocks);
+        for t in [self.atime, self.mtime, self.ctime, self.btime] {
+            put_u64(&mut out, t.sec as u64);
+            put_u32(&mut out, t.nsec);
+        }
+        put_u64(&mut out, self.rdev);
+        put_u64(&mut out, self.parent);
+        put_u64(&mut out, self.next_cookie);
+        put_bytes(&mut out, &self.symlink);
+        put_u32(&mut out, self.xattrs.len() as u32);
+        for (k, v) in &self.xattrs {
+            put_bytes(&mut out, k);
+            put_bytes(&mut out, v);
+        }
+        out
+    }
+
+    /// Parse a record written by [`encode`](Self::encode).
+    pub fn decode(buf: &[u8]) -> Result<InodeRecord> {
+        let mut r = Reader { buf, pos: 0 };
+        if r.u8()? != RECORD_VERSION {
+            return Err(Errno::EUCLEAN);
+        }
+        let ino = r.u64()?;
+        let generation = r.u64()?;
+        let kind = FileKind::from_u8(r.u8()?).ok_or(Errno::EUCLEAN)?;
+        let perm = u16::from_le_bytes(r.take(2)?.try_into().map_err(|_| Errno::EUCLEAN)?);
+        let uid = r.u32()?;
+        let gid = r.u32()?;
+        let nlink = r.u32()?;
+        let size = r.u64()?;
+        let blocks = r.u64()?;
+        let mut times = [Timespec::default(); 4];
+        for t in &mut times {
+            t.sec = r.u64()? as i64;
+            t.nsec = r.u32()?;
+        }
+        let rdev = r.u64()?;
+        let parent = r.u64()?;
+        let next_cookie = r.u64()?;
+        let symlink = r.bytes()?.to_vec();
+        let n = r.u32()? as usize;
+        let mut xattrs = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            let k = r.bytes()?.to_vec();
+            let v = r.bytes()?.to_vec();
+            xattrs.push((k, v));
+        }
+        if r.pos != buf.len() {
+            return Err(Errno::EUCLEAN);
+        }
+        Ok(InodeRecord {
+            ino,
+            generation,
+            kind,
+            perm,
+            uid,
+            gid,
+            nlink,
+            size,
+            blocks,
+            atime: times[0],
+            mtime: times[1],
+            ctime: times[2],
+            btime: times[3],
+            rdev,
+            parent,
+            next_cookie,
+            symlink,
+            xattrs,
+        })
+    }
+}
+
+/// One directory entry as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntryRecord {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: FileKind,
+    /// Stable readdir position of this entry (unique within its directory).
+    pub cookie: u64,
+}
+
+impl DirEntryRecord {
+    /// Encode everything but the name (the store's key): 17 bytes.
+    pub fn encode_value(&self) -> [u8; 17] {
+        let mut out = [0u8; 17];
+        out[..8].copy_from_slice(&self.ino.to_le_bytes());
+        out[8] = self.kind as u8;
+        out[9..].copy_from_slice(&self.cookie.to_le_bytes());
+        out
+    }
+
+    /// Inverse of [`encode_value`](Self::encode_value).
+    pub fn decode_value(name: &[u8], v: &[u8; 17]) -> Result<DirEntryRecord> {
+        Ok(DirEntryRecord {
+            name: name.to_vec(),
+            ino: u64::from_le_bytes(v[..8].try_into().map_err(|_| Errno::EUCLEAN)?),
+            kind: FileKind::from_u8(v[8]).ok_or(Errno::EUCLEAN)?,
+            cookie: u64::from_le_bytes(v[9..].try_into().map_err(|_| Errno::EUCLEAN)?),
+        })
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len() as u32);
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).ok_or(Errno::EUCLEAN)?;
+        let s = self.buf.get(self.pos..end).ok_or(Errno::EUCLEAN)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| Errno::EUCLEAN)?))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| Errno::EUCLEAN)?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> InodeRecord {
+        InodeRecord {
+            ino: 42,
+            generation: 7,
+            kind: FileKind::Symlink,
+            perm: 0o4755,
+            uid: 1000,
+            gid: 100,
+            nlink: 1,
+            size: 5,
+            blocks: 0,
+            atime: Timespec { sec: 1, nsec: 2 },
+            mtime: Timespec { sec: -3, nsec: 4 },
+            ctime: Timespec { sec: 5, nsec: 6 },
+            btime: Timespec { sec: 7, nsec: 8 },
+            rdev: 0x0801,
+            parent: 0,
+            next_cookie: 0,
+            symlink: b"a/b/c".to_vec(),
+            xattrs: vec![(b"user.a".to_vec(), vec![0, 1, 2])],
+        }
+    }
+
+    #[test]
+    fn inode_record_roundtrip() {
+        let r = sample();
+        assert_eq!(InodeRecord::decode(&r.encode()).unwrap(), r);
+    }
+
+    #[test]
+    fn decode_rejects_every_truncation_and_trailing_bytes() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            assert_eq!(InodeRecord::decode(&bytes[..n]), Err(Errno::EUCLEAN), "len {n}");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert_eq!(InodeRecord::decode(&long), Err(Errno::EUCLEAN));
+    }
+
+    #[test]
+    fn dir_entry_roundtrip() {
+        let e = DirEntryRecord {
+            name: b"x".to_vec(),
+            ino: 9,
+            kind: FileKind::Directory,
+            cookie: 77,
+        };
+        assert_eq!(DirEntryRecord::decode_value(b"x", &e.encode_value()).unwrap(), e);
+    }
+}

@@ -1,0 +1,2 @@
+//! lanefs: an embeddable many-core file system.
+pub use lanefs_core::*;
