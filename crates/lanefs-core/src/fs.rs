@@ -438,27 +438,34 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
+        let freeable = |m: &Meta| {
+            !m.freed && m.rec.nlink == 0 && m.lookups == 0 && m.opens == 0 && inode.ino != ROOT_INO
+        };
+        if !freeable(&inode.meta.lock()) {
+            return;
+        }
+        // The data lock first (lock order), so that `rec.blocks` is read
+        // after any truncate or punch in flight has accounted its pages.
+        let mut data = match &inode.body {
+            Body::File(d) => Some(d.write()),
+            _ => None,
+        };
         let blocks = {
             let mut m = inode.meta.lock();
-            if m.freed
-                || m.rec.nlink != 0
-                || m.lookups != 0
-                || m.opens != 0
-                || inode.ino == ROOT_INO
-            {
+            if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
             m.rec.blocks
         };
-        match &inode.body {
-            Body::File(d) => {
-                let n = d.write().discard();
-                self.cached_pages.add(-(n as i64));
-            }
-            Body::Dir(d) => d.write().index = None,
-            Body::Other => {}
+        if let Some(pm) = data.as_mut() {
+            let n = pm.discard();
+            self.cached_pages.add(-(n as i64));
+        }
+        drop(data);
+        if let Body::Dir(d) = &inode.body {
+            d.write().index = None;
         }
         // Free in the store while the dead inode still holds its cache slot:
         // a concurrent `iget` finds it (and sees `freed`) instead of loading
@@ -557,11 +564,11 @@ impl FsInner {
         let Some(m) = inode.meta.try_lock() else {
             return false;
         };
-        if m.lookups != 0 || m.opens != 0 {
+        // A freed inode keeps its slot until `maybe_free` has removed its
+        // record from the store; evicting it earlier would let an `iget`
+        // reload the stale record as a zombie.
+        if m.lookups != 0 || m.opens != 0 || m.freed {
             return false;
-        }
-        if m.freed {
-            return true;
         }
         drop(m);
         let (pages, _) = self.drop_caches_of(inode);
