@@ -1,7 +1,6 @@
-//! Regressions for core bugs found by the Rust API's
-//! tests. Each test states what Linux does; they fail until the core is
-//! fixed. Calls that deadlock run on a helper thread with a deadline so the
-//! suite cannot hang.
+//! Regressions for core bugs found by the Rust API's tests (differential
+//! runs against tmpfs). Each test states what Linux does. Calls that could
+//! deadlock run on a helper thread with a deadline so the suite cannot hang.
 
 use std::sync::mpsc;
 use std::time::Duration;
