@@ -18,10 +18,10 @@
 //! Milestone 2 replaces the shard locks on the lookup path with an
 //! epoch-protected lock-free table (seed 000) behind this same trait.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use lanefs_store::{Ino, Result};
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::RwLock;
 
 use crate::inode::Inode;
