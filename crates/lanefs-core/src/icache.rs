@@ -20,8 +20,8 @@
 
 use std::sync::Arc;
 
-use lanefs_store::{Ino, Result};
 use foldhash::{HashMap, HashMapExt};
+use lanefs_store::{Ino, Result};
 use parking_lot::RwLock;
 
 use crate::inode::Inode;
