@@ -230,8 +230,17 @@ impl EngineTarget {
                 unit(if *datasync { f.sync_data() } else { f.sync_all() })
             }
             Op::Fchmod { slot, mode } => {
+                // fchmod checks the caller's credential, not the opener's.
+                let cred = fs.cred().clone();
                 let f = self.file(*slot).map_err(io::Error::from_raw_os_error)?;
-                unit(f.set_permissions(*mode))
+                let changes = lanefs::SetAttr {
+                    mode: Some(*mode & 0o7777),
+                    ..lanefs::SetAttr::default()
+                };
+                fs.core()
+                    .setattr(&cred, f.ino(), &changes, Some(f.handle()))
+                    .map(|_| Value::Unit)
+                    .map_err(io::Error::from)
             }
             Op::Fstat { slot } => {
                 let f = self.file(*slot).map_err(io::Error::from_raw_os_error)?;

@@ -81,7 +81,34 @@ pub fn outcomes_agree(_op: &Op, a: &Outcome, b: &Outcome) -> bool {
 /// Run `case` on `a` and `b`, comparing every step and then the trees.
 /// The error describes the first difference and the whole case.
 pub fn run_case(case: &Case, a: &mut dyn Target, b: &mut dyn Target) -> Result<(), String> {
+    // Operations on an open file run as whoever opened it: the core's
+    // handle-based calls (write, ftruncate, fchmod) act with the opener's
+    // credential, while the kernel would use the caller's.
+    let mut opener = [Who::Root; SLOTS];
     for (i, step) in case.steps.iter().enumerate() {
+        let mut step = step.clone();
+        match &step.op {
+            Op::Open { slot, .. } => {
+                if let Some(o) = opener.get_mut(*slot) {
+                    *o = step.who;
+                }
+            }
+            Op::Write { slot, .. }
+            | Op::Read { slot, .. }
+            | Op::Seek { slot, .. }
+            | Op::Ftruncate { slot, .. }
+            | Op::Fallocate { slot, .. }
+            | Op::Fsync { slot, .. }
+            | Op::Fchmod { slot, .. }
+            | Op::Fstat { slot }
+            | Op::Close { slot } => {
+                if let Some(o) = opener.get(*slot) {
+                    step.who = *o;
+                }
+            }
+            _ => {}
+        }
+        let step = &step;
         let oa = a.apply(step);
         let ob = b.apply(step);
         if !outcomes_agree(&step.op, &oa, &ob) {

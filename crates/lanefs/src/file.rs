@@ -109,6 +109,10 @@ impl File {
 
     /// Read at `offset` without moving the position (`pread`).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        // pread64 rejects a negative offset before anything else.
+        if offset > i64::MAX as u64 {
+            return Err(Errno::EINVAL.into());
+        }
         if !self.readable {
             return Err(Errno::EBADF.into());
         }
@@ -126,6 +130,9 @@ impl File {
     }
 
     fn write_at_inner(&self, buf: &[u8], offset: u64) -> Result<(usize, u64)> {
+        if offset > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
         if !self.writable {
             return Err(Errno::EBADF);
         }
@@ -259,6 +266,10 @@ impl Seek for File {
                 return Ok(o);
             }
             SeekFrom::Current(d) => (self.pos, d),
+            // Directories seek like tmpfs's: SEEK_END is EINVAL.
+            SeekFrom::End(_) if self.kind == FileKind::Directory => {
+                return Err(Errno::EINVAL.into())
+            }
             SeekFrom::End(d) => (self.core().getattr(self.ino())?.size, d),
         };
         let new = (base as i64)

@@ -15,6 +15,8 @@
 //! must hold only the root inode and no pages.
 
 use std::os::unix::ffi::OsStrExt;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use lanefs::{FileKind, Filesystem};
 use lanefs_difftest::{cases_from_env, run_case, strategy, Case, EngineTarget, KernelTarget, TmpfsMount};
@@ -72,9 +74,32 @@ fn one_case(mount: &TmpfsMount, case: &Case, shrink: bool) -> Result<(), String>
     result
 }
 
+/// A case that runs longer than this is reported as a hang (deadlock):
+/// the process prints the case and exits, since a blocked thread cannot be
+/// cancelled.
+const CASE_DEADLINE: Duration = Duration::from_secs(120);
+
+fn one_case_with_deadline(mount: &Arc<TmpfsMount>, case: &Case, shrink: bool) -> Result<(), String> {
+    let (tx, rx) = mpsc::channel();
+    let (m, c) = (mount.clone(), case.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(one_case(&m, &c, shrink));
+    });
+    match rx.recv_timeout(CASE_DEADLINE) {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!(
+                "differential case did not finish in {:?} (deadlock?); exiting\n{:?}",
+                CASE_DEADLINE, case
+            );
+            std::process::exit(101);
+        }
+    }
+}
+
 fn differential(shrink: bool) {
     let mount = match TmpfsMount::new() {
-        Ok(m) => m,
+        Ok(m) => Arc::new(m),
         Err(e) => panic!(
             "the differential test needs root to mount a tmpfs (mount failed: {}); \
              run the tests as root",
@@ -91,7 +116,7 @@ fn differential(shrink: bool) {
     };
     let mut runner = TestRunner::new(config);
     let result = runner.run(&strategy::case(steps), |case| {
-        one_case(&mount, &case, shrink).map_err(TestCaseError::fail)
+        one_case_with_deadline(&mount, &case, shrink).map_err(TestCaseError::fail)
     });
     drop(mount);
     if let Err(e) = result {
