@@ -164,6 +164,9 @@ impl FsInner {
             return Err(Errno::EINVAL);
         };
         let mut pm = data.write();
+        if inode.meta.lock().freed {
+            return Err(Errno::ENOENT);
+        }
         let before = pm.cached_pages();
         let freed = pm.truncate(&*self.store, inode.ino, size);
         self.cached_pages
@@ -545,9 +548,11 @@ impl Fs {
             if ch.mode.is_some() && !owner {
                 return Err(Errno::EPERM);
             }
-            let explicit = matches!(ch.atime, Some(TimeSet::At(_)))
-                || matches!(ch.mtime, Some(TimeSet::At(_)));
+            // Only "both UTIME_NOW" is the touch case that write permission
+            // allows; any other time change needs the owner (Linux's
+            // ATTR_TIMES_SET rule).
             let touch = ch.atime == Some(TimeSet::Now) && ch.mtime == Some(TimeSet::Now);
+            let explicit = !touch && (ch.atime.is_some() || ch.mtime.is_some());
             if explicit && !owner {
                 return Err(Errno::EPERM);
             }

@@ -1,0 +1,97 @@
+//! Regressions for core bugs found by the Rust API's tests (differential
+//! runs against tmpfs). Each test states what Linux does. Calls that could
+//! deadlock run on a helper thread with a deadline so the suite cannot hang.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lanefs_core::{Cred, Errno, Fs, ROOT_INO};
+
+/// Run `f` on a thread; `None` if it has not returned after 5 seconds
+/// (the thread is left behind, blocked).
+fn with_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(5)).ok()
+}
+
+/// `link(dir, dir/name)` must fail with EPERM (hard links to directories
+/// are not allowed); the core locks the directory's metadata twice and
+/// deadlocks (`Fs::link`, crates/lanefs-core/src/namei.rs: `dir.meta.lock()`
+/// then `inode.meta.lock()` on the same inode).
+#[test]
+fn core_link_directory_into_itself_is_eperm_not_deadlock() {
+    let fs = Fs::new_in_memory();
+    let got = with_deadline(move || {
+        fs.link(&Cred::root(), ROOT_INO, ROOT_INO, b"x")
+            .map(|a| a.ino)
+    });
+    assert_eq!(
+        got,
+        Some(Err(Errno::EPERM)),
+        "None means the call deadlocked"
+    );
+}
+
+/// `utimensat(path, [UTIME_NOW, UTIME_OMIT])` by a non-owner who may write
+/// the file must fail with EPERM: only "both UTIME_NOW" is the
+/// write-permission "touch" case (Linux `may_setattr`/`setattr_prepare`,
+/// checked on tmpfs). The core accepts it.
+#[test]
+fn core_setattr_now_and_omit_by_non_owner_is_eperm() {
+    use lanefs_core::{SetAttr, TimeSet};
+    let fs = Fs::new_in_memory();
+    let root = Cred::root();
+    let (attr, file, _) = fs
+        .open_at(
+            &root,
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_WRONLY,
+            0o666,
+            0,
+            false,
+        )
+        .expect("create");
+    drop(file);
+    let bob = Cred::user(1001, 1001);
+    let now_omit = SetAttr {
+        atime: Some(TimeSet::Now),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        fs.setattr(&bob, attr.ino, &now_omit, None).map(|_| ()),
+        Err(Errno::EPERM)
+    );
+}
+
+/// A write by a caller who is neither root nor in the file's group clears
+/// setgid even without group execute (Linux >= 6.2
+/// `setattr_should_drop_sgid`; seen on tmpfs by the differential test:
+/// `open("a", O_WRONLY|O_CREAT, 0o2000)` by root, then a write by uid 1000
+/// leaves mode 0o100000 on tmpfs, 0o102000 on lanefs).
+#[test]
+fn core_write_by_non_member_clears_setgid_without_group_exec() {
+    let fs = Fs::new_in_memory();
+    let (attr, file, _) = fs
+        .open_at(
+            &Cred::root(),
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_RDWR,
+            0o2666,
+            0,
+            false,
+        )
+        .expect("create");
+    assert_eq!(attr.perm, 0o2666);
+    let _ = file;
+    let bob = Cred::user(1001, 1001);
+    let h = fs
+        .open(&bob, attr.ino, libc::O_WRONLY)
+        .expect("open for bob");
+    fs.write(&h, 0, b"x").expect("write");
+    assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o666);
+}
