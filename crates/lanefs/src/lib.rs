@@ -590,38 +590,9 @@ impl Filesystem {
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
         let name = self.create_target(&p, false)?;
-        if src.ino == p.dir.ino {
-            // Linking a directory into itself: answered here because the
-            // core's `link` self-deadlocks on it (core bug, pinned by
-            // tests/core_bugs.rs). Linux's order: EEXIST, then
-            // protected_hardlinks/permission, then EPERM for a directory.
-            return Err(self.link_dir_into_itself(&p, name).into());
-        }
         let attr = self.core().link(&self.cred, src.ino, p.dir.ino, name)?;
         self.core().forget(attr.ino, 1);
         Ok(())
-    }
-
-    fn link_dir_into_itself(&self, p: &Parent<'_>, name: &[u8]) -> Errno {
-        match self.core().lookup(&self.cred, p.dir.ino, name) {
-            Ok(_) => return Errno::EEXIST,
-            Err(Errno::ENOENT) => {}
-            Err(e) => return e,
-        }
-        let Ok(dir) = self.core().getattr(p.dir.ino) else {
-            return Errno::ENOENT;
-        };
-        if dir.nlink == 0 {
-            return Errno::ENOENT;
-        }
-        // protected_hardlinks refuses a non-owner (a directory is never a
-        // "safe" source); the owner then needs write+search on the parent.
-        if self.cred.is_root() || self.cred.uid == dir.uid {
-            if let Err(e) = self.core().access(&self.cred, p.dir.ino, MAY_WRITE | MAY_EXEC) {
-                return e;
-            }
-        }
-        Errno::EPERM
     }
 
     /// `symlink(target, link)`: `link` will point at `target` (empty:
@@ -780,15 +751,6 @@ impl Filesystem {
         let bad = |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
         if bad(&atime) || bad(&mtime) {
             return Err(Errno::EINVAL.into());
-        }
-        let touch = atime == Some(TimeSet::Now) && mtime == Some(TimeSet::Now);
-        if !touch && !self.cred.is_root() {
-            // Linux's setattr_prepare: explicit times (any time that is not
-            // UTIME_NOW, UTIME_OMIT included) need ownership. The core lets
-            // a writer set NOW+OMIT (core bug, tests/core_bugs.rs).
-            if self.core().getattr(h.ino)?.uid != self.cred.uid {
-                return Err(Errno::EPERM.into());
-            }
         }
         let changes = SetAttr {
             atime,

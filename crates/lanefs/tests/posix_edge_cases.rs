@@ -600,8 +600,7 @@ fn utime_now_and_omit_rules() -> io::Result<()> {
     fs.set_times("/does/not/exist", None, None)?;
     // Explicit times: owner (or root) only.
     assert_eq!(errno(b.set_times("/f", Some(t(1, 0)), None)), Errno::EPERM);
-    // A mix of NOW and OMIT counts as explicit (the core gets this wrong:
-    // tests/core_bugs.rs; the path layer checks it as Linux's VFS does).
+    // A mix of NOW and OMIT counts as explicit.
     assert_eq!(errno(b.set_times("/f", Some(TimeSet::Now), None)), Errno::EPERM);
     // Both NOW: write permission is enough.
     b.set_times("/f", Some(TimeSet::Now), Some(TimeSet::Now))?;

@@ -98,19 +98,18 @@ fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<
                         if rng.below(2) == 0 {
                             let _ = fs.remove_file(&p);
                         }
-                        f.write_at(&[1u8; 100], rng.below(2 * PAGE_SIZE as u64))?;
+                        let r = f.write_at(&[1u8; 100], rng.below(2 * PAGE_SIZE as u64));
                         open.push(f);
-                        Ok(())
+                        r.map(drop)
                     }
                     Err(e) => Err(e),
                 }
             }
             15 => {
-                if let Some(f) = open.pop() {
-                    let mut buf = [0u8; 64];
-                    f.read_at(&mut buf, 0)?;
+                match open.pop() {
+                    Some(f) => f.read_at(&mut [0u8; 64], 0).map(drop),
+                    None => Ok(()),
                 }
-                Ok(())
             }
             16 => fs.create_dir(format!("{}/sub{}", dirs[rng.below(2) as usize], rng.below(3))),
             17 => fs.remove_dir_all(format!("{}/sub{}", dirs[rng.below(2) as usize], rng.below(3))),
