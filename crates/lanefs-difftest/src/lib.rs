@@ -41,7 +41,7 @@ pub mod tree;
 
 pub use engine::{dtype, sized, EngineTarget};
 pub use kernel::{KernelTarget, TmpfsMount};
-pub use op::{show, write_data, Case, Op, Outcome, ShowBytes, StatLite, Step, TimeArg, Value, Who, SLOTS};
+pub use op::{show, write_data, OP_NAMES, Case, Op, Outcome, ShowBytes, StatLite, Step, TimeArg, Value, Who, SLOTS};
 pub use tree::Tree;
 
 /// Something a [`Case`] can run on.
@@ -78,9 +78,82 @@ pub fn outcomes_agree(_op: &Op, a: &Outcome, b: &Outcome) -> bool {
     a == b
 }
 
+/// How often each operation succeeded and failed (by errno), summed over
+/// cases: shows what a run really exercised.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// operation name → (successes, failures by errno).
+    pub ops: std::collections::BTreeMap<&'static str, (u64, std::collections::BTreeMap<i32, u64>)>,
+    pub cases: u64,
+}
+
+impl Stats {
+    /// Count one agreed outcome.
+    pub fn record(&mut self, op: &Op, outcome: &Outcome) {
+        let e = self.ops.entry(op.kind_name()).or_default();
+        match outcome {
+            Ok(Value::Skipped) => {}
+            Ok(_) => e.0 += 1,
+            Err(n) => *e.1.entry(*n).or_default() += 1,
+        }
+    }
+
+    /// Add another run's counts.
+    pub fn merge(&mut self, other: &Stats) {
+        self.cases += other.cases;
+        for (k, (ok, errs)) in &other.ops {
+            let e = self.ops.entry(k).or_default();
+            e.0 += ok;
+            for (n, c) in errs {
+                *e.1.entry(*n).or_default() += c;
+            }
+        }
+    }
+
+    /// Operations that never succeeded or never failed.
+    pub fn one_sided(&self) -> Vec<String> {
+        OP_NAMES
+            .iter()
+            .filter_map(|name| match self.ops.get(name) {
+                None => Some(format!("{}: never run", name)),
+                Some((0, _)) => Some(format!("{}: never succeeded", name)),
+                Some((_, errs)) if errs.is_empty() && !matches!(*name, "fsync" | "close") => {
+                    Some(format!("{}: never failed", name))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} cases", self.cases)?;
+        for (name, (ok, errs)) in &self.ops {
+            write!(f, "  {:<12} ok {:>7}", name, ok)?;
+            for (n, c) in errs {
+                write!(f, "  {} {}", lanefs::Errno(*n).name().unwrap_or("?"), c)?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
 /// Run `case` on `a` and `b`, comparing every step and then the trees.
 /// The error describes the first difference and the whole case.
 pub fn run_case(case: &Case, a: &mut dyn Target, b: &mut dyn Target) -> Result<(), String> {
+    run_case_stats(case, a, b, &mut Stats::default())
+}
+
+/// As [`run_case`], counting outcomes into `stats`.
+pub fn run_case_stats(
+    case: &Case,
+    a: &mut dyn Target,
+    b: &mut dyn Target,
+    stats: &mut Stats,
+) -> Result<(), String> {
+    stats.cases += 1;
     // Operations on an open file run as whoever opened it: the core's
     // handle-based calls (write, ftruncate, fchmod) act with the opener's
     // credential, while the kernel would use the caller's.
@@ -123,6 +196,7 @@ pub fn run_case(case: &Case, a: &mut dyn Target, b: &mut dyn Target) -> Result<(
                 case
             ));
         }
+        stats.record(&step.op, &oa);
     }
     a.close_all();
     b.close_all();

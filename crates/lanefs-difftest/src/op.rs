@@ -89,6 +89,52 @@ pub enum Op {
     RemoveXattr { path: Vec<u8>, name: Vec<u8> },
 }
 
+impl Op {
+    /// The operation's name, for statistics.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Op::Create { .. } => "create",
+            Op::Mknod { .. } => "mknod",
+            Op::Mkdir { .. } => "mkdir",
+            Op::Unlink { .. } => "unlink",
+            Op::Rmdir { .. } => "rmdir",
+            Op::Symlink { .. } => "symlink",
+            Op::Readlink { .. } => "readlink",
+            Op::Link { .. } => "link",
+            Op::Rename { .. } => "rename",
+            Op::Open { .. } => "open",
+            Op::Close { .. } => "close",
+            Op::Write { .. } => "write",
+            Op::Read { .. } => "read",
+            Op::Seek { .. } => "lseek",
+            Op::Ftruncate { .. } => "ftruncate",
+            Op::Fallocate { .. } => "fallocate",
+            Op::Fsync { .. } => "fsync",
+            Op::Fchmod { .. } => "fchmod",
+            Op::Fstat { .. } => "fstat",
+            Op::Truncate { .. } => "truncate",
+            Op::Chmod { .. } => "chmod",
+            Op::Chown { .. } => "chown",
+            Op::Utimens { .. } => "utimensat",
+            Op::Stat { .. } => "stat",
+            Op::Access { .. } => "access",
+            Op::Readdir { .. } => "readdir",
+            Op::SetXattr { .. } => "setxattr",
+            Op::GetXattr { .. } => "getxattr",
+            Op::ListXattr { .. } => "listxattr",
+            Op::RemoveXattr { .. } => "removexattr",
+        }
+    }
+}
+
+/// Every operation name of [`Op::kind_name`].
+pub const OP_NAMES: [&str; 30] = [
+    "create", "mknod", "mkdir", "unlink", "rmdir", "symlink", "readlink", "link", "rename", "open",
+    "close", "write", "read", "lseek", "ftruncate", "fallocate", "fsync", "fchmod", "fstat",
+    "truncate", "chmod", "chown", "utimensat", "stat", "access", "readdir", "setxattr", "getxattr",
+    "listxattr", "removexattr",
+];
+
 /// A step: an operation and who performs it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Step {

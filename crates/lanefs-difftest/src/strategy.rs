@@ -18,7 +18,7 @@ pub const STEPS_MAX: usize = 48;
 
 fn name() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        24 => select(vec!["a", "b", "c", "d"]).prop_map(|s| s.as_bytes().to_vec()),
+        40 => select(vec!["a", "b", "c"]).prop_map(|s| s.as_bytes().to_vec()),
         1 => Just(b".".to_vec()),
         1 => Just(b"..".to_vec()),
         1 => Just(vec![b'L'; 255]),
@@ -27,14 +27,20 @@ fn name() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// A path: 1–3 components, sometimes absolute, with doubled or trailing
-/// slashes; rarely empty, the root, or longer than `PATH_MAX`.
+/// A path: 1–3 components (mostly short), sometimes absolute, with
+/// doubled or trailing slashes; rarely empty, the root, or longer than
+/// `PATH_MAX`.
 pub fn path() -> impl Strategy<Value = Vec<u8>> {
+    let comps = prop_oneof![
+        6 => vec(name(), 1..=1),
+        4 => vec(name(), 2..=2),
+        1 => vec(name(), 3..=3),
+    ];
     let normal = (
-        vec(name(), 1..=3),
-        prop::bool::weighted(0.15),
-        prop::bool::weighted(0.08),
+        comps,
+        prop::bool::weighted(0.1),
         prop::bool::weighted(0.05),
+        prop::bool::weighted(0.03),
     )
         .prop_map(|(comps, abs, trailing, double)| {
             let mut p = Vec::new();
@@ -56,7 +62,7 @@ pub fn path() -> impl Strategy<Value = Vec<u8>> {
             p
         });
     prop_oneof![
-        60 => normal,
+        100 => normal,
         1 => Just(Vec::new()),
         1 => Just(b"/".to_vec()),
         1 => Just(b"a/".repeat(2048)),
@@ -86,8 +92,9 @@ fn id() -> impl Strategy<Value = Option<u32>> {
     ]
 }
 
+/// Mostly the first slots, so that operations find the files opened.
 fn slot() -> impl Strategy<Value = usize> {
-    0..SLOTS
+    prop_oneof![12 => Just(0usize), 5 => Just(1usize), 3 => 2..SLOTS]
 }
 
 fn offset() -> impl Strategy<Value = u64> {
@@ -117,10 +124,10 @@ fn len() -> impl Strategy<Value = usize> {
 
 fn open_flags() -> impl Strategy<Value = i32> {
     (
-        select(vec![libc::O_RDONLY, libc::O_WRONLY, libc::O_RDWR]),
+        select(vec![libc::O_RDONLY, libc::O_WRONLY, libc::O_RDWR, libc::O_RDWR]),
+        prop::bool::weighted(0.6),
         vec(
             select(vec![
-                libc::O_CREAT,
                 libc::O_EXCL,
                 libc::O_TRUNC,
                 libc::O_APPEND,
@@ -130,7 +137,14 @@ fn open_flags() -> impl Strategy<Value = i32> {
             0..3,
         ),
     )
-        .prop_map(|(acc, extra)| extra.into_iter().fold(acc, |f, x| f | x))
+        .prop_map(|(acc, creat, extra)| {
+            let f = extra.into_iter().fold(acc, |f, x| f | x);
+            if creat {
+                f | libc::O_CREAT
+            } else {
+                f
+            }
+        })
 }
 
 fn time() -> impl Strategy<Value = TimeArg> {
@@ -206,9 +220,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => path().prop_map(|path| Op::Readlink { path }),
         3 => (path(), path()).prop_map(|(old, new)| Op::Link { old, new }),
         6 => (path(), path(), rename_flags()).prop_map(|(old, new, flags)| Op::Rename { old, new, flags }),
-        8 => (slot(), path(), open_flags(), mode())
+        10 => (slot(), path(), open_flags(), mode())
             .prop_map(|(slot, path, flags, mode)| Op::Open { slot, path, flags, mode }),
-        2 => slot().prop_map(|slot| Op::Close { slot }),
+        1 => slot().prop_map(|slot| Op::Close { slot }),
         8 => (slot(), prop::option::weighted(0.7, offset()), len(), any::<u8>())
             .prop_map(|(slot, offset, len, seed)| Op::Write { slot, offset, len, seed }),
         6 => (slot(), prop::option::weighted(0.7, offset()), len())

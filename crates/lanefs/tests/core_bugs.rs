@@ -68,3 +68,22 @@ fn core_write_by_non_member_clears_setgid_without_group_exec() {
     fs.write(&h, 0, b"x").expect("write");
     assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o666);
 }
+
+/// `fallocate` by a caller without CAP_FSETID clears setuid (and setgid
+/// when the caller is not in the file's group), as a write does: tmpfs's
+/// `shmem_fallocate` calls `file_modified`. Seen by the differential test:
+/// `create("c", 0o2272)` by root, `open("c", O_WRONLY)` by uid 1000,
+/// `fallocate(fd, 0, 0, 1)`: tmpfs 0o100272, lanefs 0o102272.
+#[test]
+fn core_fallocate_by_non_root_clears_suid_sgid() {
+    let fs = Fs::new_in_memory();
+    let (attr, file, _) = fs
+        .open_at(&Cred::root(), ROOT_INO, b"f", libc::O_CREAT | libc::O_RDWR, 0o6777, 0, false)
+        .expect("create");
+    assert_eq!(attr.perm, 0o6777);
+    drop(file);
+    let bob = Cred::user(1001, 1001);
+    let h = fs.open(&bob, attr.ino, libc::O_WRONLY).expect("open for bob");
+    fs.fallocate(&h, 0, 0, 1).expect("fallocate");
+    assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o777);
+}

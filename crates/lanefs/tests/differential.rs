@@ -19,7 +19,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use lanefs::{FileKind, Filesystem};
-use lanefs_difftest::{cases_from_env, run_case, strategy, Case, EngineTarget, KernelTarget, TmpfsMount};
+use lanefs_difftest::{
+    cases_from_env, run_case_stats, strategy, Case, EngineTarget, KernelTarget, Stats, TmpfsMount,
+};
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 const CASES_DEFAULT: u32 = 2000;
@@ -54,11 +56,12 @@ fn drain_and_check_leaks(fs: &Filesystem) -> Result<(), String> {
     Ok(())
 }
 
-fn one_case(mount: &TmpfsMount, case: &Case, shrink: bool) -> Result<(), String> {
+fn one_case(mount: &TmpfsMount, case: &Case, shrink: bool) -> Result<Stats, String> {
+    let mut stats = Stats::default();
     let mut engine = EngineTarget::new(case.umask, shrink).map_err(|e| e.to_string())?;
     let dir = mount.fresh_dir().map_err(|e| e.to_string())?;
     let mut kernel = KernelTarget::new(&dir, case.umask, "tmpfs").map_err(|e| e.to_string())?;
-    let mut result = run_case(case, &mut engine, &mut kernel);
+    let mut result = run_case_stats(case, &mut engine, &mut kernel, &mut stats);
     drop(kernel);
     let _ = std::fs::remove_dir_all(&dir);
     if result.is_ok() {
@@ -71,7 +74,7 @@ fn one_case(mount: &TmpfsMount, case: &Case, shrink: bool) -> Result<(), String>
     if result.is_ok() {
         result = drain_and_check_leaks(engine.fs()).map_err(|e| format!("{}\n{:?}", e, case));
     }
-    result
+    result.map(|()| stats)
 }
 
 /// A case that runs longer than this is reported as a hang (deadlock):
@@ -79,7 +82,11 @@ fn one_case(mount: &TmpfsMount, case: &Case, shrink: bool) -> Result<(), String>
 /// cancelled.
 const CASE_DEADLINE: Duration = Duration::from_secs(120);
 
-fn one_case_with_deadline(mount: &Arc<TmpfsMount>, case: &Case, shrink: bool) -> Result<(), String> {
+fn one_case_with_deadline(
+    mount: &Arc<TmpfsMount>,
+    case: &Case,
+    shrink: bool,
+) -> Result<Stats, String> {
     let (tx, rx) = mpsc::channel();
     let (m, c) = (mount.clone(), case.clone());
     std::thread::spawn(move || {
@@ -115,14 +122,28 @@ fn differential(shrink: bool) {
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
+    let total = parking_lot::Mutex::new(Stats::default());
     let result = runner.run(&strategy::case(steps), |case| {
-        one_case_with_deadline(&mount, &case, shrink).map_err(TestCaseError::fail)
+        let stats = one_case_with_deadline(&mount, &case, shrink).map_err(TestCaseError::fail)?;
+        total.lock().merge(&stats);
+        Ok(())
     });
     drop(mount);
     if let Err(e) = result {
         panic!("{}", e);
     }
+    let total = total.into_inner();
+    eprintln!("differential (shrink every step: {}): {}", shrink, total);
+    // The generator must reach both sides of every operation, or the run
+    // proves little.
+    if total.cases >= MIN_CASES_FOR_COVERAGE {
+        let gaps = total.one_sided();
+        assert!(gaps.is_empty(), "weak coverage: {:?}\n{}", gaps, total);
+    }
 }
+
+/// Below this many cases a run is too small to demand full coverage.
+const MIN_CASES_FOR_COVERAGE: u64 = 500;
 
 #[test]
 fn differential_vs_tmpfs() {
