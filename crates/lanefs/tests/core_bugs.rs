@@ -87,3 +87,21 @@ fn core_fallocate_by_non_root_clears_suid_sgid() {
     fs.fallocate(&h, 0, 0, 1).expect("fallocate");
     assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o777);
 }
+
+/// An unprivileged user may create a character device with device number
+/// 0/0 — the overlayfs "whiteout" (Linux >= 5.8 `vfs_mknod`: the
+/// CAP_MKNOD check skips `S_ISCHR && dev == WHITEOUT_DEV`). Seen by the
+/// differential test: `mknod("a", S_IFCHR, 0)` by uid 1000 in a directory
+/// it owns: tmpfs ok, lanefs EPERM.
+#[test]
+fn core_unprivileged_mknod_whiteout_is_allowed() {
+    let fs = Fs::new_in_memory();
+    let root = Cred::root();
+    let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o777, 0).expect("mkdir");
+    let alice = Cred::user(1000, 1000);
+    let got = fs.mknod(&alice, dir.ino, b"wh", libc::S_IFCHR, 0, 0).map(|a| (a.kind, a.rdev));
+    assert_eq!(got, Ok((lanefs::FileKind::CharDevice, 0)));
+    // Any other device number still needs CAP_MKNOD.
+    let other = fs.mknod(&alice, dir.ino, b"dev", libc::S_IFCHR, 0, libc::makedev(1, 3));
+    assert_eq!(other.map(|_| ()), Err(Errno::EPERM));
+}
