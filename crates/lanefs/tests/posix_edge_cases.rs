@@ -820,3 +820,67 @@ fn file_read_write_seek() -> io::Result<()> {
     assert_eq!(fs.read("/rw")?[10..20], [0u8; 10]);
     Ok(())
 }
+
+// ---- accepted divergences (docs/SEMANTICS.md) ------------------------------
+
+#[test]
+fn divergence_write_at_enospc_is_all_or_nothing() -> io::Result<()> {
+    // tmpfs writes what fits and returns a short count; lanefs reserves the
+    // whole write first and fails it with nothing written.
+    let store = MemoryStoreConfig {
+        capacity_bytes: 16 * PAGE_SIZE as u64,
+        max_inodes: 8,
+    };
+    let fs = Filesystem::in_memory(store, FsConfig::default())?;
+    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/f")?;
+    assert_eq!(errno(f.write_at(&vec![1u8; 20 * PAGE_SIZE], 0)), Errno::ENOSPC);
+    assert_eq!(f.metadata()?.len(), 0);
+    assert_eq!(fs.statfs()?.blocks_free, 16);
+    assert_eq!(f.write_at(&vec![1u8; 16 * PAGE_SIZE], 0)?, 16 * PAGE_SIZE);
+    Ok(())
+}
+
+#[test]
+fn divergence_rename_whiteout_is_einval() -> io::Result<()> {
+    // tmpfs supports RENAME_WHITEOUT (for overlayfs); lanefs does not.
+    let fs = fs();
+    fs.write("/a", b"x")?;
+    assert_eq!(errno(fs.rename_flags("/a", "/b", lanefs::RENAME_WHITEOUT)), Errno::EINVAL);
+    assert_eq!(fs.read("/a")?, b"x");
+    Ok(())
+}
+
+#[test]
+fn divergence_opening_a_fifo_is_enxio() -> io::Result<()> {
+    // The kernel opens a fifo (blocking until the other end opens); lanefs
+    // has no pipe behind the node and answers ENXIO, as for a socket.
+    let fs = fs();
+    fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)?;
+    fs.mknod("/sock", libc::S_IFSOCK | 0o644, 0)?;
+    assert_eq!(errno(fs.open("/fifo")), Errno::ENXIO);
+    assert_eq!(errno(fs.open("/sock")), Errno::ENXIO);
+    Ok(())
+}
+
+#[test]
+fn divergence_atime_is_relatime_without_the_daily_refresh() -> io::Result<()> {
+    // Like a relatime mount: a read moves atime only when it is not newer
+    // than mtime or ctime. Linux's relatime also refreshes an atime older
+    // than a day; lanefs does not.
+    let fs = fs();
+    fs.write("/f", b"data")?;
+    let t0 = fs.metadata("/f")?.atime();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    fs.read("/f")?;
+    let t1 = fs.metadata("/f")?.atime();
+    assert!(t1 > t0, "first read after a write moves atime");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    fs.read("/f")?;
+    assert_eq!(fs.metadata("/f")?.atime(), t1, "a second read does not");
+    // An atime in the future (set explicitly) is left alone by reads.
+    let future = Timespec { sec: t1.sec + 3600, nsec: 0 };
+    fs.set_times("/f", Some(TimeSet::At(future)), None)?;
+    fs.read("/f")?;
+    assert_eq!(fs.metadata("/f")?.atime(), future);
+    Ok(())
+}
