@@ -227,7 +227,11 @@ impl EngineTarget {
             }
             Op::Fsync { slot, datasync } => {
                 let f = self.file(*slot).map_err(io::Error::from_raw_os_error)?;
-                unit(if *datasync { f.sync_data() } else { f.sync_all() })
+                unit(if *datasync {
+                    f.sync_data()
+                } else {
+                    f.sync_all()
+                })
             }
             Op::Fchmod { slot, mode } => {
                 // fchmod checks the caller's credential, not the opener's.

@@ -26,7 +26,9 @@ use crate::tree::{hash_content, join, Node, Tree, TREE_DEPTH_MAX};
 use crate::Target;
 
 fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 fn cstr(b: &[u8]) -> Result<CString, i32> {
@@ -86,7 +88,8 @@ impl TmpfsMount {
     pub fn new() -> io::Result<TmpfsMount> {
         static COUNT: AtomicU64 = AtomicU64::new(0);
         let n = COUNT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("lanefs-difftest-{}-{}", std::process::id(), n));
+        let dir =
+            std::env::temp_dir().join(format!("lanefs-difftest-{}-{}", std::process::id(), n));
         fs::create_dir_all(&dir)?;
         let src = cstr(b"tmpfs").map_err(io::Error::from_raw_os_error)?;
         let target = cstr(dir.as_os_str().as_bytes()).map_err(io::Error::from_raw_os_error)?;
@@ -308,11 +311,7 @@ impl Worker {
     }
 
     fn fd(&self, slot: usize) -> Result<libc::c_int, i32> {
-        self.fds
-            .get(slot)
-            .copied()
-            .flatten()
-            .ok_or(libc::EBADF)
+        self.fds.get(slot).copied().flatten().ok_or(libc::EBADF)
     }
 
     fn step(&mut self, op: &Op) -> Outcome {
@@ -337,7 +336,9 @@ impl Worker {
             Op::Mknod { path, mode, rdev } => {
                 let c = cstr(path)?;
                 // SAFETY: valid path.
-                unit(unsafe { libc::mknod(c.as_ptr(), *mode as libc::mode_t, *rdev as libc::dev_t) })
+                unit(unsafe {
+                    libc::mknod(c.as_ptr(), *mode as libc::mode_t, *rdev as libc::dev_t)
+                })
             }
             Op::Mkdir { path, mode } => {
                 let c = cstr(path)?;
@@ -375,7 +376,9 @@ impl Worker {
                 let o = cstr(old)?;
                 let n = cstr(new)?;
                 // SAFETY: valid paths.
-                unit(unsafe { libc::linkat(libc::AT_FDCWD, o.as_ptr(), libc::AT_FDCWD, n.as_ptr(), 0) })
+                unit(unsafe {
+                    libc::linkat(libc::AT_FDCWD, o.as_ptr(), libc::AT_FDCWD, n.as_ptr(), 0)
+                })
             }
             Op::Rename { old, new, flags } => {
                 let o = cstr(old)?;
@@ -408,7 +411,9 @@ impl Worker {
                 }
                 let c = cstr(path)?;
                 // SAFETY: valid path.
-                let fd = unsafe { libc::open(c.as_ptr(), *flags | libc::O_CLOEXEC, *mode as libc::c_uint) };
+                let fd = unsafe {
+                    libc::open(c.as_ptr(), *flags | libc::O_CLOEXEC, *mode as libc::c_uint)
+                };
                 check(fd as libc::c_long)?;
                 match self.fds.get_mut(*slot) {
                     Some(s) => *s = Some(fd),
@@ -420,7 +425,11 @@ impl Worker {
                 Ok(Value::Unit)
             }
             Op::Close { slot } => {
-                let fd = self.fds.get_mut(*slot).and_then(|f| f.take()).ok_or(libc::EBADF)?;
+                let fd = self
+                    .fds
+                    .get_mut(*slot)
+                    .and_then(|f| f.take())
+                    .ok_or(libc::EBADF)?;
                 // SAFETY: an fd this worker owns.
                 unit(unsafe { libc::close(fd) })
             }
@@ -435,7 +444,12 @@ impl Worker {
                 // SAFETY: data is readable for data.len() bytes.
                 let n = unsafe {
                     match offset {
-                        Some(o) => libc::pwrite(fd, data.as_ptr() as *const libc::c_void, data.len(), *o as i64),
+                        Some(o) => libc::pwrite(
+                            fd,
+                            data.as_ptr() as *const libc::c_void,
+                            data.len(),
+                            *o as i64,
+                        ),
                         None => libc::write(fd, data.as_ptr() as *const libc::c_void, data.len()),
                     }
                 };
@@ -447,7 +461,12 @@ impl Worker {
                 // SAFETY: buf is writable for buf.len() bytes.
                 let n = unsafe {
                     match offset {
-                        Some(o) => libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), *o as i64),
+                        Some(o) => libc::pread(
+                            fd,
+                            buf.as_mut_ptr() as *mut libc::c_void,
+                            buf.len(),
+                            *o as i64,
+                        ),
                         None => libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()),
                     }
                 };
@@ -554,7 +573,11 @@ impl Worker {
                     },
                 };
                 let times = [ts(atime), ts(mtime)];
-                let flags = if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+                let flags = if *follow {
+                    0
+                } else {
+                    libc::AT_SYMLINK_NOFOLLOW
+                };
                 // SAFETY: valid path and a two-element times array.
                 unit(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), flags) })
             }
@@ -729,7 +752,8 @@ fn xattrs(path: &[u8]) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let c = cstr(path).map_err(io::Error::from_raw_os_error)?;
     let mut buf = vec![0u8; 1 << 16];
     // SAFETY: buf writable for its length.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    let n =
+        unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -740,7 +764,12 @@ fn xattrs(path: &[u8]) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = vec![0u8; 1 << 17];
         // SAFETY: v writable for its length.
         let m = unsafe {
-            libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr() as *mut libc::c_void, v.len())
+            libc::lgetxattr(
+                c.as_ptr(),
+                cn.as_ptr(),
+                v.as_mut_ptr() as *mut libc::c_void,
+                v.len(),
+            )
         };
         if m < 0 {
             return Err(io::Error::last_os_error());

@@ -41,7 +41,10 @@ pub mod tree;
 
 pub use engine::{dtype, sized, EngineTarget};
 pub use kernel::{KernelTarget, TmpfsMount};
-pub use op::{show, write_data, OP_NAMES, Case, Op, Outcome, ShowBytes, StatLite, Step, TimeArg, Value, Who, SLOTS};
+pub use op::{
+    show, write_data, Case, Op, Outcome, ShowBytes, StatLite, Step, TimeArg, Value, Who, OP_NAMES,
+    SLOTS,
+};
 pub use tree::Tree;
 
 /// Something a [`Case`] can run on.

@@ -44,49 +44,151 @@ pub const SLOTS: usize = 4;
 #[derive(Clone, PartialEq, Eq)]
 pub enum Op {
     /// `open(path, O_CREAT|O_WRONLY[|O_EXCL], mode)` then close.
-    Create { path: Vec<u8>, mode: u32, excl: bool },
+    Create {
+        path: Vec<u8>,
+        mode: u32,
+        excl: bool,
+    },
     /// `mknod(path, mode, rdev)`; `mode` includes the type bits.
-    Mknod { path: Vec<u8>, mode: u32, rdev: u64 },
-    Mkdir { path: Vec<u8>, mode: u32 },
-    Unlink { path: Vec<u8> },
-    Rmdir { path: Vec<u8> },
-    Symlink { target: Vec<u8>, path: Vec<u8> },
-    Readlink { path: Vec<u8> },
-    Link { old: Vec<u8>, new: Vec<u8> },
+    Mknod {
+        path: Vec<u8>,
+        mode: u32,
+        rdev: u64,
+    },
+    Mkdir {
+        path: Vec<u8>,
+        mode: u32,
+    },
+    Unlink {
+        path: Vec<u8>,
+    },
+    Rmdir {
+        path: Vec<u8>,
+    },
+    Symlink {
+        target: Vec<u8>,
+        path: Vec<u8>,
+    },
+    Readlink {
+        path: Vec<u8>,
+    },
+    Link {
+        old: Vec<u8>,
+        new: Vec<u8>,
+    },
     /// `renameat2(old, new, flags)`.
-    Rename { old: Vec<u8>, new: Vec<u8>, flags: u32 },
+    Rename {
+        old: Vec<u8>,
+        new: Vec<u8>,
+        flags: u32,
+    },
     /// `open(path, flags, mode)` into `slot` (closing what was there).
-    Open { slot: usize, path: Vec<u8>, flags: i32, mode: u32 },
-    Close { slot: usize },
+    Open {
+        slot: usize,
+        path: Vec<u8>,
+        flags: i32,
+        mode: u32,
+    },
+    Close {
+        slot: usize,
+    },
     /// `pwrite` at `offset`, or `write` at the position when `None`.
     /// The data is `len` bytes made from `seed`.
-    Write { slot: usize, offset: Option<u64>, len: usize, seed: u8 },
+    Write {
+        slot: usize,
+        offset: Option<u64>,
+        len: usize,
+        seed: u8,
+    },
     /// `pread` at `offset`, or `read` at the position when `None`.
-    Read { slot: usize, offset: Option<u64>, len: usize },
+    Read {
+        slot: usize,
+        offset: Option<u64>,
+        len: usize,
+    },
     /// `lseek(slot, offset, whence)` with `SEEK_SET`/`SEEK_CUR`/`SEEK_END`.
-    Seek { slot: usize, offset: i64, whence: i32 },
-    Ftruncate { slot: usize, size: u64 },
-    Fallocate { slot: usize, mode: i32, offset: i64, len: i64 },
-    Fsync { slot: usize, datasync: bool },
-    Fchmod { slot: usize, mode: u32 },
-    Fstat { slot: usize },
-    Truncate { path: Vec<u8>, size: u64 },
-    Chmod { path: Vec<u8>, mode: u32 },
+    Seek {
+        slot: usize,
+        offset: i64,
+        whence: i32,
+    },
+    Ftruncate {
+        slot: usize,
+        size: u64,
+    },
+    Fallocate {
+        slot: usize,
+        mode: i32,
+        offset: i64,
+        len: i64,
+    },
+    Fsync {
+        slot: usize,
+        datasync: bool,
+    },
+    Fchmod {
+        slot: usize,
+        mode: u32,
+    },
+    Fstat {
+        slot: usize,
+    },
+    Truncate {
+        path: Vec<u8>,
+        size: u64,
+    },
+    Chmod {
+        path: Vec<u8>,
+        mode: u32,
+    },
     /// `chown`/`lchown`; `None` is -1.
-    Chown { path: Vec<u8>, uid: Option<u32>, gid: Option<u32>, follow: bool },
-    Utimens { path: Vec<u8>, atime: TimeArg, mtime: TimeArg, follow: bool },
+    Chown {
+        path: Vec<u8>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        follow: bool,
+    },
+    Utimens {
+        path: Vec<u8>,
+        atime: TimeArg,
+        mtime: TimeArg,
+        follow: bool,
+    },
     /// `stat`/`lstat`.
-    Stat { path: Vec<u8>, follow: bool },
+    Stat {
+        path: Vec<u8>,
+        follow: bool,
+    },
     /// `faccessat(path, mask, AT_EACCESS)`.
-    Access { path: Vec<u8>, mask: u32 },
+    Access {
+        path: Vec<u8>,
+        mask: u32,
+    },
     /// List a directory (names and types, sorted; no `.`/`..`).
-    Readdir { path: Vec<u8> },
-    SetXattr { path: Vec<u8>, name: Vec<u8>, value: Vec<u8>, flags: u32 },
+    Readdir {
+        path: Vec<u8>,
+    },
+    SetXattr {
+        path: Vec<u8>,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        flags: u32,
+    },
     /// `getxattr` with a buffer of `size` bytes (0: ask for the size).
-    GetXattr { path: Vec<u8>, name: Vec<u8>, size: usize },
+    GetXattr {
+        path: Vec<u8>,
+        name: Vec<u8>,
+        size: usize,
+    },
     /// `listxattr` with a buffer of `size` bytes (0: ask for the size).
-    ListXattr { path: Vec<u8>, size: usize },
-    RemoveXattr { path: Vec<u8>, name: Vec<u8> },
+    ListXattr {
+        path: Vec<u8>,
+        size: usize,
+    },
+    RemoveXattr {
+        path: Vec<u8>,
+        name: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -129,10 +231,36 @@ impl Op {
 
 /// Every operation name of [`Op::kind_name`].
 pub const OP_NAMES: [&str; 30] = [
-    "create", "mknod", "mkdir", "unlink", "rmdir", "symlink", "readlink", "link", "rename", "open",
-    "close", "write", "read", "lseek", "ftruncate", "fallocate", "fsync", "fchmod", "fstat",
-    "truncate", "chmod", "chown", "utimensat", "stat", "access", "readdir", "setxattr", "getxattr",
-    "listxattr", "removexattr",
+    "create",
+    "mknod",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "symlink",
+    "readlink",
+    "link",
+    "rename",
+    "open",
+    "close",
+    "write",
+    "read",
+    "lseek",
+    "ftruncate",
+    "fallocate",
+    "fsync",
+    "fchmod",
+    "fstat",
+    "truncate",
+    "chmod",
+    "chown",
+    "utimensat",
+    "stat",
+    "access",
+    "readdir",
+    "setxattr",
+    "getxattr",
+    "listxattr",
+    "removexattr",
 ];
 
 /// A step: an operation and who performs it.
@@ -181,36 +309,101 @@ impl fmt::Debug for Op {
             Op::Rename { old, new, flags } => {
                 write!(f, "rename({:?}, {:?}, flags={})", b(old), b(new), flags)
             }
-            Op::Open { slot, path, flags, mode } => {
-                write!(f, "fd{} = open({:?}, {:#o}, {:#o})", slot, b(path), flags, mode)
+            Op::Open {
+                slot,
+                path,
+                flags,
+                mode,
+            } => {
+                write!(
+                    f,
+                    "fd{} = open({:?}, {:#o}, {:#o})",
+                    slot,
+                    b(path),
+                    flags,
+                    mode
+                )
             }
             Op::Close { slot } => write!(f, "close(fd{})", slot),
-            Op::Write { slot, offset, len, seed } => {
-                write!(f, "write(fd{}, at={:?}, len={}, seed={})", slot, offset, len, seed)
+            Op::Write {
+                slot,
+                offset,
+                len,
+                seed,
+            } => {
+                write!(
+                    f,
+                    "write(fd{}, at={:?}, len={}, seed={})",
+                    slot, offset, len, seed
+                )
             }
-            Op::Read { slot, offset, len } => write!(f, "read(fd{}, at={:?}, len={})", slot, offset, len),
-            Op::Seek { slot, offset, whence } => {
+            Op::Read { slot, offset, len } => {
+                write!(f, "read(fd{}, at={:?}, len={})", slot, offset, len)
+            }
+            Op::Seek {
+                slot,
+                offset,
+                whence,
+            } => {
                 write!(f, "lseek(fd{}, {}, whence={})", slot, offset, whence)
             }
             Op::Ftruncate { slot, size } => write!(f, "ftruncate(fd{}, {})", slot, size),
-            Op::Fallocate { slot, mode, offset, len } => {
-                write!(f, "fallocate(fd{}, mode={:#x}, {}, {})", slot, mode, offset, len)
+            Op::Fallocate {
+                slot,
+                mode,
+                offset,
+                len,
+            } => {
+                write!(
+                    f,
+                    "fallocate(fd{}, mode={:#x}, {}, {})",
+                    slot, mode, offset, len
+                )
             }
             Op::Fsync { slot, datasync } => write!(f, "fsync(fd{}, datasync={})", slot, datasync),
             Op::Fchmod { slot, mode } => write!(f, "fchmod(fd{}, {:#o})", slot, mode),
             Op::Fstat { slot } => write!(f, "fstat(fd{})", slot),
             Op::Truncate { path, size } => write!(f, "truncate({:?}, {})", b(path), size),
             Op::Chmod { path, mode } => write!(f, "chmod({:?}, {:#o})", b(path), mode),
-            Op::Chown { path, uid, gid, follow } => {
-                write!(f, "chown({:?}, {:?}, {:?}, follow={})", b(path), uid, gid, follow)
+            Op::Chown {
+                path,
+                uid,
+                gid,
+                follow,
+            } => {
+                write!(
+                    f,
+                    "chown({:?}, {:?}, {:?}, follow={})",
+                    b(path),
+                    uid,
+                    gid,
+                    follow
+                )
             }
-            Op::Utimens { path, atime, mtime, follow } => {
-                write!(f, "utimensat({:?}, {:?}, {:?}, follow={})", b(path), atime, mtime, follow)
+            Op::Utimens {
+                path,
+                atime,
+                mtime,
+                follow,
+            } => {
+                write!(
+                    f,
+                    "utimensat({:?}, {:?}, {:?}, follow={})",
+                    b(path),
+                    atime,
+                    mtime,
+                    follow
+                )
             }
             Op::Stat { path, follow } => write!(f, "stat({:?}, follow={})", b(path), follow),
             Op::Access { path, mask } => write!(f, "access({:?}, {})", b(path), mask),
             Op::Readdir { path } => write!(f, "readdir({:?})", b(path)),
-            Op::SetXattr { path, name, value, flags } => write!(
+            Op::SetXattr {
+                path,
+                name,
+                value,
+                flags,
+            } => write!(
                 f,
                 "setxattr({:?}, {:?}, {} bytes, flags={})",
                 b(path),
@@ -222,7 +415,9 @@ impl fmt::Debug for Op {
                 write!(f, "getxattr({:?}, {:?}, size={})", b(path), b(name), size)
             }
             Op::ListXattr { path, size } => write!(f, "listxattr({:?}, size={})", b(path), size),
-            Op::RemoveXattr { path, name } => write!(f, "removexattr({:?}, {:?})", b(path), b(name)),
+            Op::RemoveXattr { path, name } => {
+                write!(f, "removexattr({:?}, {:?})", b(path), b(name))
+            }
         }
     }
 }
@@ -284,12 +479,9 @@ impl fmt::Debug for Value {
         match self {
             Value::Unit => write!(f, "ok"),
             Value::Count(n) => write!(f, "{}", n),
-            Value::Bytes(b) if b.len() > 64 => write!(
-                f,
-                "{} bytes, fnv {:#018x}",
-                b.len(),
-                crate::tree::fnv(b)
-            ),
+            Value::Bytes(b) if b.len() > 64 => {
+                write!(f, "{} bytes, fnv {:#018x}", b.len(), crate::tree::fnv(b))
+            }
             Value::Bytes(b) => write!(f, "{:?}", ShowBytes(b)),
             Value::Stat(s) => write!(f, "{:?}", s),
             Value::Names(n) => f

@@ -124,7 +124,12 @@ fn len() -> impl Strategy<Value = usize> {
 
 fn open_flags() -> impl Strategy<Value = i32> {
     (
-        select(vec![libc::O_RDONLY, libc::O_WRONLY, libc::O_RDWR, libc::O_RDWR]),
+        select(vec![
+            libc::O_RDONLY,
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_RDWR,
+        ]),
         prop::bool::weighted(0.6),
         vec(
             select(vec![
@@ -194,7 +199,10 @@ fn mknod_mode() -> impl Strategy<Value = (u32, u64)> {
         libc::S_IFDIR,
         0o170000,
     ]);
-    let rdev = prop_oneof![Just(0u64), (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b))];
+    let rdev = prop_oneof![
+        Just(0u64),
+        (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b))
+    ];
     (kind, 0u32..=0o7777, rdev).prop_map(|(k, perm, rdev)| (k | perm, rdev))
 }
 

@@ -11,7 +11,10 @@ fn main() -> std::io::Result<()> {
     let fs = Filesystem::new_in_memory()?;
 
     fs.create_dir_all("/projects/lanefs/src")?;
-    fs.write("/projects/lanefs/README", b"an embeddable many-core file system\n")?;
+    fs.write(
+        "/projects/lanefs/README",
+        b"an embeddable many-core file system\n",
+    )?;
     fs.symlink("lanefs/README", "/projects/readme")?;
 
     let mut f = OpenOptions::new()
@@ -41,7 +44,8 @@ fn main() -> std::io::Result<()> {
 
     for entry in fs.read_dir("/projects")? {
         let entry = entry?;
-        let meta = fs.symlink_metadata(std::path::Path::new("/projects").join(entry.file_name()))?;
+        let meta =
+            fs.symlink_metadata(std::path::Path::new("/projects").join(entry.file_name()))?;
         println!(
             "{:<10} {:?} mode {:o} size {}",
             entry.file_name().to_string_lossy(),
@@ -50,10 +54,15 @@ fn main() -> std::io::Result<()> {
             meta.len()
         );
     }
-    println!("readme via symlink: {}", fs.read_to_string("/projects/readme")?.trim());
+    println!(
+        "readme via symlink: {}",
+        fs.read_to_string("/projects/readme")?.trim()
+    );
 
     let st = fs.statfs()?;
     println!("{} of {} inodes free", st.files_free, st.files);
-    fs.core().check().map_err(|p| std::io::Error::other(p.join("; ")))?;
+    fs.core()
+        .check()
+        .map_err(|p| std::io::Error::other(p.join("; ")))?;
     Ok(())
 }

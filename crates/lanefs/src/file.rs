@@ -16,8 +16,8 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use lanefs_core::{
-    Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
+    Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
 };
 
 use crate::{Filesystem, Metadata};
@@ -71,12 +71,7 @@ fn verify_area(offset: u64, len: usize) -> Result<()> {
 }
 
 impl File {
-    pub(crate) fn new(
-        fs: Filesystem,
-        handle: OpenFile,
-        kind: FileKind,
-        flags: i32,
-    ) -> File {
+    pub(crate) fn new(fs: Filesystem, handle: OpenFile, kind: FileKind, flags: i32) -> File {
         let acc = flags & libc::O_ACCMODE;
         File {
             fs,

@@ -405,7 +405,9 @@ impl Filesystem {
             self.create_dir_all_bytes(parent, depth + 1)?;
         }
         match self.create_dir(p) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && self.metadata(p)?.is_dir() => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && self.metadata(p)?.is_dir() => {
+                Ok(())
+            }
             r => r,
         }
     }
@@ -523,8 +525,7 @@ impl Filesystem {
         flags: u32,
     ) -> io::Result<()> {
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
-            || (flags & RENAME_EXCHANGE != 0
-                && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
+            || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
         {
             return Err(Errno::EINVAL.into());
         }
@@ -585,7 +586,11 @@ impl Filesystem {
 
     /// `link(original, link)`: a new name for `original` (not followed if
     /// it is a symlink, as Linux's `link`).
-    pub fn hard_link<P: AsRef<Path>, Q: AsRef<Path>>(&self, original: P, link: Q) -> io::Result<()> {
+    pub fn hard_link<P: AsRef<Path>, Q: AsRef<Path>>(
+        &self,
+        original: P,
+        link: Q,
+    ) -> io::Result<()> {
         let src = self.resolve(bytes(&original), false)?;
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
@@ -677,16 +682,32 @@ impl Filesystem {
     }
 
     /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone.
-    pub fn chown<P: AsRef<Path>>(&self, path: P, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    pub fn chown<P: AsRef<Path>>(
+        &self,
+        path: P,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
         self.chown_inner(bytes(&path), true, uid, gid)
     }
 
     /// `lchown(path, uid, gid)`: a final symlink itself is changed.
-    pub fn lchown<P: AsRef<Path>>(&self, path: P, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    pub fn lchown<P: AsRef<Path>>(
+        &self,
+        path: P,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
         self.chown_inner(bytes(&path), false, uid, gid)
     }
 
-    fn chown_inner(&self, path: &[u8], follow: bool, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    fn chown_inner(
+        &self,
+        path: &[u8],
+        follow: bool,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
         let h = self.resolve(path, follow)?;
         let mut changes = SetAttr {
             uid,
@@ -748,7 +769,8 @@ impl Filesystem {
             return Ok(());
         }
         let h = self.resolve(path, follow)?;
-        let bad = |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
+        let bad =
+            |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
         if bad(&atime) || bad(&mtime) {
             return Err(Errno::EINVAL.into());
         }
@@ -820,7 +842,13 @@ impl Filesystem {
 
     /// `setxattr(path, name, value, flags)` (follows symlinks) with
     /// [`XATTR_CREATE`] / [`XATTR_REPLACE`].
-    pub fn set_xattr<P: AsRef<Path>>(&self, path: P, name: &[u8], value: &[u8], flags: u32) -> io::Result<()> {
+    pub fn set_xattr<P: AsRef<Path>>(
+        &self,
+        path: P,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> io::Result<()> {
         if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
             return Err(Errno::EINVAL.into());
         }
@@ -829,7 +857,9 @@ impl Filesystem {
             return Err(Errno::E2BIG.into());
         }
         let h = self.resolve(bytes(&path), true)?;
-        Ok(self.core().setxattr(&self.cred, h.ino, name, value, flags)?)
+        Ok(self
+            .core()
+            .setxattr(&self.cred, h.ino, name, value, flags)?)
     }
 
     /// Names of the extended attributes of `path` (follows symlinks).
@@ -889,7 +919,9 @@ impl Filesystem {
             FileKind::Symlink => return Err(Errno::ELOOP.into()),
             _ => {}
         }
-        let handle = self.core().open(&self.cred, h.ino, flags & CORE_OPEN_FLAGS)?;
+        let handle = self
+            .core()
+            .open(&self.cred, h.ino, flags & CORE_OPEN_FLAGS)?;
         Ok(File::new(self.clone(), handle, h.kind, flags))
     }
 

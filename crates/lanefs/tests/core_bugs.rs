@@ -25,8 +25,15 @@ fn with_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> O
 #[test]
 fn core_link_directory_into_itself_is_eperm_not_deadlock() {
     let fs = Fs::new_in_memory();
-    let got = with_deadline(move || fs.link(&Cred::root(), ROOT_INO, ROOT_INO, b"x").map(|a| a.ino));
-    assert_eq!(got, Some(Err(Errno::EPERM)), "None means the call deadlocked");
+    let got = with_deadline(move || {
+        fs.link(&Cred::root(), ROOT_INO, ROOT_INO, b"x")
+            .map(|a| a.ino)
+    });
+    assert_eq!(
+        got,
+        Some(Err(Errno::EPERM)),
+        "None means the call deadlocked"
+    );
 }
 
 /// `utimensat(path, [UTIME_NOW, UTIME_OMIT])` by a non-owner who may write
@@ -39,7 +46,15 @@ fn core_setattr_now_and_omit_by_non_owner_is_eperm() {
     let fs = Fs::new_in_memory();
     let root = Cred::root();
     let (attr, file, _) = fs
-        .open_at(&root, ROOT_INO, b"f", libc::O_CREAT | libc::O_WRONLY, 0o666, 0, false)
+        .open_at(
+            &root,
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_WRONLY,
+            0o666,
+            0,
+            false,
+        )
         .expect("create");
     drop(file);
     let bob = Cred::user(1001, 1001);
@@ -47,7 +62,10 @@ fn core_setattr_now_and_omit_by_non_owner_is_eperm() {
         atime: Some(TimeSet::Now),
         ..SetAttr::default()
     };
-    assert_eq!(fs.setattr(&bob, attr.ino, &now_omit, None).map(|_| ()), Err(Errno::EPERM));
+    assert_eq!(
+        fs.setattr(&bob, attr.ino, &now_omit, None).map(|_| ()),
+        Err(Errno::EPERM)
+    );
 }
 
 /// A write by a caller who is neither root nor in the file's group clears
@@ -59,12 +77,22 @@ fn core_setattr_now_and_omit_by_non_owner_is_eperm() {
 fn core_write_by_non_member_clears_setgid_without_group_exec() {
     let fs = Fs::new_in_memory();
     let (attr, file, _) = fs
-        .open_at(&Cred::root(), ROOT_INO, b"f", libc::O_CREAT | libc::O_RDWR, 0o2666, 0, false)
+        .open_at(
+            &Cred::root(),
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_RDWR,
+            0o2666,
+            0,
+            false,
+        )
         .expect("create");
     assert_eq!(attr.perm, 0o2666);
     let _ = file;
     let bob = Cred::user(1001, 1001);
-    let h = fs.open(&bob, attr.ino, libc::O_WRONLY).expect("open for bob");
+    let h = fs
+        .open(&bob, attr.ino, libc::O_WRONLY)
+        .expect("open for bob");
     fs.write(&h, 0, b"x").expect("write");
     assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o666);
 }
@@ -78,12 +106,22 @@ fn core_write_by_non_member_clears_setgid_without_group_exec() {
 fn core_fallocate_by_non_root_clears_suid_sgid() {
     let fs = Fs::new_in_memory();
     let (attr, file, _) = fs
-        .open_at(&Cred::root(), ROOT_INO, b"f", libc::O_CREAT | libc::O_RDWR, 0o6777, 0, false)
+        .open_at(
+            &Cred::root(),
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_RDWR,
+            0o6777,
+            0,
+            false,
+        )
         .expect("create");
     assert_eq!(attr.perm, 0o6777);
     drop(file);
     let bob = Cred::user(1001, 1001);
-    let h = fs.open(&bob, attr.ino, libc::O_WRONLY).expect("open for bob");
+    let h = fs
+        .open(&bob, attr.ino, libc::O_WRONLY)
+        .expect("open for bob");
     fs.fallocate(&h, 0, 0, 1).expect("fallocate");
     assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o777);
 }
@@ -99,9 +137,18 @@ fn core_unprivileged_mknod_whiteout_is_allowed() {
     let root = Cred::root();
     let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o777, 0).expect("mkdir");
     let alice = Cred::user(1000, 1000);
-    let got = fs.mknod(&alice, dir.ino, b"wh", libc::S_IFCHR, 0, 0).map(|a| (a.kind, a.rdev));
+    let got = fs
+        .mknod(&alice, dir.ino, b"wh", libc::S_IFCHR, 0, 0)
+        .map(|a| (a.kind, a.rdev));
     assert_eq!(got, Ok((lanefs::FileKind::CharDevice, 0)));
     // Any other device number still needs CAP_MKNOD.
-    let other = fs.mknod(&alice, dir.ino, b"dev", libc::S_IFCHR, 0, libc::makedev(1, 3));
+    let other = fs.mknod(
+        &alice,
+        dir.ino,
+        b"dev",
+        libc::S_IFCHR,
+        0,
+        libc::makedev(1, 3),
+    );
     assert_eq!(other.map(|_| ()), Err(Errno::EPERM));
 }

@@ -43,7 +43,9 @@ fn drain_and_check_leaks(fs: &Filesystem) -> Result<(), String> {
     }
     fs.sync().map_err(|e| e.to_string())?;
     fs.core().shrink();
-    fs.core().check().map_err(|p| format!("check after cleanup: {:?}", p))?;
+    fs.core()
+        .check()
+        .map_err(|p| format!("check after cleanup: {:?}", p))?;
     if let Some(store) = fs.memory_store() {
         let (inodes, pages) = (store.inode_records(), store.page_records());
         if inodes != 1 || pages != 0 {

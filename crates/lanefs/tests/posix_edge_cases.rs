@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 
 use lanefs::{
-    Cred, Errno, FileKind, Filesystem, FsConfig, MemoryStoreConfig, OpenOptions, TimeSet,
-    Timespec, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX,
-    LINK_MAX, PAGE_SIZE, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
-    XATTR_SIZE_MAX,
+    Cred, Errno, FileKind, Filesystem, FsConfig, MemoryStoreConfig, OpenOptions, TimeSet, Timespec,
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, LINK_MAX,
+    PAGE_SIZE, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE, XATTR_SIZE_MAX,
 };
 
 fn fs() -> Filesystem {
@@ -79,7 +78,10 @@ fn rename_dir_into_own_subtree_is_einval() -> io::Result<()> {
     fs.create_dir_all("/a/b/c")?;
     assert_eq!(errno(fs.rename("/a", "/a/b/c/d")), Errno::EINVAL);
     assert_eq!(errno(fs.rename("/a", "/a/b/x")), Errno::EINVAL);
-    assert_eq!(errno(fs.rename_flags("/a", "/a/b", RENAME_EXCHANGE)), Errno::EINVAL);
+    assert_eq!(
+        errno(fs.rename_flags("/a", "/a/b", RENAME_EXCHANGE)),
+        Errno::EINVAL
+    );
     assert!(fs.metadata("/a/b/c")?.is_dir());
     Ok(())
 }
@@ -121,12 +123,18 @@ fn rename_noreplace_and_exchange() -> io::Result<()> {
     fs.write("/f", b"file")?;
     fs.create_dir("/d")?;
     fs.write("/d/inside", b"")?;
-    assert_eq!(errno(fs.rename_flags("/f", "/d", RENAME_NOREPLACE)), Errno::EEXIST);
+    assert_eq!(
+        errno(fs.rename_flags("/f", "/d", RENAME_NOREPLACE)),
+        Errno::EEXIST
+    );
     assert_eq!(
         errno(fs.rename_flags("/f", "/d", RENAME_NOREPLACE | RENAME_EXCHANGE)),
         Errno::EINVAL
     );
-    assert_eq!(errno(fs.rename_flags("/f", "/nope", RENAME_EXCHANGE)), Errno::ENOENT);
+    assert_eq!(
+        errno(fs.rename_flags("/f", "/nope", RENAME_EXCHANGE)),
+        Errno::ENOENT
+    );
     assert_eq!(errno(fs.rename_flags("/f", "/g", 64)), Errno::EINVAL);
     fs.rename_flags("/f", "/g", RENAME_NOREPLACE)?;
     // Exchange a file and a non-empty directory: both stay, swapped.
@@ -177,9 +185,18 @@ fn name_and_path_lengths() -> io::Result<()> {
     let n255 = "n".repeat(255);
     let n256 = "n".repeat(256);
     fs.write(format!("/{}", n255), b"ok")?;
-    assert_eq!(errno(fs.write(format!("/{}", n256), b"")), Errno::ENAMETOOLONG);
-    assert_eq!(errno(fs.create_dir(format!("/{}", n256))), Errno::ENAMETOOLONG);
-    assert_eq!(errno(fs.metadata(format!("/{}/x", n256))), Errno::ENAMETOOLONG);
+    assert_eq!(
+        errno(fs.write(format!("/{}", n256), b"")),
+        Errno::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno(fs.create_dir(format!("/{}", n256))),
+        Errno::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno(fs.metadata(format!("/{}/x", n256))),
+        Errno::ENAMETOOLONG
+    );
     // Whole path: 4095 bytes resolve, 4096 do not.
     let mut p = "/.".repeat(2046);
     p.push('/');
@@ -191,7 +208,10 @@ fn name_and_path_lengths() -> io::Result<()> {
     let t4095 = "t".repeat(4095);
     fs.symlink(&t4095, "/long")?;
     assert_eq!(fs.read_link("/long")?.as_os_str().len(), 4095);
-    assert_eq!(errno(fs.symlink("t".repeat(4096), "/toolong")), Errno::ENAMETOOLONG);
+    assert_eq!(
+        errno(fs.symlink("t".repeat(4096), "/toolong")),
+        Errno::ENAMETOOLONG
+    );
     assert_eq!(errno(fs.symlink("", "/empty")), Errno::ENOENT);
     Ok(())
 }
@@ -228,8 +248,14 @@ fn dot_and_dotdot_and_slashes() -> io::Result<()> {
     assert_eq!(errno(fs.remove_file("/a")), Errno::EISDIR);
     assert_eq!(errno(fs.remove_dir("/a/b/f")), Errno::ENOTDIR);
     assert_eq!(errno(fs.remove_dir("/a")), Errno::ENOTEMPTY);
-    assert_eq!(errno(fs.mknod("/a/new/", libc::S_IFIFO | 0o644, 0)), Errno::ENOENT);
-    assert_eq!(errno(fs.mknod("/a/b/f/", libc::S_IFIFO | 0o644, 0)), Errno::EEXIST);
+    assert_eq!(
+        errno(fs.mknod("/a/new/", libc::S_IFIFO | 0o644, 0)),
+        Errno::ENOENT
+    );
+    assert_eq!(
+        errno(fs.mknod("/a/b/f/", libc::S_IFIFO | 0o644, 0)),
+        Errno::EEXIST
+    );
     fs.create_dir("/a/c/")?;
     Ok(())
 }
@@ -245,7 +271,10 @@ fn symlink_resolution_and_eloop() -> io::Result<()> {
     assert_eq!(fs.read("/ld/f")?, b"data");
     assert_eq!(fs.read("/llf")?, b"data");
     assert!(fs.symlink_metadata("/llf")?.is_symlink());
-    assert!(fs.symlink_metadata("/ld/")?.is_dir(), "a trailing slash follows");
+    assert!(
+        fs.symlink_metadata("/ld/")?.is_dir(),
+        "a trailing slash follows"
+    );
     assert_eq!(errno(fs.symlink_metadata("/lf/")), Errno::ENOTDIR);
     // A chain of 40 links resolves, 41 do not.
     fs.symlink("/d/f", "/c0")?;
@@ -258,14 +287,20 @@ fn symlink_resolution_and_eloop() -> io::Result<()> {
     assert_eq!(errno(fs.metadata("/loop")), Errno::ELOOP);
     assert!(fs.symlink_metadata("/loop")?.is_symlink());
     // O_NOFOLLOW on a final symlink.
-    let nofollow = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&fs, "/lf");
+    let nofollow = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&fs, "/lf");
     assert_eq!(errno(nofollow), Errno::ELOOP);
     // O_CREAT through a dangling symlink creates its target.
     fs.symlink("/d/created", "/dangling")?;
     fs.write("/dangling", b"via link")?;
     assert_eq!(fs.read("/d/created")?, b"via link");
     // O_CREAT|O_EXCL does not follow: the link exists.
-    let excl = OpenOptions::new().write(true).create_new(true).open(&fs, "/dangling");
+    let excl = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&fs, "/dangling");
     assert_eq!(errno(excl), Errno::EEXIST);
     assert_eq!(errno(fs.read_link("/d")), Errno::EINVAL);
     Ok(())
@@ -277,16 +312,26 @@ fn open_flag_rules() -> io::Result<()> {
     fs.create_dir("/d")?;
     fs.write("/f", b"abc")?;
     let dir_only = |p: &str| {
-        OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(&fs, p)
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&fs, p)
     };
     assert_eq!(errno(dir_only("/f")), Errno::ENOTDIR);
     assert!(dir_only("/d").is_ok());
-    assert_eq!(errno(OpenOptions::new().write(true).open(&fs, "/d")), Errno::EISDIR);
+    assert_eq!(
+        errno(OpenOptions::new().write(true).open(&fs, "/d")),
+        Errno::EISDIR
+    );
     assert_eq!(errno(fs.create("/d")), Errno::EISDIR);
     assert_eq!(errno(fs.create("/new/")), Errno::EISDIR);
     assert_eq!(errno(fs.open("/missing")), Errno::ENOENT);
     assert_eq!(
-        errno(fs.open_flags("/x", libc::O_CREAT | libc::O_DIRECTORY | libc::O_RDWR, 0o644)),
+        errno(fs.open_flags(
+            "/x",
+            libc::O_CREAT | libc::O_DIRECTORY | libc::O_RDWR,
+            0o644
+        )),
         Errno::EINVAL
     );
     // O_TRUNC truncates; O_APPEND writes at the end whatever the position.
@@ -298,10 +343,17 @@ fn open_flag_rules() -> io::Result<()> {
     assert_eq!(errno(r.write(b"x")), Errno::EBADF);
     let w = OpenOptions::new().write(true).open(&fs, "/f")?;
     assert_eq!(errno(w.read_at(&mut [0u8; 4], 0)), Errno::EBADF);
-    assert_eq!(errno(r.set_len(0)), Errno::EINVAL, "ftruncate needs a writable fd");
+    assert_eq!(
+        errno(r.set_len(0)),
+        Errno::EINVAL,
+        "ftruncate needs a writable fd"
+    );
     let d = fs.open("/d")?;
     assert_eq!(errno(d.read_at(&mut [0u8; 4], 0)), Errno::EISDIR);
-    OpenOptions::new().write(true).truncate(true).open(&fs, "/f")?;
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&fs, "/f")?;
     assert_eq!(fs.metadata("/f")?.len(), 0);
     let mut s = String::new();
     r.read_to_string(&mut s)?;
@@ -314,13 +366,21 @@ fn open_flag_rules() -> io::Result<()> {
 #[test]
 fn sparse_files_truncate_and_fallocate() -> io::Result<()> {
     let fs = fs();
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/s")?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/s")?;
     f.write_at(b"end", 1 << 20)?;
     assert_eq!(f.metadata()?.len(), (1 << 20) + 3);
     let mut buf = vec![1u8; 8192];
     assert_eq!(f.read_at(&mut buf, 4096)?, 8192);
     assert!(buf.iter().all(|&b| b == 0), "holes read as zeros");
-    assert_eq!(f.metadata()?.blocks(), (PAGE_SIZE / 512) as u64, "one page allocated");
+    assert_eq!(
+        f.metadata()?.blocks(),
+        (PAGE_SIZE / 512) as u64,
+        "one page allocated"
+    );
     // Shrink cuts, grow adds zeros.
     f.set_len(2)?;
     f.set_len(10)?;
@@ -346,7 +406,10 @@ fn sparse_files_truncate_and_fallocate() -> io::Result<()> {
     // Linux's argument checks.
     assert_eq!(errno(f.fallocate(0, -1, 10)), Errno::EINVAL);
     assert_eq!(errno(f.fallocate(0, 0, 0)), Errno::EINVAL);
-    assert_eq!(errno(f.fallocate(FALLOC_FL_PUNCH_HOLE, 0, 10)), Errno::EOPNOTSUPP);
+    assert_eq!(
+        errno(f.fallocate(FALLOC_FL_PUNCH_HOLE, 0, 10)),
+        Errno::EOPNOTSUPP
+    );
     assert_eq!(errno(f.fallocate(0, i64::MAX - 10, 100)), Errno::EFBIG);
     Ok(())
 }
@@ -356,7 +419,11 @@ fn divergence_zero_range_is_supported() -> io::Result<()> {
     // tmpfs answers FALLOC_FL_ZERO_RANGE with EOPNOTSUPP; lanefs implements
     // it (docs/SEMANTICS.md).
     let fs = fs();
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/z")?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/z")?;
     f.write_at(&[5u8; 100], 0)?;
     f.fallocate(FALLOC_FL_ZERO_RANGE, 10, 20)?;
     let mut buf = [0u8; 100];
@@ -365,30 +432,51 @@ fn divergence_zero_range_is_supported() -> io::Result<()> {
     assert!(buf[10..30].iter().all(|&b| b == 0));
     assert!(buf[30..].iter().all(|&b| b == 5));
     f.fallocate(FALLOC_FL_ZERO_RANGE, 90, 100)?;
-    assert_eq!(f.metadata()?.len(), 190, "zero range without KEEP_SIZE grows the file");
+    assert_eq!(
+        f.metadata()?.len(),
+        190,
+        "zero range without KEEP_SIZE grows the file"
+    );
     Ok(())
 }
 
 #[test]
 fn efbig_and_offset_limits() -> io::Result<()> {
     let fs = fs();
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/big")?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/big")?;
     // rw_verify_area: an end past i64::MAX is EINVAL.
     assert_eq!(errno(f.write_at(b"xy", i64::MAX as u64 - 1)), Errno::EINVAL);
-    assert_eq!(errno(f.read_at(&mut [0u8; 2], i64::MAX as u64)), Errno::EINVAL);
+    assert_eq!(
+        errno(f.read_at(&mut [0u8; 2], i64::MAX as u64)),
+        Errno::EINVAL
+    );
     // The last byte of the largest file can be written.
     assert_eq!(f.write_at(b"z", i64::MAX as u64 - 1)?, 1);
     assert_eq!(f.metadata()?.len(), FILE_SIZE_MAX);
-    assert_eq!(errno(fs.truncate("/big", i64::MAX as u64 + 1)), Errno::EINVAL);
+    assert_eq!(
+        errno(fs.truncate("/big", i64::MAX as u64 + 1)),
+        Errno::EINVAL
+    );
     // At the core, past the limit is EFBIG.
     let core = fs.core();
     let h = core.open(&Cred::root(), f.ino(), libc::O_RDWR)?;
-    assert_eq!(core.write(&h, FILE_SIZE_MAX, b"x").unwrap_err(), Errno::EFBIG);
+    assert_eq!(
+        core.write(&h, FILE_SIZE_MAX, b"x").unwrap_err(),
+        Errno::EFBIG
+    );
     let grow = lanefs::SetAttr {
         size: Some(FILE_SIZE_MAX + 1),
         ..Default::default()
     };
-    assert_eq!(core.setattr(&Cred::root(), f.ino(), &grow, None).unwrap_err(), Errno::EFBIG);
+    assert_eq!(
+        core.setattr(&Cred::root(), f.ino(), &grow, None)
+            .unwrap_err(),
+        Errno::EFBIG
+    );
     Ok(())
 }
 
@@ -396,7 +484,11 @@ fn efbig_and_offset_limits() -> io::Result<()> {
 fn unlinked_open_file_lives_until_close_then_space_is_freed() -> io::Result<()> {
     let fs = fs();
     let before = fs.statfs()?;
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/tmp")?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/tmp")?;
     f.write_at(&vec![3u8; 10 * PAGE_SIZE], 0)?;
     fs.remove_file("/tmp")?;
     assert_eq!(errno(fs.metadata("/tmp")), Errno::ENOENT);
@@ -411,7 +503,10 @@ fn unlinked_open_file_lives_until_close_then_space_is_freed() -> io::Result<()> 
     assert_eq!(before.files_free - during.files_free, 1);
     drop(f);
     let after = fs.statfs()?;
-    assert_eq!(after.blocks_free, before.blocks_free, "space back at last close");
+    assert_eq!(
+        after.blocks_free, before.blocks_free,
+        "space back at last close"
+    );
     assert_eq!(after.files_free, before.files_free);
     fs.sync()?;
     fs.core().shrink();
@@ -436,7 +531,10 @@ fn enospc_leaves_nothing_half_done() -> io::Result<()> {
     assert_eq!(errno(fs.write("/f5", b"")), Errno::ENOSPC);
     assert_eq!(errno(fs.create_dir("/d")), Errno::ENOSPC);
     assert_eq!(errno(fs.symlink("x", "/l")), Errno::ENOSPC);
-    assert_eq!(errno(fs.mknod("/p", libc::S_IFIFO | 0o644, 0)), Errno::ENOSPC);
+    assert_eq!(
+        errno(fs.mknod("/p", libc::S_IFIFO | 0o644, 0)),
+        Errno::ENOSPC
+    );
     assert_eq!(names(&fs, "/").len(), 5, "no entry left behind");
     assert_eq!(fs.metadata("/")?.len(), 2 * 20 + 5 * 20);
     assert_eq!(fs.statfs()?.files_free, 0);
@@ -448,7 +546,11 @@ fn enospc_leaves_nothing_half_done() -> io::Result<()> {
     assert_eq!(fs.statfs()?.blocks_free, 0);
     let r = f.write_at(b"x", 16 * PAGE_SIZE as u64);
     assert_eq!(errno(r), Errno::ENOSPC);
-    assert_eq!(f.metadata()?.len(), 16 * PAGE_SIZE as u64, "size unchanged by the failed write");
+    assert_eq!(
+        f.metadata()?.len(),
+        16 * PAGE_SIZE as u64,
+        "size unchanged by the failed write"
+    );
     assert_eq!(errno(f.allocate(16 * PAGE_SIZE as u64, 1)), Errno::ENOSPC);
     assert_eq!(f.metadata()?.len(), 16 * PAGE_SIZE as u64);
     // Overwriting allocated space still works.
@@ -475,7 +577,11 @@ fn sticky_directory_restricts_deletion() -> io::Result<()> {
     b.write("/tmp/bobs", b"")?;
     assert_eq!(errno(b.remove_file("/tmp/alices")), Errno::EPERM);
     assert_eq!(errno(b.rename("/tmp/alices", "/tmp/stolen")), Errno::EPERM);
-    assert_eq!(errno(b.rename("/tmp/bobs", "/tmp/alices")), Errno::EPERM, "replacing counts too");
+    assert_eq!(
+        errno(b.rename("/tmp/bobs", "/tmp/alices")),
+        Errno::EPERM,
+        "replacing counts too"
+    );
     a.remove_file("/tmp/alices")?;
     fs.remove_file("/tmp/bobs")?;
     // The directory's owner may delete anything in it.
@@ -502,17 +608,39 @@ fn permission_checks_for_unprivileged_users() -> io::Result<()> {
     assert_eq!(names(&b, "/home/alice"), ["f"]);
     let stranger = fs.with_cred(Cred::user(2000, 2000));
     assert_eq!(errno(stranger.metadata("/home/alice/f")), Errno::EACCES);
-    assert_eq!(errno(stranger.access("/home/alice", libc::R_OK as u32)), Errno::EACCES);
-    assert_eq!(errno(b.set_permissions("/home/alice/f", 0o777)), Errno::EPERM);
-    assert_eq!(errno(a.chown("/home/alice/f", Some(1001), None)), Errno::EPERM);
-    assert_eq!(errno(a.chown("/home/alice/f", None, Some(1001))), Errno::EPERM, "not her group");
-    assert_eq!(errno(a.mknod("/home/alice/dev", libc::S_IFCHR | 0o600, 0x0103)), Errno::EPERM);
+    assert_eq!(
+        errno(stranger.access("/home/alice", libc::R_OK as u32)),
+        Errno::EACCES
+    );
+    assert_eq!(
+        errno(b.set_permissions("/home/alice/f", 0o777)),
+        Errno::EPERM
+    );
+    assert_eq!(
+        errno(a.chown("/home/alice/f", Some(1001), None)),
+        Errno::EPERM
+    );
+    assert_eq!(
+        errno(a.chown("/home/alice/f", None, Some(1001))),
+        Errno::EPERM,
+        "not her group"
+    );
+    assert_eq!(
+        errno(a.mknod("/home/alice/dev", libc::S_IFCHR | 0o600, 0x0103)),
+        Errno::EPERM
+    );
     a.mknod("/home/alice/fifo", libc::S_IFIFO | 0o600, 0)?;
     b.access("/home/alice/f", lanefs::MAY_READ)?;
-    assert_eq!(errno(b.access("/home/alice/f", lanefs::MAY_WRITE)), Errno::EACCES);
+    assert_eq!(
+        errno(b.access("/home/alice/f", lanefs::MAY_WRITE)),
+        Errno::EACCES
+    );
     // Root may do all of it, but not execute a file with no x bit.
     fs.access("/home/alice/f", lanefs::MAY_READ | lanefs::MAY_WRITE)?;
-    assert_eq!(errno(fs.access("/home/alice/f", lanefs::MAY_EXEC)), Errno::EACCES);
+    assert_eq!(
+        errno(fs.access("/home/alice/f", lanefs::MAY_EXEC)),
+        Errno::EACCES
+    );
     Ok(())
 }
 
@@ -543,7 +671,11 @@ fn setgid_directory_inheritance() -> io::Result<()> {
     assert_eq!((f.uid(), f.gid()), (1000, 50), "group from the directory");
     let d = fs.metadata("/shared/sub")?;
     assert_eq!(d.gid(), 50);
-    assert_eq!(d.permissions() & 0o2000, 0o2000, "subdirectories inherit setgid");
+    assert_eq!(
+        d.permissions() & 0o2000,
+        0o2000,
+        "subdirectories inherit setgid"
+    );
     // A non-member cannot create a setgid file there: the bit is dropped.
     a.open_flags("/shared/g", libc::O_CREAT | libc::O_WRONLY, 0o2755)?;
     assert_eq!(fs.metadata("/shared/g")?.permissions(), 0o755);
@@ -564,11 +696,17 @@ fn suid_sgid_cleared_on_write_and_chown() -> io::Result<()> {
     assert_eq!(fs.metadata("/d/prog")?.permissions(), 0o6777);
     // A write by someone else (without CAP_FSETID) clears both.
     let b = bob(&fs);
-    OpenOptions::new().write(true).open(&b, "/d/prog")?.write_at(b"x", 0)?;
+    OpenOptions::new()
+        .write(true)
+        .open(&b, "/d/prog")?
+        .write_at(b"x", 0)?;
     assert_eq!(fs.metadata("/d/prog")?.permissions(), 0o777);
     // A write by root keeps them.
     a.set_permissions("/d/prog", 0o6777)?;
-    OpenOptions::new().write(true).open(&fs, "/d/prog")?.write_at(b"y", 0)?;
+    OpenOptions::new()
+        .write(true)
+        .open(&fs, "/d/prog")?
+        .write_at(b"y", 0)?;
     assert_eq!(fs.metadata("/d/prog")?.permissions(), 0o6777);
     // chown by the owner to her own group clears them.
     a.chown("/d/prog", None, Some(1000))?;
@@ -601,7 +739,10 @@ fn utime_now_and_omit_rules() -> io::Result<()> {
     // Explicit times: owner (or root) only.
     assert_eq!(errno(b.set_times("/f", Some(t(1, 0)), None)), Errno::EPERM);
     // A mix of NOW and OMIT counts as explicit.
-    assert_eq!(errno(b.set_times("/f", Some(TimeSet::Now), None)), Errno::EPERM);
+    assert_eq!(
+        errno(b.set_times("/f", Some(TimeSet::Now), None)),
+        Errno::EPERM
+    );
     // Both NOW: write permission is enough.
     b.set_times("/f", Some(TimeSet::Now), Some(TimeSet::Now))?;
     fs.set_permissions("/f", 0o644)?;
@@ -613,12 +754,21 @@ fn utime_now_and_omit_rules() -> io::Result<()> {
     let before = fs.metadata("/f")?;
     fs.set_times("/f", Some(t(1_000, 123_456_789)), None)?;
     let m = fs.metadata("/f")?;
-    assert_eq!(m.atime(), Timespec { sec: 1_000, nsec: 123_456_789 });
+    assert_eq!(
+        m.atime(),
+        Timespec {
+            sec: 1_000,
+            nsec: 123_456_789
+        }
+    );
     assert_eq!(m.mtime(), before.mtime());
     assert!(m.ctime() >= before.ctime());
     fs.set_times("/f", None, Some(t(-5, 1)))?;
     assert_eq!(fs.metadata("/f")?.mtime(), Timespec { sec: -5, nsec: 1 });
-    assert_eq!(errno(fs.set_times("/f", Some(t(1, 1_000_000_000)), None)), Errno::EINVAL);
+    assert_eq!(
+        errno(fs.set_times("/f", Some(t(1, 1_000_000_000)), None)),
+        Errno::EINVAL
+    );
     Ok(())
 }
 
@@ -660,13 +810,21 @@ fn readdir_cookies_stable_under_concurrent_change() -> io::Result<()> {
             let _ = fs.remove_file(format!("/d/churn{}", i));
             fs.write(format!("/d/new{}-{}", round, k), b"")?;
         }
-        let _ = fs.rename(format!("/d/churn{}", 599 - round), format!("/d/moved{}", round));
+        let _ = fs.rename(
+            format!("/d/churn{}", 599 - round),
+            format!("/d/moved{}", round),
+        );
     }
-    assert_eq!(seen.get(&b".".to_vec()), Some(&1));
-    assert_eq!(seen.get(&b"..".to_vec()), Some(&1));
+    assert_eq!(seen.get(b".".as_slice()), Some(&1));
+    assert_eq!(seen.get(b"..".as_slice()), Some(&1));
     for i in 0..600 {
         let n = format!("stable{}", i).into_bytes();
-        assert_eq!(seen.get(&n), Some(&1), "stable{} must be listed exactly once", i);
+        assert_eq!(
+            seen.get(&n),
+            Some(&1),
+            "stable{} must be listed exactly once",
+            i
+        );
     }
     assert!(seen.values().all(|&c| c == 1), "no entry is listed twice");
     Ok(())
@@ -698,7 +856,10 @@ fn create_dir_all_and_remove_dir_all() -> io::Result<()> {
     assert_eq!(errno(fs.create_dir_all("/x/y/file")), Errno::EEXIST);
     fs.symlink("/x", "/lnk")?;
     fs.remove_dir_all("/lnk")?;
-    assert!(fs.metadata("/x/y/z")?.is_dir(), "a symlink is removed, not followed");
+    assert!(
+        fs.metadata("/x/y/z")?.is_dir(),
+        "a symlink is removed, not followed"
+    );
     fs.remove_dir_all("/x")?;
     assert_eq!(names(&fs, "/").len(), 0);
     assert_eq!(errno(fs.remove_dir_all("/x")), Errno::ENOENT);
@@ -713,9 +874,15 @@ fn xattr_flags_errors_and_limits() -> io::Result<()> {
     let fs = fs();
     fs.write("/f", b"")?;
     assert_eq!(errno(fs.get_xattr("/f", b"user.a")), Errno::ENODATA);
-    assert_eq!(errno(fs.set_xattr("/f", b"user.a", b"1", XATTR_REPLACE)), Errno::ENODATA);
+    assert_eq!(
+        errno(fs.set_xattr("/f", b"user.a", b"1", XATTR_REPLACE)),
+        Errno::ENODATA
+    );
     fs.set_xattr("/f", b"user.a", b"1", XATTR_CREATE)?;
-    assert_eq!(errno(fs.set_xattr("/f", b"user.a", b"2", XATTR_CREATE)), Errno::EEXIST);
+    assert_eq!(
+        errno(fs.set_xattr("/f", b"user.a", b"2", XATTR_CREATE)),
+        Errno::EEXIST
+    );
     fs.set_xattr("/f", b"user.a", b"22", XATTR_REPLACE)?;
     assert_eq!(fs.get_xattr("/f", b"user.a")?, b"22");
     fs.set_xattr("/f", b"user.empty", b"", 0)?;
@@ -741,7 +908,12 @@ fn xattr_flags_errors_and_limits() -> io::Result<()> {
     // Total per inode: ENOSPC beyond XATTR_TOTAL_MAX.
     let mut total_err = None;
     for i in 0..8 {
-        if let Err(e) = fs.set_xattr("/f", format!("user.fill{}", i).as_bytes(), &vec![2u8; XATTR_SIZE_MAX], 0) {
+        if let Err(e) = fs.set_xattr(
+            "/f",
+            format!("user.fill{}", i).as_bytes(),
+            &vec![2u8; XATTR_SIZE_MAX],
+            0,
+        ) {
             total_err = Some(e.raw_os_error());
             break;
         }
@@ -749,11 +921,17 @@ fn xattr_flags_errors_and_limits() -> io::Result<()> {
     assert_eq!(total_err, Some(Some(libc::ENOSPC)));
     // user.* only on regular files and directories; others: EPERM.
     fs.mknod("/fifo", libc::S_IFIFO | 0o666, 0)?;
-    assert_eq!(errno(fs.set_xattr("/fifo", b"user.a", b"1", 0)), Errno::EPERM);
+    assert_eq!(
+        errno(fs.set_xattr("/fifo", b"user.a", b"1", 0)),
+        Errno::EPERM
+    );
     assert_eq!(errno(fs.get_xattr("/fifo", b"user.a")), Errno::ENODATA);
     // Permission: write access needed to set.
     fs.set_permissions("/f", 0o644)?;
-    assert_eq!(errno(bob(&fs).set_xattr("/f", b"user.b", b"1", 0)), Errno::EACCES);
+    assert_eq!(
+        errno(bob(&fs).set_xattr("/f", b"user.b", b"1", 0)),
+        Errno::EACCES
+    );
     assert_eq!(bob(&fs).get_xattr("/f", b"user.empty")?, b"");
     Ok(())
 }
@@ -774,12 +952,24 @@ fn mknod_kinds() -> io::Result<()> {
         .collect::<io::Result<_>>()?;
     assert_eq!(
         kinds,
-        [FileKind::Fifo, FileKind::Socket, FileKind::CharDevice, FileKind::BlockDevice, FileKind::Regular]
+        [
+            FileKind::Fifo,
+            FileKind::Socket,
+            FileKind::CharDevice,
+            FileKind::BlockDevice,
+            FileKind::Regular
+        ]
     );
     assert_eq!(fs.metadata("/chr")?.rdev(), libc::makedev(1, 3));
-    assert_eq!(errno(fs.mknod("/dir", libc::S_IFDIR | 0o755, 0)), Errno::EPERM);
+    assert_eq!(
+        errno(fs.mknod("/dir", libc::S_IFDIR | 0o755, 0)),
+        Errno::EPERM
+    );
     assert_eq!(errno(fs.mknod("/bad", 0o170000 | 0o755, 0)), Errno::EINVAL);
-    assert_eq!(errno(fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)), Errno::EEXIST);
+    assert_eq!(
+        errno(fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)),
+        Errno::EEXIST
+    );
     Ok(())
 }
 
@@ -804,7 +994,11 @@ fn statfs_counts_files_and_blocks() -> io::Result<()> {
 fn file_read_write_seek() -> io::Result<()> {
     use std::io::{Seek, SeekFrom};
     let fs = fs();
-    let mut f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/rw")?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/rw")?;
     f.write_all(b"0123456789")?;
     assert_eq!(f.seek(SeekFrom::End(-3))?, 7);
     let mut b = [0u8; 3];
@@ -832,8 +1026,15 @@ fn divergence_write_at_enospc_is_all_or_nothing() -> io::Result<()> {
         max_inodes: 8,
     };
     let fs = Filesystem::in_memory(store, FsConfig::default())?;
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/f")?;
-    assert_eq!(errno(f.write_at(&vec![1u8; 20 * PAGE_SIZE], 0)), Errno::ENOSPC);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/f")?;
+    assert_eq!(
+        errno(f.write_at(&vec![1u8; 20 * PAGE_SIZE], 0)),
+        Errno::ENOSPC
+    );
     assert_eq!(f.metadata()?.len(), 0);
     assert_eq!(fs.statfs()?.blocks_free, 16);
     assert_eq!(f.write_at(&vec![1u8; 16 * PAGE_SIZE], 0)?, 16 * PAGE_SIZE);
@@ -845,7 +1046,10 @@ fn divergence_rename_whiteout_is_einval() -> io::Result<()> {
     // tmpfs supports RENAME_WHITEOUT (for overlayfs); lanefs does not.
     let fs = fs();
     fs.write("/a", b"x")?;
-    assert_eq!(errno(fs.rename_flags("/a", "/b", lanefs::RENAME_WHITEOUT)), Errno::EINVAL);
+    assert_eq!(
+        errno(fs.rename_flags("/a", "/b", lanefs::RENAME_WHITEOUT)),
+        Errno::EINVAL
+    );
     assert_eq!(fs.read("/a")?, b"x");
     Ok(())
 }
@@ -878,7 +1082,10 @@ fn divergence_atime_is_relatime_without_the_daily_refresh() -> io::Result<()> {
     fs.read("/f")?;
     assert_eq!(fs.metadata("/f")?.atime(), t1, "a second read does not");
     // An atime in the future (set explicitly) is left alone by reads.
-    let future = Timespec { sec: t1.sec + 3600, nsec: 0 };
+    let future = Timespec {
+        sec: t1.sec + 3600,
+        nsec: 0,
+    };
     fs.set_times("/f", Some(TimeSet::At(future)), None)?;
     fs.read("/f")?;
     assert_eq!(fs.metadata("/f")?.atime(), future);

@@ -6,7 +6,7 @@
 //! closing every handle the memory store holds only the root inode and no
 //! pages.
 //!
-//! Knob: `LANEFS_STRESS_OPS` — operations per thread (default 3000).
+//! Knob: `LANEFS_STRESS_OPS` — operations per thread (default 20000).
 
 use std::collections::HashSet;
 use std::io;
@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use lanefs::{Cred, Errno, File, FileKind, Filesystem, OpenOptions, PAGE_SIZE};
 
 const THREADS: usize = 4;
-const OPS_DEFAULT: usize = 3000;
+const OPS_DEFAULT: usize = 20_000;
 const NAMES: usize = 12;
 
 /// xorshift64*: a small deterministic generator per thread.
@@ -65,7 +65,9 @@ fn path(dirs: &[String], rng: &mut Rng) -> String {
     }
 }
 
-fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<(), String> {
+/// Runs `ops` random operations; returns how many succeeded.
+fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<usize, String> {
+    let mut succeeded = 0;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((me as u64 + 1) * 0x1234_5678_9abc_def1));
     let dirs = vec!["/shared".to_string(), format!("/private{}", me)];
     let mut open: Vec<File> = Vec::new();
@@ -93,7 +95,12 @@ fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<
             13 => fs.metadata(&p).map(drop),
             14 => {
                 // Open, then maybe unlink while open, and keep using it.
-                match OpenOptions::new().read(true).write(true).create(true).open(&fs, &p) {
+                match OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(&fs, &p)
+                {
                     Ok(f) => {
                         if rng.below(2) == 0 {
                             let _ = fs.remove_file(&p);
@@ -105,14 +112,20 @@ fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<
                     Err(e) => Err(e),
                 }
             }
-            15 => {
-                match open.pop() {
-                    Some(f) => f.read_at(&mut [0u8; 64], 0).map(drop),
-                    None => Ok(()),
-                }
-            }
-            16 => fs.create_dir(format!("{}/sub{}", dirs[rng.below(2) as usize], rng.below(3))),
-            17 => fs.remove_dir_all(format!("{}/sub{}", dirs[rng.below(2) as usize], rng.below(3))),
+            15 => match open.pop() {
+                Some(f) => f.read_at(&mut [0u8; 64], 0).map(drop),
+                None => Ok(()),
+            },
+            16 => fs.create_dir(format!(
+                "{}/sub{}",
+                dirs[rng.below(2) as usize],
+                rng.below(3)
+            )),
+            17 => fs.remove_dir_all(format!(
+                "{}/sub{}",
+                dirs[rng.below(2) as usize],
+                rng.below(3)
+            )),
             18 => {
                 if i % 97 == 0 {
                     fs.core().shrink();
@@ -123,16 +136,21 @@ fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<
                 .with_cred(Cred::user(1000 + me as u32, 1000))
                 .write(&p, b"user"),
         };
-        if let Err(e) = r {
-            if !allowed(&e) {
-                return Err(format!("thread {} op {}: unexpected error {:?} ({})", me, i, e, p));
+        match r {
+            Ok(()) => succeeded += 1,
+            Err(e) if allowed(&e) => {}
+            Err(e) => {
+                return Err(format!(
+                    "thread {} op {}: unexpected error {:?} ({})",
+                    me, i, e, p
+                ))
             }
         }
         if open.len() > 8 {
             open.remove(0);
         }
     }
-    Ok(())
+    Ok(succeeded)
 }
 
 /// Distinct inodes reachable from the root, and the data pages they hold.
@@ -181,24 +199,48 @@ fn stress_random_ops_then_check_and_no_leaks() -> io::Result<()> {
             std::thread::spawn(move || worker(fs, t, ops, start))
         })
         .collect();
+    let mut succeeded = 0;
     for h in handles {
         match h.join() {
-            Ok(Ok(())) => {}
+            Ok(Ok(n)) => succeeded += n,
             Ok(Err(e)) => panic!("{}", e),
             Err(_) => panic!("a stress thread panicked"),
         }
     }
+    // The mix must really change the tree, not just collect errors.
+    assert!(
+        succeeded * 4 >= ops * THREADS,
+        "only {} of {} operations succeeded",
+        succeeded,
+        ops * THREADS
+    );
     // Every handle is closed now (the threads dropped theirs).
     fs.sync()?;
     if let Err(problems) = fs.core().check() {
         panic!("check after stress: {:#?}", problems);
     }
     let (inodes, pages) = true_counts(&fs)?;
+    assert!(
+        inodes > 1 + 1 + THREADS as u64,
+        "the stress left files behind to count"
+    );
     let s = fs.statfs()?;
-    assert_eq!(s.files - s.files_free, inodes, "inode counter = reachable inodes");
-    assert_eq!(s.blocks - s.blocks_free, pages, "block counter = pages of reachable files");
+    assert_eq!(
+        s.files - s.files_free,
+        inodes,
+        "inode counter = reachable inodes"
+    );
+    assert_eq!(
+        s.blocks - s.blocks_free,
+        pages,
+        "block counter = pages of reachable files"
+    );
     fs.core().shrink();
-    assert_eq!(true_counts(&fs)?, (inodes, pages), "same after evicting the caches");
+    assert_eq!(
+        true_counts(&fs)?,
+        (inodes, pages),
+        "same after evicting the caches"
+    );
 
     // Remove everything; the store must hold only the root and no pages.
     for e in fs.read_dir("/")?.collect::<io::Result<Vec<_>>>()? {
@@ -256,7 +298,11 @@ fn walks_race_with_rmdir() -> io::Result<()> {
             start.wait();
             let p = format!("/race/d/f{}", t);
             for _ in 0..4000 {
-                for r in [fs.write(&p, b"x"), fs.remove_file(&p), fs.metadata("/race/d/..").map(drop)] {
+                for r in [
+                    fs.write(&p, b"x"),
+                    fs.remove_file(&p),
+                    fs.metadata("/race/d/..").map(drop),
+                ] {
                     match r {
                         Ok(()) => {}
                         Err(e) if allowed(&e) => {}
