@@ -327,3 +327,66 @@ fn walks_race_with_rmdir() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Listings racing with creates, unlinks and renames in the same
+/// directory: every entry that exists for the whole listing is returned
+/// exactly once.
+#[test]
+fn readdir_under_concurrent_churn() -> io::Result<()> {
+    const STABLE: usize = 500;
+    const LISTINGS: usize = 40;
+    let fs = Filesystem::new_in_memory()?;
+    fs.create_dir("/d")?;
+    for i in 0..STABLE {
+        fs.write(format!("/d/stable{}", i), b"")?;
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churners: Vec<_> = (0..2)
+        .map(|t| {
+            let fs = fs.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || -> io::Result<u64> {
+                let mut rng = Rng(7 + t as u64);
+                let mut done = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let a = format!("/d/churn{}-{}", t, rng.below(200));
+                    let b = format!("/d/churn{}-{}", t, rng.below(200));
+                    let r = match rng.below(3) {
+                        0 => fs.write(&a, b""),
+                        1 => fs.remove_file(&a),
+                        _ => fs.rename(&a, &b),
+                    };
+                    match r {
+                        Ok(()) => done += 1,
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(done)
+            })
+        })
+        .collect();
+    for _ in 0..LISTINGS {
+        // A churned name may legitimately show up twice (removed and
+        // created again: a new entry); a stable one exactly once.
+        let mut seen: std::collections::HashMap<Vec<u8>, u32> = Default::default();
+        for e in fs.read_dir("/d")? {
+            *seen.entry(e?.name_bytes().to_vec()).or_default() += 1;
+        }
+        for i in 0..STABLE {
+            let n = seen.get(format!("stable{}", i).as_bytes()).copied();
+            assert_eq!(n, Some(1), "stable{} must be listed exactly once", i);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut changes = 0;
+    for c in churners {
+        changes += c.join().map_err(|_| io::Error::other("churner panicked"))??;
+    }
+    assert!(changes > 0, "the directory really changed during the listings");
+    fs.sync()?;
+    if let Err(problems) = fs.core().check() {
+        panic!("check after churn: {:#?}", problems);
+    }
+    Ok(())
+}
