@@ -67,6 +67,37 @@ pub fn host_protected_hardlinks() -> bool {
         .unwrap_or(true)
 }
 
+/// Whether the host applies `fs.protected_symlinks`, `protected_regular`
+/// or `protected_fifos` (restrictions in sticky world-writable
+/// directories that lanefs does not implement). When it does, cases must
+/// not create sticky directories: see [`strip_sticky`].
+pub fn host_protects_sticky_dirs() -> bool {
+    ["protected_symlinks", "protected_regular", "protected_fifos"]
+        .iter()
+        .any(|f| {
+            std::fs::read_to_string(format!("/proc/sys/fs/{}", f))
+                .map(|s| s.trim() != "0")
+                .unwrap_or(false)
+        })
+}
+
+/// Remove the sticky bit from every mode a case sets, so that the host's
+/// sticky-directory protections never apply (both targets run the same
+/// stripped case).
+pub fn strip_sticky(case: &mut Case) {
+    for step in &mut case.steps {
+        match &mut step.op {
+            Op::Create { mode, .. }
+            | Op::Mknod { mode, .. }
+            | Op::Mkdir { mode, .. }
+            | Op::Open { mode, .. }
+            | Op::Fchmod { mode, .. }
+            | Op::Chmod { mode, .. } => *mode &= !0o1000,
+            _ => {}
+        }
+    }
+}
+
 /// Cases to run: `env_var` if set to a number, else `default`.
 pub fn cases_from_env(env_var: &str, default: u32) -> u32 {
     std::env::var(env_var)

@@ -475,6 +475,20 @@ impl Filesystem {
     }
 
     /// List a directory (follows symlinks; needs read permission).
+    ///
+    /// ```
+    /// use lanefs::{FileKind, Filesystem};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.create_dir("/d")?;
+    /// fs.symlink("/d", "/link")?;
+    /// let mut kinds: Vec<(String, FileKind)> = fs
+    ///     .read_dir("/")?
+    ///     .map(|e| e.map(|e| (e.file_name().to_string_lossy().into_owned(), e.kind())))
+    ///     .collect::<std::io::Result<_>>()?;
+    /// kinds.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(kinds, [("d".into(), FileKind::Directory), ("link".into(), FileKind::Symlink)]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn read_dir<P: AsRef<Path>>(&self, path: P) -> io::Result<ReadDir> {
         let h = self.resolve(bytes(&path), true)?;
         if h.kind != FileKind::Directory {
@@ -518,6 +532,19 @@ impl Filesystem {
 
     /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`] and
     /// [`RENAME_EXCHANGE`].
+    ///
+    /// ```
+    /// use lanefs::{Filesystem, RENAME_EXCHANGE, RENAME_NOREPLACE};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.write("/old", b"1")?;
+    /// fs.write("/new", b"2")?;
+    /// let err = fs.rename_flags("/old", "/new", RENAME_NOREPLACE).unwrap_err();
+    /// assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+    /// fs.rename_flags("/old", "/new", RENAME_EXCHANGE)?;
+    /// assert_eq!(fs.read("/new")?, b"1");
+    /// assert_eq!(fs.read("/old")?, b"2");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn rename_flags<P: AsRef<Path>, Q: AsRef<Path>>(
         &self,
         from: P,
@@ -586,6 +613,16 @@ impl Filesystem {
 
     /// `link(original, link)`: a new name for `original` (not followed if
     /// it is a symlink, as Linux's `link`).
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/a", b"shared")?;
+    /// fs.hard_link("/a", "/b")?;
+    /// fs.remove_file("/a")?;
+    /// assert_eq!(fs.read("/b")?, b"shared");
+    /// assert_eq!(fs.metadata("/b")?.nlink(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn hard_link<P: AsRef<Path>, Q: AsRef<Path>>(
         &self,
         original: P,
@@ -739,6 +776,16 @@ impl Filesystem {
     /// `utimensat(path, [atime, mtime], 0)`: `None` is `UTIME_OMIT`,
     /// [`TimeSet::Now`] is `UTIME_NOW`. Both omitted: nothing happens and
     /// the path is not even looked at, as on Linux.
+    ///
+    /// ```
+    /// use lanefs::{Filesystem, TimeSet, Timespec};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"")?;
+    /// let t = Timespec { sec: 1_000_000_000, nsec: 5 };
+    /// fs.set_times("/f", None, Some(TimeSet::At(t)))?;
+    /// assert_eq!(fs.metadata("/f")?.mtime(), t);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_times<P: AsRef<Path>>(
         &self,
         path: P,

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use lanefs::{FileKind, Filesystem};
 use lanefs_difftest::{
-    cases_from_env, run_case_stats, strategy, Case, EngineTarget, KernelTarget, Stats, TmpfsMount,
+    cases_from_env, host_protects_sticky_dirs, run_case_stats, strategy, strip_sticky, Case,
+    EngineTarget, KernelTarget, Stats, TmpfsMount,
 };
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -125,7 +126,11 @@ fn differential(shrink: bool) {
     };
     let mut runner = TestRunner::new(config);
     let total = parking_lot::Mutex::new(Stats::default());
-    let result = runner.run(&strategy::case(steps), |case| {
+    let strip = host_protects_sticky_dirs();
+    let result = runner.run(&strategy::case(steps), |mut case| {
+        if strip {
+            strip_sticky(&mut case);
+        }
         let stats = one_case_with_deadline(&mount, &case, shrink).map_err(TestCaseError::fail)?;
         total.lock().merge(&stats);
         Ok(())

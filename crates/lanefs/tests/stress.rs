@@ -381,9 +381,14 @@ fn readdir_under_concurrent_churn() -> io::Result<()> {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut changes = 0;
     for c in churners {
-        changes += c.join().map_err(|_| io::Error::other("churner panicked"))??;
+        changes += c
+            .join()
+            .map_err(|_| io::Error::other("churner panicked"))??;
     }
-    assert!(changes > 0, "the directory really changed during the listings");
+    assert!(
+        changes > 0,
+        "the directory really changed during the listings"
+    );
     fs.sync()?;
     if let Err(problems) = fs.core().check() {
         panic!("check after churn: {:#?}", problems);
