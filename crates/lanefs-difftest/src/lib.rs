@@ -67,6 +67,61 @@ pub fn host_protected_hardlinks() -> bool {
         .unwrap_or(true)
 }
 
+/// Drive a property test: generate up to `cases` cases of at most
+/// `steps` steps (sticky bits stripped on hosts that need it, see
+/// [`strip_sticky`]), give each to `run_one` (which builds the targets,
+/// calls [`run_case_stats`] and tears down), shrink a failure to a minimal
+/// case, and sum the statistics. Reusable for any pair of targets — the
+/// engine against tmpfs, or a FUSE mount against tmpfs:
+///
+/// ```no_run
+/// use lanefs_difftest::{run_case_stats, run_proptest, KernelTarget, Stats, TmpfsMount};
+/// let tmpfs = TmpfsMount::new()?;
+/// let fuse_root = std::path::Path::new("/mnt/lanefs"); // a mounted lanefs
+/// let mut n = 0;
+/// let stats = run_proptest(1000, 32, |case| {
+///     n += 1;
+///     let fuse_dir = fuse_root.join(format!("case-{}", n));
+///     std::fs::create_dir(&fuse_dir).map_err(|e| e.to_string())?;
+///     let mut fuse = KernelTarget::new(&fuse_dir, case.umask, "fuse").map_err(|e| e.to_string())?;
+///     let kdir = tmpfs.fresh_dir().map_err(|e| e.to_string())?;
+///     let mut kernel = KernelTarget::new(&kdir, case.umask, "tmpfs").map_err(|e| e.to_string())?;
+///     let mut stats = Stats::default();
+///     run_case_stats(case, &mut fuse, &mut kernel, &mut stats).map(|()| stats)
+/// })
+/// .map_err(std::io::Error::other)?;
+/// println!("{}", stats);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn run_proptest<F>(cases: u32, steps: usize, run_one: F) -> Result<Stats, String>
+where
+    F: FnMut(&Case) -> Result<Stats, String>,
+{
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        ..Config::default()
+    };
+    let strip = host_protects_sticky_dirs();
+    let run_one = std::cell::RefCell::new(run_one);
+    let total = std::cell::RefCell::new(Stats::default());
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&strategy::case(steps), |mut case| {
+        if strip {
+            strip_sticky(&mut case);
+        }
+        let stats = (run_one.borrow_mut())(&case).map_err(TestCaseError::fail)?;
+        total.borrow_mut().merge(&stats);
+        Ok(())
+    });
+    match result {
+        Ok(()) => Ok(total.into_inner()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Whether the host applies `fs.protected_symlinks`, `protected_regular`
 /// or `protected_fifos` (restrictions in sticky world-writable
 /// directories that lanefs does not implement). When it does, cases must

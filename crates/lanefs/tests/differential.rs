@@ -20,10 +20,9 @@ use std::time::Duration;
 
 use lanefs::{FileKind, Filesystem};
 use lanefs_difftest::{
-    cases_from_env, host_protects_sticky_dirs, run_case_stats, strategy, strip_sticky, Case,
-    EngineTarget, KernelTarget, Stats, TmpfsMount,
+    cases_from_env, run_case_stats, run_proptest, strategy, Case, EngineTarget, KernelTarget,
+    Stats, TmpfsMount,
 };
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 const CASES_DEFAULT: u32 = 2000;
 
@@ -118,28 +117,14 @@ fn differential(shrink: bool) {
     };
     let cases = cases_from_env("LANEFS_DIFF_CASES", CASES_DEFAULT);
     let steps = cases_from_env("LANEFS_DIFF_STEPS", strategy::STEPS_MAX as u32) as usize;
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let total = parking_lot::Mutex::new(Stats::default());
-    let strip = host_protects_sticky_dirs();
-    let result = runner.run(&strategy::case(steps), |mut case| {
-        if strip {
-            strip_sticky(&mut case);
-        }
-        let stats = one_case_with_deadline(&mount, &case, shrink).map_err(TestCaseError::fail)?;
-        total.lock().merge(&stats);
-        Ok(())
+    let result = run_proptest(cases, steps, |case| {
+        one_case_with_deadline(&mount, case, shrink)
     });
     drop(mount);
-    if let Err(e) = result {
-        panic!("{}", e);
-    }
-    let total = total.into_inner();
+    let total = match result {
+        Ok(total) => total,
+        Err(e) => panic!("{}", e),
+    };
     eprintln!("differential (shrink every step: {}): {}", shrink, total);
     // The generator must reach both sides of every operation, or the run
     // proves little.
