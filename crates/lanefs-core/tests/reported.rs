@@ -95,3 +95,59 @@ fn core_write_by_non_member_clears_setgid_without_group_exec() {
     fs.write(&h, 0, b"x").expect("write");
     assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o666);
 }
+
+/// `fallocate` by a caller without CAP_FSETID clears setuid (and setgid
+/// when the caller is not in the file's group), as a write does: tmpfs's
+/// `shmem_fallocate` calls `file_modified`. Seen by the differential test:
+/// `create("c", 0o2272)` by root, `open("c", O_WRONLY)` by uid 1000,
+/// `fallocate(fd, 0, 0, 1)`: tmpfs 0o100272, lanefs 0o102272.
+#[test]
+fn core_fallocate_by_non_root_clears_suid_sgid() {
+    let fs = Fs::new_in_memory();
+    let (attr, file, _) = fs
+        .open_at(
+            &Cred::root(),
+            ROOT_INO,
+            b"f",
+            libc::O_CREAT | libc::O_RDWR,
+            0o6777,
+            0,
+            false,
+        )
+        .expect("create");
+    assert_eq!(attr.perm, 0o6777);
+    drop(file);
+    let bob = Cred::user(1001, 1001);
+    let h = fs
+        .open(&bob, attr.ino, libc::O_WRONLY)
+        .expect("open for bob");
+    fs.fallocate(&h, 0, 0, 1).expect("fallocate");
+    assert_eq!(fs.getattr(attr.ino).expect("getattr").perm, 0o777);
+}
+
+/// An unprivileged user may create a character device with device number
+/// 0/0 — the overlayfs "whiteout" (Linux >= 5.8 `vfs_mknod`: the
+/// CAP_MKNOD check skips `S_ISCHR && dev == WHITEOUT_DEV`). Seen by the
+/// differential test: `mknod("a", S_IFCHR, 0)` by uid 1000 in a directory
+/// it owns: tmpfs ok, lanefs EPERM.
+#[test]
+fn core_unprivileged_mknod_whiteout_is_allowed() {
+    let fs = Fs::new_in_memory();
+    let root = Cred::root();
+    let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o777, 0).expect("mkdir");
+    let alice = Cred::user(1000, 1000);
+    let got = fs
+        .mknod(&alice, dir.ino, b"wh", libc::S_IFCHR, 0, 0)
+        .map(|a| (a.kind, a.rdev));
+    assert_eq!(got, Ok((lanefs_core::FileKind::CharDevice, 0)));
+    // Any other device number still needs CAP_MKNOD.
+    let other = fs.mknod(
+        &alice,
+        dir.ino,
+        b"dev",
+        libc::S_IFCHR,
+        0,
+        libc::makedev(1, 3),
+    );
+    assert_eq!(other.map(|_| ()), Err(Errno::EPERM));
+}
