@@ -70,6 +70,15 @@ pub fn path() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// Mostly a top-level name (so that steps meet the files earlier steps
+/// made), else any [`path`].
+pub fn short_path() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => select(vec!["a", "b", "c"]).prop_map(|s| s.as_bytes().to_vec()),
+        2 => path(),
+    ]
+}
+
 fn who() -> impl Strategy<Value = Who> {
     prop_oneof![12 => Just(Who::Root), 5 => Just(Who::Alice), 3 => Just(Who::Bob)]
 }
@@ -168,7 +177,8 @@ fn xattr_name() -> impl Strategy<Value = Vec<u8>> {
         v
     };
     prop_oneof![
-        10 => select(vec!["user.a", "user.b"]).prop_map(|s| s.as_bytes().to_vec()),
+        14 => Just(b"user.a".to_vec()),
+        4 => Just(b"user.b".to_vec()),
         1 => Just(long(255)),
         1 => Just(long(256)),
         1 => Just(Vec::new()),
@@ -225,10 +235,10 @@ pub fn op() -> impl Strategy<Value = Op> {
                 1 => Just(vec![b'T'; 4095]),
              ], path())
             .prop_map(|(target, path)| Op::Symlink { target, path }),
-        2 => path().prop_map(|path| Op::Readlink { path }),
+        2 => short_path().prop_map(|path| Op::Readlink { path }),
         3 => (path(), path()).prop_map(|(old, new)| Op::Link { old, new }),
         6 => (path(), path(), rename_flags()).prop_map(|(old, new, flags)| Op::Rename { old, new, flags }),
-        10 => (slot(), path(), open_flags(), mode())
+        10 => (slot(), short_path(), open_flags(), mode())
             .prop_map(|(slot, path, flags, mode)| Op::Open { slot, path, flags, mode }),
         1 => slot().prop_map(|slot| Op::Close { slot }),
         8 => (slot(), prop::option::weighted(0.7, offset()), len(), any::<u8>())
@@ -258,12 +268,13 @@ pub fn op() -> impl Strategy<Value = Op> {
         5 => (path(), any::<bool>()).prop_map(|(path, follow)| Op::Stat { path, follow }),
         2 => (path(), 0u32..9).prop_map(|(path, mask)| Op::Access { path, mask }),
         3 => path().prop_map(|path| Op::Readdir { path }),
-        4 => (path(), xattr_name(), xattr_value(), select(vec![0u32, 1, 2, 3, 4]))
+        5 => (short_path(), xattr_name(), xattr_value(),
+              prop_oneof![4 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32)])
             .prop_map(|(path, name, value, flags)| Op::SetXattr { path, name, value, flags }),
-        3 => (path(), xattr_name(), xattr_size())
+        3 => (short_path(), xattr_name(), xattr_size())
             .prop_map(|(path, name, size)| Op::GetXattr { path, name, size }),
-        2 => (path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
-        2 => (path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
+        2 => (short_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
+        2 => (short_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
     ]
 }
 
