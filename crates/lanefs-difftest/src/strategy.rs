@@ -132,24 +132,21 @@ fn len() -> impl Strategy<Value = usize> {
 }
 
 fn open_flags() -> impl Strategy<Value = i32> {
+    let extra = prop_oneof![
+        3 => Just(libc::O_EXCL),
+        3 => Just(libc::O_TRUNC),
+        3 => Just(libc::O_APPEND),
+        2 => Just(libc::O_NOFOLLOW),
+        1 => Just(libc::O_DIRECTORY),
+    ];
     (
-        select(vec![
-            libc::O_RDONLY,
-            libc::O_WRONLY,
-            libc::O_RDWR,
-            libc::O_RDWR,
-        ]),
+        prop_oneof![
+            1 => Just(libc::O_RDONLY),
+            1 => Just(libc::O_WRONLY),
+            3 => Just(libc::O_RDWR),
+        ],
         prop::bool::weighted(0.6),
-        vec(
-            select(vec![
-                libc::O_EXCL,
-                libc::O_TRUNC,
-                libc::O_APPEND,
-                libc::O_NOFOLLOW,
-                libc::O_DIRECTORY,
-            ]),
-            0..3,
-        ),
+        vec(extra, 0..3),
     )
         .prop_map(|(acc, creat, extra)| {
             let f = extra.into_iter().fold(acc, |f, x| f | x);
