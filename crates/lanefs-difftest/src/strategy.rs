@@ -192,7 +192,15 @@ fn xattr_value() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn xattr_size() -> impl Strategy<Value = usize> {
-    prop_oneof![Just(0usize), Just(1), Just(8), Just(65_536)]
+    prop_oneof![2 => Just(0usize), 1 => Just(1), 1 => Just(8), 4 => Just(65_536)]
+}
+
+/// Where xattr steps act: mostly one of the top-level names.
+fn xattr_path() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => select(vec!["a", "b", "c"]).prop_map(|s| s.as_bytes().to_vec()),
+        1 => path(),
+    ]
 }
 
 fn mknod_mode() -> impl Strategy<Value = (u32, u64)> {
@@ -265,13 +273,13 @@ pub fn op() -> impl Strategy<Value = Op> {
         5 => (path(), any::<bool>()).prop_map(|(path, follow)| Op::Stat { path, follow }),
         2 => (path(), 0u32..9).prop_map(|(path, mask)| Op::Access { path, mask }),
         3 => path().prop_map(|path| Op::Readdir { path }),
-        5 => (short_path(), xattr_name(), xattr_value(),
+        5 => (xattr_path(), xattr_name(), xattr_value(),
               prop_oneof![4 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32)])
             .prop_map(|(path, name, value, flags)| Op::SetXattr { path, name, value, flags }),
-        3 => (short_path(), xattr_name(), xattr_size())
+        3 => (xattr_path(), xattr_name(), xattr_size())
             .prop_map(|(path, name, size)| Op::GetXattr { path, name, size }),
-        2 => (short_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
-        2 => (short_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
+        2 => (xattr_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
+        2 => (xattr_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
     ]
 }
 
