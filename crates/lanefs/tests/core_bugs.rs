@@ -163,8 +163,12 @@ fn core_unprivileged_mknod_whiteout_is_allowed() {
 fn core_create_strips_sgid_before_applying_umask() {
     let fs = Fs::new_in_memory();
     let root = Cred::root();
-    let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o2777, 0).expect("mkdir");
-    assert_eq!(dir.perm, 0o2777);
+    let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o777, 0).expect("mkdir");
+    let sgid = lanefs::SetAttr {
+        mode: Some(0o2777),
+        ..lanefs::SetAttr::default()
+    };
+    assert_eq!(fs.setattr(&root, dir.ino, &sgid, None).expect("chmod").perm, 0o2777);
     let alice = Cred::user(1000, 1000);
     let (attr, _file, created) = fs
         .open_at(&alice, dir.ino, b"f", libc::O_CREAT | libc::O_WRONLY, 0o2775, 0o077, false)
