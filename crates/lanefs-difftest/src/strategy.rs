@@ -195,9 +195,11 @@ fn xattr_size() -> impl Strategy<Value = usize> {
     prop_oneof![2 => Just(0usize), 1 => Just(1), 1 => Just(8), 4 => Just(65_536)]
 }
 
-/// Where xattr steps act: mostly one of the top-level names.
+/// Where xattr steps act: mostly the root (which always exists) or one
+/// of the top-level names.
 fn xattr_path() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
+        3 => Just(b".".to_vec()),
         4 => select(vec!["a", "b", "c"]).prop_map(|s| s.as_bytes().to_vec()),
         1 => path(),
     ]
@@ -279,7 +281,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => (xattr_path(), xattr_name(), xattr_size())
             .prop_map(|(path, name, size)| Op::GetXattr { path, name, size }),
         2 => (xattr_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
-        2 => (xattr_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
+        3 => (xattr_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
     ]
 }
 

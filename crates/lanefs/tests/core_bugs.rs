@@ -168,10 +168,21 @@ fn core_create_strips_sgid_before_applying_umask() {
         mode: Some(0o2777),
         ..lanefs::SetAttr::default()
     };
-    assert_eq!(fs.setattr(&root, dir.ino, &sgid, None).expect("chmod").perm, 0o2777);
+    assert_eq!(
+        fs.setattr(&root, dir.ino, &sgid, None).expect("chmod").perm,
+        0o2777
+    );
     let alice = Cred::user(1000, 1000);
     let (attr, _file, created) = fs
-        .open_at(&alice, dir.ino, b"f", libc::O_CREAT | libc::O_WRONLY, 0o2775, 0o077, false)
+        .open_at(
+            &alice,
+            dir.ino,
+            b"f",
+            libc::O_CREAT | libc::O_WRONLY,
+            0o2775,
+            0o077,
+            false,
+        )
         .expect("create");
     assert!(created);
     assert_eq!(attr.gid, 0, "group from the setgid directory");

@@ -135,7 +135,7 @@ fn differential(shrink: bool) {
 }
 
 /// Below this many cases a run is too small to demand full coverage.
-const MIN_CASES_FOR_COVERAGE: u64 = 500;
+const MIN_CASES_FOR_COVERAGE: u64 = 2000;
 
 #[test]
 fn differential_vs_tmpfs() {
