@@ -1034,3 +1034,9 @@ impl Filesystem {
         f.write_all(data.as_ref())
     }
 }
+
+/// The README's Rust examples, compiled and run as doctests so that they
+/// stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
