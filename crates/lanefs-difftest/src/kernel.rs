@@ -133,13 +133,22 @@ impl TmpfsMount {
     }
 }
 
-impl Drop for TmpfsMount {
-    fn drop(&mut self) {
+impl TmpfsMount {
+    /// Detach the mount now (also done on drop; for a process about to
+    /// exit without running destructors). Calling it twice is harmless.
+    pub fn unmount(&self) {
         if let Ok(target) = cstr(self.dir.as_os_str().as_bytes()) {
-            // SAFETY: valid NUL-terminated path.
+            // SAFETY: valid NUL-terminated path; umount2 of a path that is
+            // no longer a mount point just fails with EINVAL.
             unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         }
         let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        self.unmount();
     }
 }
 

@@ -101,6 +101,7 @@ fn one_case_with_deadline(
                 "differential case did not finish in {:?} (deadlock?); exiting\n{:?}",
                 CASE_DEADLINE, case
             );
+            mount.unmount();
             std::process::exit(101);
         }
     }
