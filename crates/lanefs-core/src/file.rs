@@ -258,6 +258,7 @@ impl Fs {
                     let node = NewNode {
                         kind: FileKind::Regular,
                         perm: creation_perm(FileKind::Regular, mode, umask),
+                        requested: creation_perm(FileKind::Regular, mode, 0),
                         rdev: 0,
                         target: &[],
                         lookups: 0,

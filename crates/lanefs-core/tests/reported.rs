@@ -151,3 +151,38 @@ fn core_unprivileged_mknod_whiteout_is_allowed() {
     );
     assert_eq!(other.map(|_| ()), Err(Errno::EPERM));
 }
+/// Creating a file in a setgid directory whose group the caller is not in
+/// drops setgid from the requested mode when it is group-executable —
+/// tested on the mode *before* the umask (Linux `vfs_prepare_mode`:
+/// `mode_strip_sgid` then `mode_strip_umask`). Seen by the differential
+/// test: root dir 0o6013, uid 1000 opens "c" with O_CREAT, mode 0o2775,
+/// umask 0o077: tmpfs 0o100700, lanefs 0o102700.
+#[test]
+fn core_create_strips_sgid_before_applying_umask() {
+    let fs = Fs::new_in_memory();
+    let root = Cred::root();
+    let dir = fs.mkdir(&root, ROOT_INO, b"d", 0o777, 0).expect("mkdir");
+    let sgid = lanefs_core::SetAttr {
+        mode: Some(0o2777),
+        ..lanefs_core::SetAttr::default()
+    };
+    assert_eq!(
+        fs.setattr(&root, dir.ino, &sgid, None).expect("chmod").perm,
+        0o2777
+    );
+    let alice = Cred::user(1000, 1000);
+    let (attr, _file, created) = fs
+        .open_at(
+            &alice,
+            dir.ino,
+            b"f",
+            libc::O_CREAT | libc::O_WRONLY,
+            0o2775,
+            0o077,
+            false,
+        )
+        .expect("create");
+    assert!(created);
+    assert_eq!(attr.gid, 0, "group from the setgid directory");
+    assert_eq!(attr.perm, 0o700);
+}
