@@ -1,7 +1,9 @@
 //! Minimal reproductions of bugs found in `lanefs-core` by the Rust API's
-//! tests. Each test states what Linux does; they fail until the core is
-//! fixed. Calls that deadlock run on a helper thread with a deadline so the
-//! suite cannot hang.
+//! tests (mostly the differential test against tmpfs). Each test states
+//! what Linux does; each failed until the core was fixed and stays as a
+//! regression test (list and status in `docs/SEMANTICS.md`). Calls that
+//! could deadlock run on a helper thread with a deadline so the suite
+//! cannot hang.
 
 use std::sync::mpsc;
 use std::time::Duration;
