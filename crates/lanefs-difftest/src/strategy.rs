@@ -290,11 +290,66 @@ pub fn step() -> impl Strategy<Value = Step> {
     (who(), op()).prop_map(|(who, op)| Step { who, op })
 }
 
-/// A whole case: a umask and up to `steps_max` steps.
+/// A fixed scenario mixed into some cases so that it is never left to
+/// chance: open a file, write, unlink it while open, then write, read and
+/// close through the open file (the unlinked-open lifetime rule).
+fn unlinked_open_scenario(who: Who, name: Vec<u8>, len: usize, seed: u8) -> Vec<Step> {
+    let slot = SLOTS - 1;
+    let step = |op| Step { who, op };
+    vec![
+        step(Op::Open {
+            slot,
+            path: name.clone(),
+            flags: libc::O_CREAT | libc::O_RDWR,
+            mode: 0o644,
+        }),
+        step(Op::Write {
+            slot,
+            offset: Some(0),
+            len,
+            seed,
+        }),
+        step(Op::Unlink { path: name }),
+        step(Op::Write {
+            slot,
+            offset: Some(len as u64 + 100),
+            len,
+            seed: seed ^ 0x55,
+        }),
+        step(Op::Read {
+            slot,
+            offset: Some(0),
+            len: 2 * len + 200,
+        }),
+        step(Op::Fstat { slot }),
+        step(Op::Close { slot }),
+    ]
+}
+
+/// A whole case: a umask and up to `steps_max` steps (a quarter of the
+/// cases also contain the unlinked-open scenario at a random point).
 pub fn case(steps_max: usize) -> impl Strategy<Value = Case> {
+    let scenario = prop::option::weighted(
+        0.25,
+        (
+            any::<prop::sample::Index>(),
+            who(),
+            select(vec!["a", "b", "c"]),
+            1usize..6000,
+            any::<u8>(),
+        ),
+    );
     (
         select(vec![0o022u32, 0o002, 0o077, 0o000]),
         vec(step(), 1..=steps_max.max(1)),
+        scenario,
     )
-        .prop_map(|(umask, steps)| Case { umask, steps })
+        .prop_map(|(umask, mut steps, scenario)| {
+            if let Some((at, who, name, len, seed)) = scenario {
+                let at = at.index(steps.len() + 1);
+                let extra = unlinked_open_scenario(who, name.as_bytes().to_vec(), len, seed);
+                steps.splice(at..at, extra);
+            }
+            Case { umask, steps }
+        })
 }
