@@ -1,2 +1,1042 @@
-//! lanefs: an embeddable many-core file system.
+//! lanefs: an embeddable many-core file system — the Rust API.
+//!
+//! Two levels:
+//!
+//! * the core's handle-based calls ([`Fs`], re-exported with every core type
+//!   from [`lanefs_core`]): inode numbers, FUSE-style lookup counts, errnos;
+//! * a path layer in the manner of [`std::fs`] on [`Filesystem`]: paths are
+//!   resolved as Linux resolves them (absolute, or relative to the root; `.`
+//!   and `..`; repeated slashes; symlinks followed in every intermediate
+//!   component and in the last one wherever Linux follows; at most 40 links,
+//!   `ELOOP` beyond; a trailing slash requires a directory; a path longer
+//!   than 4095 bytes is `ENAMETOOLONG`; an empty path is `ENOENT`). Each
+//!   call acts as the Linux system call of the same name, including the
+//!   checks that Linux's VFS makes before a file system is asked.
+//!
+//! Errors are [`std::io::Error`]s that carry the raw errno
+//! (`err.raw_os_error()`); [`Errno`] converts both ways.
+//!
+//! # Locks and atomics
+//!
+//! This crate has none of its own. A [`Filesystem`] is an `Arc` of the core
+//! instance plus a credential and a umask (values, copied per view). While a
+//! path is walked, every directory the walk stands in is pinned with a
+//! counted lookup that a guard gives back (`forget`) when it drops, so a
+//! concurrent `rmdir` can never make a call operate in a freed or reused
+//! inode; all other synchronization is the core's (see its module docs and
+//! `docs/ARCHITECTURE.md`). A [`File`]'s position is a plain field changed
+//! through `&mut self`.
+//!
+//! # Example
+//!
+//! ```
+//! use std::io::Write;
+//! use lanefs::{Cred, Filesystem};
+//!
+//! let fs = Filesystem::new_in_memory()?;
+//! fs.create_dir_all("/home/ann/docs")?;
+//! fs.chown("/home/ann", Some(1000), Some(1000))?;
+//! fs.write("/home/ann/docs/todo.txt", b"write the docs\n")?;
+//! fs.symlink("docs/todo.txt", "/home/ann/todo")?;
+//! assert_eq!(fs.read("/home/ann/todo")?, b"write the docs\n");
+//!
+//! // A view with another credential and umask: permission checks apply.
+//! let ann = fs.with_cred(Cred::user(1000, 1000)).with_umask(0o077);
+//! let mut f = ann.create("/home/ann/diary")?;
+//! f.write_all(b"dear diary")?;
+//! assert_eq!(fs.metadata("/home/ann/diary")?.permissions(), 0o600);
+//! let err = ann.create_dir("/etc").unwrap_err();
+//! assert_eq!(err.raw_os_error(), Some(libc::EACCES));
+//!
+//! let names: Vec<_> = fs
+//!     .read_dir("/home/ann")?
+//!     .map(|e| e.map(|e| e.file_name()))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(names.len(), 3);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod file;
+mod walk;
+
+pub use file::{File, OpenOptions};
 pub use lanefs_core::*;
+pub use walk::{MAXSYMLINKS, PATH_BYTES_MAX};
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use walk::{Held, Last, Parent, Walker};
+
+/// The access-mode and open-time flags the core's `open` understands.
+const CORE_OPEN_FLAGS: i32 = libc::O_ACCMODE | libc::O_TRUNC | libc::O_APPEND | libc::O_NOATIME;
+
+/// How many directory entries [`ReadDir`] fetches from the core at once.
+const READDIR_BATCH_MAX: usize = 128;
+
+struct Inner {
+    fs: Fs,
+    memory: Option<Arc<MemoryStore>>,
+}
+
+/// A file-system instance seen with one credential and one umask.
+///
+/// Cloning is cheap; [`with_cred`](Self::with_cred) and
+/// [`with_umask`](Self::with_umask) make other views of the same instance.
+#[derive(Clone)]
+pub struct Filesystem {
+    inner: Arc<Inner>,
+    cred: Arc<Cred>,
+    umask: u32,
+}
+
+impl std::fmt::Debug for Filesystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filesystem")
+            .field("cred", &self.cred)
+            .field("umask", &format_args!("{:#o}", self.umask))
+            .finish()
+    }
+}
+
+/// Attributes of a file, as `stat` returns them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata(pub Attr);
+
+impl Metadata {
+    /// The core attributes.
+    pub fn attr(&self) -> &Attr {
+        &self.0
+    }
+    pub fn kind(&self) -> FileKind {
+        self.0.kind
+    }
+    pub fn is_dir(&self) -> bool {
+        self.0.kind == FileKind::Directory
+    }
+    pub fn is_file(&self) -> bool {
+        self.0.kind == FileKind::Regular
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.0.kind == FileKind::Symlink
+    }
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.0.size
+    }
+    /// True when the size is zero.
+    pub fn is_empty(&self) -> bool {
+        self.0.size == 0
+    }
+    /// Permission bits with setuid, setgid and sticky (`st_mode & 0o7777`).
+    pub fn permissions(&self) -> u32 {
+        self.0.perm as u32
+    }
+    /// `st_mode`: type and permission bits.
+    pub fn mode(&self) -> u32 {
+        self.0.mode()
+    }
+    pub fn ino(&self) -> Ino {
+        self.0.ino
+    }
+    pub fn nlink(&self) -> u32 {
+        self.0.nlink
+    }
+    pub fn uid(&self) -> u32 {
+        self.0.uid
+    }
+    pub fn gid(&self) -> u32 {
+        self.0.gid
+    }
+    pub fn rdev(&self) -> u64 {
+        self.0.rdev
+    }
+    pub fn blocks(&self) -> u64 {
+        self.0.blocks
+    }
+    pub fn atime(&self) -> Timespec {
+        self.0.atime
+    }
+    pub fn mtime(&self) -> Timespec {
+        self.0.mtime
+    }
+    pub fn ctime(&self) -> Timespec {
+        self.0.ctime
+    }
+    /// Last modification as a [`std::time::SystemTime`].
+    pub fn modified(&self) -> std::time::SystemTime {
+        self.0.mtime.into()
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntryOwned {
+    name: Vec<u8>,
+    ino: Ino,
+    kind: FileKind,
+}
+
+impl DirEntryOwned {
+    /// The name as raw bytes.
+    pub fn name_bytes(&self) -> &[u8] {
+        &self.name
+    }
+    /// The name.
+    pub fn file_name(&self) -> OsString {
+        OsString::from_vec(self.name.clone())
+    }
+    pub fn ino(&self) -> Ino {
+        self.ino
+    }
+    /// The file type.
+    pub fn kind(&self) -> FileKind {
+        self.kind
+    }
+}
+
+/// Iterator over a directory's entries (without `.` and `..`, as
+/// [`std::fs::read_dir`]). Entries are fetched from the core in batches
+/// with readdir cookies, so an entry that exists for the whole listing is
+/// returned exactly once even while the directory changes.
+pub struct ReadDir {
+    fs: Fs,
+    handle: OpenFile,
+    buffered: VecDeque<DirEntryOwned>,
+    offset: u64,
+    done: bool,
+}
+
+impl ReadDir {
+    fn fill(&mut self) -> Result<()> {
+        let mut batch = Vec::new();
+        let mut next = self.offset;
+        self.fs.readdir(&self.handle, self.offset, &mut |e| {
+            next = e.next_offset;
+            if e.name != b"." && e.name != b".." {
+                batch.push(DirEntryOwned {
+                    name: e.name.to_vec(),
+                    ino: e.ino,
+                    kind: e.kind,
+                });
+            }
+            batch.len() >= READDIR_BATCH_MAX
+        })?;
+        if next == self.offset {
+            self.done = true;
+        }
+        self.offset = next;
+        self.buffered.extend(batch);
+        Ok(())
+    }
+}
+
+impl Iterator for ReadDir {
+    type Item = io::Result<DirEntryOwned>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.buffered.is_empty() && !self.done {
+            if let Err(e) = self.fill() {
+                self.done = true;
+                return Some(Err(e.into()));
+            }
+        }
+        self.buffered.pop_front().map(Ok)
+    }
+}
+
+fn bytes<P: AsRef<Path>>(p: &P) -> &[u8] {
+    p.as_ref().as_os_str().as_bytes()
+}
+
+impl Filesystem {
+    /// A fresh, empty file system in memory with default limits.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// assert!(fs.metadata("/")?.is_dir());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new_in_memory() -> io::Result<Filesystem> {
+        Filesystem::in_memory(MemoryStoreConfig::default(), FsConfig::default())
+    }
+
+    /// A fresh file system on a [`MemoryStore`] with the given limits;
+    /// [`memory_store`](Self::memory_store) gives access to the store.
+    pub fn in_memory(store: MemoryStoreConfig, config: FsConfig) -> io::Result<Filesystem> {
+        let mem = Arc::new(MemoryStore::new(store));
+        let fs = Fs::new(mem.clone(), config)?;
+        Ok(Filesystem::wrap(fs, Some(mem)))
+    }
+
+    /// Open the file system kept in `store` (creating an empty one if the
+    /// store holds none).
+    pub fn from_store(store: Arc<dyn Store>, config: FsConfig) -> io::Result<Filesystem> {
+        Ok(Filesystem::wrap(Fs::new(store, config)?, None))
+    }
+
+    /// Wrap an existing core instance.
+    pub fn from_core(fs: Fs) -> Filesystem {
+        Filesystem::wrap(fs, None)
+    }
+
+    fn wrap(fs: Fs, memory: Option<Arc<MemoryStore>>) -> Filesystem {
+        Filesystem {
+            inner: Arc::new(Inner { fs, memory }),
+            cred: Arc::new(Cred::root()),
+            umask: 0o022,
+        }
+    }
+
+    /// The core instance, for handle-based calls.
+    pub fn core(&self) -> &Fs {
+        &self.inner.fs
+    }
+
+    /// The memory store underneath, when this instance made it.
+    pub fn memory_store(&self) -> Option<&Arc<MemoryStore>> {
+        self.inner.memory.as_ref()
+    }
+
+    /// The same file system seen with credential `cred`.
+    pub fn with_cred(&self, cred: Cred) -> Filesystem {
+        Filesystem {
+            cred: Arc::new(cred),
+            ..self.clone()
+        }
+    }
+
+    /// The same file system with umask `umask` for files this view creates.
+    pub fn with_umask(&self, umask: u32) -> Filesystem {
+        Filesystem {
+            umask: umask & 0o777,
+            ..self.clone()
+        }
+    }
+
+    /// The credential of this view (root unless changed).
+    pub fn cred(&self) -> &Cred {
+        &self.cred
+    }
+
+    /// The umask of this view (`0o022` unless changed).
+    pub fn umask(&self) -> u32 {
+        self.umask
+    }
+
+    fn walker(&self) -> Walker<'_> {
+        Walker::new(&self.inner.fs, &self.cred)
+    }
+
+    fn resolve(&self, path: &[u8], follow: bool) -> Result<Held<'_>> {
+        self.walker().resolve(path, follow)
+    }
+
+    /// Name `(parent, name)` for an operation that creates `path`
+    /// (Linux's `filename_create`): `/`, `.` and `..` are `EEXIST`; with a
+    /// trailing slash (unless `dir`), `EEXIST` if the name exists, else
+    /// `ENOENT`.
+    fn create_target<'p>(&self, p: &'p Parent<'_>, dir: bool) -> Result<&'p [u8]> {
+        let Some(name) = p.name() else {
+            return Err(Errno::EEXIST);
+        };
+        if p.trailing_slash && !dir {
+            return match self.core().lookup(&self.cred, p.dir.ino, name) {
+                Ok(_) => Err(Errno::EEXIST),
+                Err(e) => Err(e),
+            };
+        }
+        Ok(name)
+    }
+
+    // ---- directories -------------------------------------------------
+
+    /// `mkdir(path, 0o777)`, less the umask.
+    pub fn create_dir<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        self.create_dir_mode(path, 0o777)
+    }
+
+    /// `mkdir(path, mode)`, less the umask.
+    pub fn create_dir_mode<P: AsRef<Path>>(&self, path: P, mode: u32) -> io::Result<()> {
+        let mut w = self.walker();
+        let p = w.parent(bytes(&path))?;
+        let name = self.create_target(&p, true)?;
+        let attr = self
+            .core()
+            .mkdir(&self.cred, p.dir.ino, name, mode, self.umask)?;
+        self.core().forget(attr.ino, 1);
+        Ok(())
+    }
+
+    /// Create a directory and every missing parent; an existing directory
+    /// is fine (as [`std::fs::create_dir_all`]: the error of the deepest
+    /// `mkdir` that failed for another reason is returned).
+    pub fn create_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        let path = bytes(&path);
+        walk::check_path(path)?;
+        self.create_dir_all_bytes(path, 0)
+    }
+
+    fn create_dir_all_bytes(&self, path: &[u8], depth: usize) -> io::Result<()> {
+        let trimmed = match path.iter().rposition(|&b| b != b'/') {
+            Some(end) => &path[..=end],
+            None => return Ok(()), // the root
+        };
+        let p = Path::new(std::ffi::OsStr::from_bytes(trimmed));
+        match self.create_dir(p) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && depth < PATH_BYTES_MAX => {}
+            Err(e) => {
+                return match self.metadata(p) {
+                    Ok(m) if m.is_dir() => Ok(()),
+                    _ => Err(e),
+                }
+            }
+        }
+        let parent = match trimmed.iter().rposition(|&b| b == b'/') {
+            Some(i) => &trimmed[..i],
+            None => &[][..],
+        };
+        if !parent.is_empty() {
+            self.create_dir_all_bytes(parent, depth + 1)?;
+        }
+        match self.create_dir(p) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && self.metadata(p)?.is_dir() => {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// `rmdir(path)`.
+    pub fn remove_dir<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        let mut w = self.walker();
+        let p = w.parent(bytes(&path))?;
+        match &p.last {
+            Last::Root => Err(Errno::EBUSY.into()),
+            Last::Dot => Err(Errno::EINVAL.into()),
+            Last::DotDot => Err(Errno::ENOTEMPTY.into()),
+            Last::Name(n) => Ok(self.core().rmdir(&self.cred, p.dir.ino, n)?),
+        }
+    }
+
+    /// Remove `path` and everything below it; a symlink or file is removed
+    /// itself (as [`std::fs::remove_dir_all`] for symlinks; a file gives
+    /// `ENOTDIR`).
+    pub fn remove_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        let mut w = self.walker();
+        let p = w.parent(bytes(&path))?;
+        let Some(name) = p.name() else {
+            return Err(Errno::EBUSY.into());
+        };
+        let attr = self.core().lookup_counted(&self.cred, p.dir.ino, name)?;
+        let ino = attr.ino;
+        let result = match attr.kind {
+            FileKind::Directory => self.remove_tree(ino),
+            FileKind::Symlink => Ok(()),
+            _ => Err(Errno::ENOTDIR),
+        };
+        self.core().forget(ino, 1);
+        result?;
+        match attr.kind {
+            FileKind::Directory => self.core().rmdir(&self.cred, p.dir.ino, name)?,
+            _ => self.core().unlink(&self.cred, p.dir.ino, name)?,
+        }
+        Ok(())
+    }
+
+    /// Empty directory `dir` (pinned by the caller).
+    fn remove_tree(&self, dir: Ino) -> Result<()> {
+        let handle = self.core().open(&self.cred, dir, libc::O_RDONLY)?;
+        let mut entries = Vec::new();
+        self.core().readdir(&handle, 0, &mut |e| {
+            if e.name != b"." && e.name != b".." {
+                entries.push((e.name.to_vec(), e.kind));
+            }
+            false
+        })?;
+        drop(handle);
+        for (name, kind) in entries {
+            if kind == FileKind::Directory {
+                let attr = self.core().lookup_counted(&self.cred, dir, &name)?;
+                let r = self.remove_tree(attr.ino);
+                self.core().forget(attr.ino, 1);
+                r?;
+                self.core().rmdir(&self.cred, dir, &name)?;
+            } else {
+                self.core().unlink(&self.cred, dir, &name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// List a directory (follows symlinks; needs read permission).
+    ///
+    /// ```
+    /// use lanefs::{FileKind, Filesystem};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.create_dir("/d")?;
+    /// fs.symlink("/d", "/link")?;
+    /// let mut kinds: Vec<(String, FileKind)> = fs
+    ///     .read_dir("/")?
+    ///     .map(|e| e.map(|e| (e.file_name().to_string_lossy().into_owned(), e.kind())))
+    ///     .collect::<std::io::Result<_>>()?;
+    /// kinds.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(kinds, [("d".into(), FileKind::Directory), ("link".into(), FileKind::Symlink)]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_dir<P: AsRef<Path>>(&self, path: P) -> io::Result<ReadDir> {
+        let h = self.resolve(bytes(&path), true)?;
+        if h.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR.into());
+        }
+        let handle = self.core().open(&self.cred, h.ino, libc::O_RDONLY)?;
+        Ok(ReadDir {
+            fs: self.core().clone(),
+            handle,
+            buffered: VecDeque::new(),
+            offset: 0,
+            done: false,
+        })
+    }
+
+    // ---- names -------------------------------------------------------
+
+    /// `unlink(path)`.
+    pub fn remove_file<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        let mut w = self.walker();
+        let p = w.parent(bytes(&path))?;
+        let Some(name) = p.name() else {
+            return Err(Errno::EISDIR.into());
+        };
+        if p.trailing_slash {
+            let attr = self.core().lookup(&self.cred, p.dir.ino, name)?;
+            return Err(if attr.kind == FileKind::Directory {
+                Errno::EISDIR
+            } else {
+                Errno::ENOTDIR
+            }
+            .into());
+        }
+        Ok(self.core().unlink(&self.cred, p.dir.ino, name)?)
+    }
+
+    /// `rename(from, to)`.
+    pub fn rename<P: AsRef<Path>, Q: AsRef<Path>>(&self, from: P, to: Q) -> io::Result<()> {
+        self.rename_flags(from, to, 0)
+    }
+
+    /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`] and
+    /// [`RENAME_EXCHANGE`].
+    ///
+    /// ```
+    /// use lanefs::{Filesystem, RENAME_EXCHANGE, RENAME_NOREPLACE};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.write("/old", b"1")?;
+    /// fs.write("/new", b"2")?;
+    /// let err = fs.rename_flags("/old", "/new", RENAME_NOREPLACE).unwrap_err();
+    /// assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+    /// fs.rename_flags("/old", "/new", RENAME_EXCHANGE)?;
+    /// assert_eq!(fs.read("/new")?, b"1");
+    /// assert_eq!(fs.read("/old")?, b"2");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn rename_flags<P: AsRef<Path>, Q: AsRef<Path>>(
+        &self,
+        from: P,
+        to: Q,
+        flags: u32,
+    ) -> io::Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
+            || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
+        {
+            return Err(Errno::EINVAL.into());
+        }
+        let old = self.walker().parent(bytes(&from))?;
+        let new = self.walker().parent(bytes(&to))?;
+        let Some(old_name) = old.name() else {
+            return Err(Errno::EBUSY.into());
+        };
+        let Some(new_name) = new.name() else {
+            return Err(if flags & RENAME_NOREPLACE != 0 {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            }
+            .into());
+        };
+        if new_name.len() > NAME_MAX {
+            // Linux looks the old name up first (ENOENT wins).
+            self.core().lookup(&self.cred, old.dir.ino, old_name)?;
+            return Err(Errno::ENAMETOOLONG.into());
+        }
+        if old.trailing_slash || new.trailing_slash {
+            // Linux's do_renameat2: the slash rules need both entries' types.
+            let core = self.core();
+            let src = core.lookup(&self.cred, old.dir.ino, old_name)?;
+            let dst = core.lookup(&self.cred, new.dir.ino, new_name);
+            if let Err(e) = dst {
+                if e != Errno::ENOENT || flags & RENAME_EXCHANGE != 0 {
+                    return Err(e.into());
+                }
+            }
+            let dst = dst.ok();
+            if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
+                return Err(Errno::EEXIST.into());
+            }
+            if flags & RENAME_EXCHANGE != 0 {
+                if let Some(d) = dst {
+                    if d.kind != FileKind::Directory && new.trailing_slash {
+                        return Err(Errno::ENOTDIR.into());
+                    }
+                }
+            }
+            if src.kind != FileKind::Directory
+                && (old.trailing_slash || (flags & RENAME_EXCHANGE == 0 && new.trailing_slash))
+            {
+                return Err(Errno::ENOTDIR.into());
+            }
+        }
+        Ok(self.core().rename(
+            &self.cred,
+            old.dir.ino,
+            old_name,
+            new.dir.ino,
+            new_name,
+            flags,
+        )?)
+    }
+
+    /// `link(original, link)`: a new name for `original` (not followed if
+    /// it is a symlink, as Linux's `link`).
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/a", b"shared")?;
+    /// fs.hard_link("/a", "/b")?;
+    /// fs.remove_file("/a")?;
+    /// assert_eq!(fs.read("/b")?, b"shared");
+    /// assert_eq!(fs.metadata("/b")?.nlink(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hard_link<P: AsRef<Path>, Q: AsRef<Path>>(
+        &self,
+        original: P,
+        link: Q,
+    ) -> io::Result<()> {
+        let src = self.resolve(bytes(&original), false)?;
+        let mut w = self.walker();
+        let p = w.parent(bytes(&link))?;
+        let name = self.create_target(&p, false)?;
+        let attr = self.core().link(&self.cred, src.ino, p.dir.ino, name)?;
+        self.core().forget(attr.ino, 1);
+        Ok(())
+    }
+
+    /// `symlink(target, link)`: `link` will point at `target` (empty:
+    /// `ENOENT`; longer than 4095 bytes: `ENAMETOOLONG`).
+    pub fn symlink<P: AsRef<Path>, Q: AsRef<Path>>(&self, target: P, link: Q) -> io::Result<()> {
+        let target = bytes(&target);
+        walk::check_path(target)?;
+        let mut w = self.walker();
+        let p = w.parent(bytes(&link))?;
+        let name = self.create_target(&p, false)?;
+        let attr = self.core().symlink(&self.cred, p.dir.ino, name, target)?;
+        self.core().forget(attr.ino, 1);
+        Ok(())
+    }
+
+    /// The target of symlink `path` (`EINVAL` if it is not a symlink).
+    pub fn read_link<P: AsRef<Path>>(&self, path: P) -> io::Result<PathBuf> {
+        let h = self.resolve(bytes(&path), false)?;
+        if h.kind != FileKind::Symlink {
+            return Err(Errno::EINVAL.into());
+        }
+        let target = self.core().readlink(h.ino)?;
+        Ok(PathBuf::from(OsString::from_vec(target)))
+    }
+
+    /// `mknod(path, mode, rdev)`: `mode` carries the type (regular when
+    /// zero, fifo, socket, character or block device; a directory is
+    /// `EPERM`, anything else `EINVAL`) and permission bits, less the umask.
+    pub fn mknod<P: AsRef<Path>>(&self, path: P, mode: u32, rdev: u64) -> io::Result<()> {
+        match mode & libc::S_IFMT {
+            0 | libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => {}
+            libc::S_IFDIR => return Err(Errno::EPERM.into()),
+            _ => return Err(Errno::EINVAL.into()),
+        }
+        let mut w = self.walker();
+        let p = w.parent(bytes(&path))?;
+        let name = self.create_target(&p, false)?;
+        let attr = self
+            .core()
+            .mknod(&self.cred, p.dir.ino, name, mode, self.umask, rdev)?;
+        self.core().forget(attr.ino, 1);
+        Ok(())
+    }
+
+    // ---- attributes --------------------------------------------------
+
+    /// `stat(path)`: follows a final symlink.
+    pub fn metadata<P: AsRef<Path>>(&self, path: P) -> io::Result<Metadata> {
+        let h = self.resolve(bytes(&path), true)?;
+        Ok(Metadata(self.core().getattr(h.ino)?))
+    }
+
+    /// `lstat(path)`: a final symlink is not followed.
+    pub fn symlink_metadata<P: AsRef<Path>>(&self, path: P) -> io::Result<Metadata> {
+        let h = self.resolve(bytes(&path), false)?;
+        Ok(Metadata(self.core().getattr(h.ino)?))
+    }
+
+    /// True if `path` resolves (following symlinks); errors other than
+    /// `ENOENT` are returned.
+    pub fn try_exists<P: AsRef<Path>>(&self, path: P) -> io::Result<bool> {
+        match self.resolve(bytes(&path), true) {
+            Ok(_) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn setattr_path(&self, path: &[u8], follow: bool, changes: &SetAttr) -> Result<Attr> {
+        let h = self.resolve(path, follow)?;
+        self.core().setattr(&self.cred, h.ino, changes, None)
+    }
+
+    /// `chmod(path, mode)` (follows symlinks).
+    pub fn set_permissions<P: AsRef<Path>>(&self, path: P, mode: u32) -> io::Result<()> {
+        let changes = SetAttr {
+            mode: Some(mode & 0o7777),
+            ..SetAttr::default()
+        };
+        self.setattr_path(bytes(&path), true, &changes)?;
+        Ok(())
+    }
+
+    /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone.
+    pub fn chown<P: AsRef<Path>>(
+        &self,
+        path: P,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
+        self.chown_inner(bytes(&path), true, uid, gid)
+    }
+
+    /// `lchown(path, uid, gid)`: a final symlink itself is changed.
+    pub fn lchown<P: AsRef<Path>>(
+        &self,
+        path: P,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
+        self.chown_inner(bytes(&path), false, uid, gid)
+    }
+
+    fn chown_inner(
+        &self,
+        path: &[u8],
+        follow: bool,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> io::Result<()> {
+        let h = self.resolve(path, follow)?;
+        let mut changes = SetAttr {
+            uid,
+            gid,
+            ..SetAttr::default()
+        };
+        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
+            // chown(-1, -1) still clears setuid and setgid on a
+            // non-directory, as Linux's chown_common
+            // (setattr_should_drop_sgid: setgid goes if group-executable
+            // or the caller is neither in the file's group nor root).
+            let attr = self.core().getattr(h.ino)?;
+            let perm = attr.perm as u32;
+            let mut newperm = perm & !libc::S_ISUID;
+            if perm & libc::S_ISGID != 0
+                && (perm & libc::S_IXGRP != 0
+                    || !(self.cred.is_root() || self.cred.in_group(attr.gid)))
+            {
+                newperm &= !libc::S_ISGID;
+            }
+            if newperm != perm {
+                changes.mode = Some(newperm);
+            }
+        }
+        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        Ok(())
+    }
+
+    /// `utimensat(path, [atime, mtime], 0)`: `None` is `UTIME_OMIT`,
+    /// [`TimeSet::Now`] is `UTIME_NOW`. Both omitted: nothing happens and
+    /// the path is not even looked at, as on Linux.
+    ///
+    /// ```
+    /// use lanefs::{Filesystem, TimeSet, Timespec};
+    /// let fs = Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"")?;
+    /// let t = Timespec { sec: 1_000_000_000, nsec: 5 };
+    /// fs.set_times("/f", None, Some(TimeSet::At(t)))?;
+    /// assert_eq!(fs.metadata("/f")?.mtime(), t);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_times<P: AsRef<Path>>(
+        &self,
+        path: P,
+        atime: Option<TimeSet>,
+        mtime: Option<TimeSet>,
+    ) -> io::Result<()> {
+        self.set_times_inner(bytes(&path), true, atime, mtime)
+    }
+
+    /// As [`set_times`](Self::set_times) with `AT_SYMLINK_NOFOLLOW`.
+    pub fn set_symlink_times<P: AsRef<Path>>(
+        &self,
+        path: P,
+        atime: Option<TimeSet>,
+        mtime: Option<TimeSet>,
+    ) -> io::Result<()> {
+        self.set_times_inner(bytes(&path), false, atime, mtime)
+    }
+
+    fn set_times_inner(
+        &self,
+        path: &[u8],
+        follow: bool,
+        atime: Option<TimeSet>,
+        mtime: Option<TimeSet>,
+    ) -> io::Result<()> {
+        if atime.is_none() && mtime.is_none() {
+            return Ok(());
+        }
+        let h = self.resolve(path, follow)?;
+        let bad =
+            |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
+        if bad(&atime) || bad(&mtime) {
+            return Err(Errno::EINVAL.into());
+        }
+        let changes = SetAttr {
+            atime,
+            mtime,
+            ..SetAttr::default()
+        };
+        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        Ok(())
+    }
+
+    /// `truncate(path, size)`: `EINVAL` for a size past `i64::MAX` or a
+    /// file that is neither regular nor a directory, `EISDIR` for a
+    /// directory.
+    pub fn truncate<P: AsRef<Path>>(&self, path: P, size: u64) -> io::Result<()> {
+        if size > i64::MAX as u64 {
+            return Err(Errno::EINVAL.into());
+        }
+        let h = self.resolve(bytes(&path), true)?;
+        match h.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(Errno::EISDIR.into()),
+            _ => return Err(Errno::EINVAL.into()),
+        }
+        let changes = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        Ok(())
+    }
+
+    /// `faccessat(path, mask, AT_EACCESS)` with this view's credential:
+    /// `mask` of [`MAY_READ`], [`MAY_WRITE`], [`MAY_EXEC`] (0: exists).
+    pub fn access<P: AsRef<Path>>(&self, path: P, mask: u32) -> io::Result<()> {
+        if mask & !(MAY_READ | MAY_WRITE | MAY_EXEC) != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let h = self.resolve(bytes(&path), true)?;
+        Ok(self.core().access(&self.cred, h.ino, mask)?)
+    }
+
+    /// File-system totals and free space (`statvfs`).
+    pub fn statfs(&self) -> io::Result<StatFs> {
+        Ok(self.core().statfs()?)
+    }
+
+    /// Write everything back to the store and sync it (`syncfs`).
+    pub fn sync(&self) -> io::Result<()> {
+        Ok(self.core().sync()?)
+    }
+
+    // ---- extended attributes -----------------------------------------
+
+    fn check_xattr_name(name: &[u8]) -> Result<()> {
+        if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains(&0) {
+            return Err(Errno::ERANGE);
+        }
+        Ok(())
+    }
+
+    /// `getxattr(path, name)` (follows symlinks): the whole value.
+    pub fn get_xattr<P: AsRef<Path>>(&self, path: P, name: &[u8]) -> io::Result<Vec<u8>> {
+        Self::check_xattr_name(name)?;
+        let h = self.resolve(bytes(&path), true)?;
+        Ok(self.core().getxattr(&self.cred, h.ino, name)?)
+    }
+
+    /// `setxattr(path, name, value, flags)` (follows symlinks) with
+    /// [`XATTR_CREATE`] / [`XATTR_REPLACE`].
+    pub fn set_xattr<P: AsRef<Path>>(
+        &self,
+        path: P,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> io::Result<()> {
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        Self::check_xattr_name(name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Errno::E2BIG.into());
+        }
+        let h = self.resolve(bytes(&path), true)?;
+        Ok(self
+            .core()
+            .setxattr(&self.cred, h.ino, name, value, flags)?)
+    }
+
+    /// Names of the extended attributes of `path` (follows symlinks).
+    pub fn list_xattr<P: AsRef<Path>>(&self, path: P) -> io::Result<Vec<Vec<u8>>> {
+        let h = self.resolve(bytes(&path), true)?;
+        let raw = self.core().listxattr(&self.cred, h.ino)?;
+        Ok(raw
+            .split(|&b| b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| n.to_vec())
+            .collect())
+    }
+
+    /// `removexattr(path, name)` (follows symlinks).
+    pub fn remove_xattr<P: AsRef<Path>>(&self, path: P, name: &[u8]) -> io::Result<()> {
+        Self::check_xattr_name(name)?;
+        let h = self.resolve(bytes(&path), true)?;
+        Ok(self.core().removexattr(&self.cred, h.ino, name)?)
+    }
+
+    // ---- files ---------------------------------------------------------
+
+    /// Open `path` read-only.
+    pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        self.open_flags(path, libc::O_RDONLY, 0)
+    }
+
+    /// Create or truncate `path` and open it write-only (mode `0o666` less
+    /// the umask), as [`std::fs::File::create`].
+    pub fn create<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        self.open_flags(path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)
+    }
+
+    /// Open with [`OpenOptions`].
+    pub fn open_with<P: AsRef<Path>>(&self, path: P, options: &OpenOptions) -> io::Result<File> {
+        options.open(self, path)
+    }
+
+    /// `open(path, flags, mode)` with raw flags: access mode, `O_CREAT`,
+    /// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW`, `O_DIRECTORY`,
+    /// `O_NOATIME` (other flags are ignored).
+    pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
+        let path = bytes(&path);
+        if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        if flags & libc::O_CREAT != 0 {
+            return Ok(self.open_create(path, flags, mode)?);
+        }
+        let h = self.resolve(path, flags & libc::O_NOFOLLOW == 0)?;
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        // Linux's do_open: O_DIRECTORY first, then may_open's type checks.
+        match h.kind {
+            FileKind::Directory if write => return Err(Errno::EISDIR.into()),
+            FileKind::Directory => {}
+            _ if flags & libc::O_DIRECTORY != 0 => return Err(Errno::ENOTDIR.into()),
+            FileKind::Symlink => return Err(Errno::ELOOP.into()),
+            _ => {}
+        }
+        let handle = self
+            .core()
+            .open(&self.cred, h.ino, flags & CORE_OPEN_FLAGS)?;
+        Ok(File::new(self.clone(), handle, h.kind, flags))
+    }
+
+    fn open_create(&self, path: &[u8], flags: i32, mode: u32) -> Result<File> {
+        let excl = flags & libc::O_EXCL != 0;
+        let mut w = self.walker();
+        let mut p = w.parent(path)?;
+        loop {
+            let Some(name) = p.name().map(<[u8]>::to_vec) else {
+                return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
+            };
+            let name = name.as_slice();
+            if p.trailing_slash {
+                return Err(Errno::EISDIR);
+            }
+            if !excl {
+                if let Ok(attr) = self.core().lookup(&self.cred, p.dir.ino, name) {
+                    match attr.kind {
+                        FileKind::Symlink if flags & libc::O_NOFOLLOW != 0 => {
+                            return Err(Errno::ELOOP)
+                        }
+                        FileKind::Symlink => {
+                            p = w.follow_last(p, attr.ino)?;
+                            continue;
+                        }
+                        FileKind::Directory => return Err(Errno::EISDIR),
+                        _ => {}
+                    }
+                }
+            }
+            let core_flags = flags & (CORE_OPEN_FLAGS | libc::O_CREAT | libc::O_EXCL);
+            let (attr, handle, _created) = self.core().open_at(
+                &self.cred,
+                p.dir.ino,
+                name,
+                core_flags,
+                mode & 0o7777,
+                self.umask,
+                false,
+            )?;
+            return Ok(File::new(self.clone(), handle, attr.kind, flags));
+        }
+    }
+
+    /// The whole content of file `path`.
+    pub fn read<P: AsRef<Path>>(&self, path: P) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let mut f = self.open(path)?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    /// The whole content of file `path` as UTF-8 (`EINVAL` if it is not).
+    pub fn read_to_string<P: AsRef<Path>>(&self, path: P) -> io::Result<String> {
+        String::from_utf8(self.read(path)?).map_err(|_| Errno::EINVAL.into())
+    }
+
+    /// Create or truncate file `path` and write `data` to it.
+    pub fn write<P: AsRef<Path>, D: AsRef<[u8]>>(&self, path: P, data: D) -> io::Result<()> {
+        use std::io::Write;
+        let mut f = self.create(path)?;
+        f.write_all(data.as_ref())
+    }
+}
+
+/// The README's Rust examples, compiled and run as doctests so that they
+/// stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

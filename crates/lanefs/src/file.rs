@@ -1,0 +1,394 @@
+//! Open files: [`File`] and [`OpenOptions`].
+//!
+//! A [`File`] owns one core [`OpenFile`] (closed when the `File` drops) and
+//! its own position, a plain `u64` changed only through `&mut self`: there
+//! are no locks or atomics here. Positional calls (`read_at`, `write_at`)
+//! take `&self` and leave the position alone, so one `File` may be shared
+//! between threads for positional I/O.
+//!
+//! The checks Linux's VFS makes before a file system sees a request live
+//! here: `EBADF` for a read on a write-only file and the reverse,
+//! `rw_verify_area`'s `EINVAL` for offsets and lengths past `i64::MAX`,
+//! `vfs_fallocate`'s mode and range checks, `ftruncate`'s `EINVAL` on a file
+//! not open for writing.
+
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use lanefs_core::{
+    Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+};
+
+use crate::{Filesystem, Metadata};
+
+/// An open file of a [`Filesystem`]: implements [`Read`], [`Write`] and
+/// [`Seek`], plus positional I/O.
+///
+/// ```
+/// use std::io::{Read, Seek, SeekFrom, Write};
+/// let fs = lanefs::Filesystem::new_in_memory()?;
+/// let mut f = fs.create("/notes.txt")?;
+/// f.write_all(b"hello world")?;
+/// f.seek(SeekFrom::Start(6))?;
+/// let mut s = String::new();
+/// // `create` opens write-only, as std::fs::File::create does.
+/// assert_eq!(f.read_to_string(&mut s).unwrap_err().raw_os_error(), Some(libc::EBADF));
+/// let mut f = fs.open("/notes.txt")?;
+/// f.seek(SeekFrom::Start(6))?;
+/// f.read_to_string(&mut s)?;
+/// assert_eq!(s, "world");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct File {
+    fs: Filesystem,
+    handle: OpenFile,
+    kind: FileKind,
+    readable: bool,
+    writable: bool,
+    pos: u64,
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("ino", &self.handle.ino())
+            .field("kind", &self.kind)
+            .field("readable", &self.readable)
+            .field("writable", &self.writable)
+            .field("pos", &self.pos)
+            .finish()
+    }
+}
+
+/// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is `EINVAL`.
+fn verify_area(offset: u64, len: usize) -> Result<()> {
+    let max = i64::MAX as u64;
+    match offset.checked_add(len as u64) {
+        Some(end) if offset <= max && end <= max => Ok(()),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+impl File {
+    pub(crate) fn new(fs: Filesystem, handle: OpenFile, kind: FileKind, flags: i32) -> File {
+        let acc = flags & libc::O_ACCMODE;
+        File {
+            fs,
+            handle,
+            kind,
+            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            pos: 0,
+        }
+    }
+
+    fn core(&self) -> &Fs {
+        self.fs.core()
+    }
+
+    /// The inode number of the open file.
+    pub fn ino(&self) -> Ino {
+        self.handle.ino()
+    }
+
+    /// The core handle, for calls the path layer does not wrap.
+    pub fn handle(&self) -> &OpenFile {
+        &self.handle
+    }
+
+    /// The current position (as `lseek(fd, 0, SEEK_CUR)`).
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Read at `offset` without moving the position (`pread`).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        // pread64 rejects a negative offset before anything else.
+        if offset > i64::MAX as u64 {
+            return Err(Errno::EINVAL.into());
+        }
+        if !self.readable {
+            return Err(Errno::EBADF.into());
+        }
+        verify_area(offset, buf.len())?;
+        if self.kind == FileKind::Directory {
+            return Err(Errno::EISDIR.into());
+        }
+        Ok(self.core().read(&self.handle, offset, buf)?)
+    }
+
+    /// Write at `offset` without moving the position (`pwrite`; as on
+    /// Linux, a file opened with append writes at its end anyway).
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        Ok(self.write_at_inner(buf, offset)?.0)
+    }
+
+    fn write_at_inner(&self, buf: &[u8], offset: u64) -> Result<(usize, u64)> {
+        if offset > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        if !self.writable {
+            return Err(Errno::EBADF);
+        }
+        verify_area(offset, buf.len())?;
+        self.core().write(&self.handle, offset, buf)
+    }
+
+    /// Attributes of the open file (`fstat`).
+    pub fn metadata(&self) -> io::Result<Metadata> {
+        Ok(Metadata(self.core().getattr(self.ino())?))
+    }
+
+    /// Truncate or extend to `size` (`ftruncate`): `EINVAL` unless the file
+    /// is a regular file open for writing or `size` exceeds `i64::MAX`.
+    pub fn set_len(&self, size: u64) -> io::Result<()> {
+        if size > i64::MAX as u64 || self.kind != FileKind::Regular || !self.writable {
+            return Err(Errno::EINVAL.into());
+        }
+        let changes = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        self.core()
+            .setattr(self.fs.cred(), self.ino(), &changes, Some(&self.handle))?;
+        Ok(())
+    }
+
+    /// Change permission bits through the open file (`fchmod`).
+    pub fn set_permissions(&self, mode: u32) -> io::Result<()> {
+        let changes = SetAttr {
+            mode: Some(mode & 0o7777),
+            ..SetAttr::default()
+        };
+        self.core()
+            .setattr(self.fs.cred(), self.ino(), &changes, Some(&self.handle))?;
+        Ok(())
+    }
+
+    /// Flush data and metadata (`fsync`).
+    pub fn sync_all(&self) -> io::Result<()> {
+        Ok(self.core().fsync(&self.handle, false)?)
+    }
+
+    /// Flush data (`fdatasync`).
+    pub fn sync_data(&self) -> io::Result<()> {
+        Ok(self.core().fsync(&self.handle, true)?)
+    }
+
+    /// `fallocate(2)` with Linux's checks: `EINVAL` for a negative offset or
+    /// a length ≤ 0, `EOPNOTSUPP` for unknown or contradictory modes (punch
+    /// without keep-size, punch with zero-range), `EBADF` unless open for
+    /// writing, `ESPIPE`/`EISDIR`/`ENODEV` by file type, `EFBIG` when the
+    /// range ends past `i64::MAX`.
+    pub fn fallocate(&self, mode: i32, offset: i64, len: i64) -> io::Result<()> {
+        if offset < 0 || len <= 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+        let punch = mode & FALLOC_FL_PUNCH_HOLE != 0;
+        let zero = mode & FALLOC_FL_ZERO_RANGE != 0;
+        if mode & !known != 0 || (punch && zero) || (punch && mode & FALLOC_FL_KEEP_SIZE == 0) {
+            return Err(Errno::EOPNOTSUPP.into());
+        }
+        if !self.writable {
+            return Err(Errno::EBADF.into());
+        }
+        match self.kind {
+            FileKind::Fifo => return Err(Errno::ESPIPE.into()),
+            FileKind::Directory => return Err(Errno::EISDIR.into()),
+            FileKind::Regular => {}
+            _ => return Err(Errno::ENODEV.into()),
+        }
+        if offset.checked_add(len).is_none() {
+            return Err(Errno::EFBIG.into());
+        }
+        Ok(self.core().fallocate(&self.handle, mode, offset, len)?)
+    }
+
+    /// Reserve space for `offset..offset + len`, growing the file if needed
+    /// (`fallocate` mode 0).
+    pub fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let (o, l) = to_i64_range(offset, len)?;
+        self.fallocate(0, o, l)
+    }
+
+    /// Free the space of `offset..offset + len`; it reads as zeros after
+    /// (`FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`).
+    pub fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        let (o, l) = to_i64_range(offset, len)?;
+        self.fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, o, l)
+    }
+}
+
+fn to_i64_range(offset: u64, len: u64) -> io::Result<(i64, i64)> {
+    match (i64::try_from(offset), i64::try_from(len)) {
+        (Ok(o), Ok(l)) => Ok((o, l)),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+impl Read for File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Write for File {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let (n, end) = self.write_at_inner(buf, self.pos)?;
+        self.pos = end;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for File {
+    /// As `lseek`: `SEEK_END` is relative to the current size; a negative
+    /// result is `EINVAL`.
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let (base, delta) = match pos {
+            SeekFrom::Start(o) => {
+                if o > i64::MAX as u64 {
+                    return Err(Errno::EINVAL.into());
+                }
+                self.pos = o;
+                return Ok(o);
+            }
+            SeekFrom::Current(d) => (self.pos, d),
+            // Directories seek like tmpfs's: SEEK_END is EINVAL.
+            SeekFrom::End(_) if self.kind == FileKind::Directory => {
+                return Err(Errno::EINVAL.into())
+            }
+            SeekFrom::End(d) => (self.core().getattr(self.ino())?.size, d),
+        };
+        let new = (base as i64)
+            .checked_add(delta)
+            .filter(|n| *n >= 0)
+            .ok_or(Errno::EINVAL)?;
+        self.pos = new as u64;
+        Ok(self.pos)
+    }
+}
+
+/// Options for [`Filesystem::open_with`], as [`std::fs::OpenOptions`] plus
+/// `mode` and raw `open(2)` flags.
+///
+/// ```
+/// use lanefs::OpenOptions;
+/// let fs = lanefs::Filesystem::new_in_memory()?;
+/// let f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&fs, "/secret")?;
+/// assert_eq!(f.metadata()?.permissions(), 0o600);
+/// // create_new fails when the name exists.
+/// let err = OpenOptions::new().write(true).create_new(true).open(&fs, "/secret").unwrap_err();
+/// assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    mode: u32,
+    custom_flags: i32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions::new()
+    }
+}
+
+impl OpenOptions {
+    /// All options off, mode `0o666` (before the umask).
+    pub fn new() -> OpenOptions {
+        OpenOptions {
+            read: false,
+            write: false,
+            append: false,
+            truncate: false,
+            create: false,
+            create_new: false,
+            mode: 0o666,
+            custom_flags: 0,
+        }
+    }
+    pub fn read(&mut self, on: bool) -> &mut Self {
+        self.read = on;
+        self
+    }
+    pub fn write(&mut self, on: bool) -> &mut Self {
+        self.write = on;
+        self
+    }
+    /// Writes go to the end of the file (`O_APPEND`; implies write).
+    pub fn append(&mut self, on: bool) -> &mut Self {
+        self.append = on;
+        self
+    }
+    pub fn truncate(&mut self, on: bool) -> &mut Self {
+        self.truncate = on;
+        self
+    }
+    pub fn create(&mut self, on: bool) -> &mut Self {
+        self.create = on;
+        self
+    }
+    /// `O_CREAT | O_EXCL`.
+    pub fn create_new(&mut self, on: bool) -> &mut Self {
+        self.create_new = on;
+        self
+    }
+    /// Permission bits of a created file, before the umask.
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+    /// Extra `open(2)` flags: `O_NOFOLLOW`, `O_DIRECTORY`, `O_NOATIME`, …
+    /// (the access mode bits are ignored).
+    pub fn custom_flags(&mut self, flags: i32) -> &mut Self {
+        self.custom_flags = flags;
+        self
+    }
+
+    /// The `open(2)` flags these options stand for (std's rules: `EINVAL`
+    /// for truncate or create without write access, or nothing to do).
+    pub fn flags(&self) -> io::Result<i32> {
+        let acc = match (self.read, self.write || self.append) {
+            (true, false) => libc::O_RDONLY,
+            (false, true) => libc::O_WRONLY,
+            (true, true) => libc::O_RDWR,
+            (false, false) => return Err(Errno::EINVAL.into()),
+        };
+        let writes = self.write || self.append;
+        if (self.truncate || self.create || self.create_new) && !writes {
+            return Err(Errno::EINVAL.into());
+        }
+        let mut flags = acc | (self.custom_flags & !libc::O_ACCMODE);
+        if self.append {
+            flags |= libc::O_APPEND;
+        }
+        if self.truncate && !self.create_new {
+            flags |= libc::O_TRUNC;
+        }
+        if self.create_new {
+            flags |= libc::O_CREAT | libc::O_EXCL;
+        } else if self.create {
+            flags |= libc::O_CREAT;
+        }
+        Ok(flags)
+    }
+
+    /// Open `path` in `fs` with these options.
+    pub fn open<P: AsRef<Path>>(&self, fs: &Filesystem, path: P) -> io::Result<File> {
+        fs.open_flags(path, self.flags()?, self.mode)
+    }
+}

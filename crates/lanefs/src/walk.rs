@@ -1,0 +1,239 @@
+//! Linux path resolution over the core's inode-number calls.
+//!
+//! This module plays the part of the kernel's `fs/namei.c` for the Rust API:
+//! it splits a path into components, looks each one up with the caller's
+//! credential, follows symbolic links (at most [`MAXSYMLINKS`] per
+//! resolution, `ELOOP` beyond) and applies the trailing-slash rules.
+//!
+//! Locking: none. Every directory the walk stands in is pinned by a counted
+//! lookup ([`Held`]), given back with `forget` when the guard drops, so a
+//! concurrent `rmdir` can unlink the directory under us but never free it or
+//! let its inode number be reused while we still use it (we then get the
+//! errors Linux gives for a dead directory, `ENOENT` on lookup and create).
+
+use std::collections::VecDeque;
+
+use lanefs_core::{Cred, Errno, FileKind, Fs, Ino, Result, MAY_EXEC, ROOT_INO};
+
+/// Most symbolic links followed while resolving one path (Linux's
+/// `MAXSYMLINKS`): the 41st gives `ELOOP`.
+pub const MAXSYMLINKS: u32 = 40;
+/// Longest path accepted, in bytes, without the NUL (Linux's `PATH_MAX` less
+/// one): longer paths give `ENAMETOOLONG`.
+pub const PATH_BYTES_MAX: usize = 4095;
+
+/// An inode pinned by one counted lookup (or the root, which needs none).
+pub(crate) struct Held<'a> {
+    fs: &'a Fs,
+    pub(crate) ino: Ino,
+    pub(crate) kind: FileKind,
+    counted: bool,
+}
+
+impl<'a> Held<'a> {
+    pub(crate) fn root(fs: &'a Fs) -> Held<'a> {
+        Held {
+            fs,
+            ino: ROOT_INO,
+            kind: FileKind::Directory,
+            counted: false,
+        }
+    }
+
+    fn counted(fs: &'a Fs, ino: Ino, kind: FileKind) -> Held<'a> {
+        Held {
+            fs,
+            ino,
+            kind,
+            counted: true,
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.fs.forget(self.ino, 1);
+        }
+    }
+}
+
+/// What the last component of a path is, as Linux's `LAST_*` types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Last {
+    /// The path names the root itself (`/`, `//`).
+    Root,
+    /// `.`
+    Dot,
+    /// `..`
+    DotDot,
+    /// An ordinary name.
+    Name(Vec<u8>),
+}
+
+/// A resolved parent directory and the last component of a path.
+pub(crate) struct Parent<'a> {
+    pub(crate) dir: Held<'a>,
+    pub(crate) last: Last,
+    /// The path ended in one or more slashes.
+    pub(crate) trailing_slash: bool,
+}
+
+impl Parent<'_> {
+    /// The ordinary last name, or `None` for `/`, `.` and `..`.
+    pub(crate) fn name(&self) -> Option<&[u8]> {
+        match &self.last {
+            Last::Name(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// Reject what the kernel rejects before walking: an empty path and a path
+/// too long for `PATH_MAX`.
+pub(crate) fn check_path(path: &[u8]) -> Result<()> {
+    if path.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    if path.len() > PATH_BYTES_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if path.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+fn components(path: &[u8]) -> VecDeque<Vec<u8>> {
+    path.split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .map(|c| c.to_vec())
+        .collect()
+}
+
+/// One resolution in progress: the credential and the number of links
+/// followed so far (shared by every step of one system call, as Linux's
+/// `nd->total_link_count`).
+pub(crate) struct Walker<'a> {
+    pub(crate) fs: &'a Fs,
+    pub(crate) cred: &'a Cred,
+    links: u32,
+}
+
+impl<'a> Walker<'a> {
+    pub(crate) fn new(fs: &'a Fs, cred: &'a Cred) -> Walker<'a> {
+        Walker { fs, cred, links: 0 }
+    }
+
+    /// Count one more link followed and read its target.
+    fn follow(&mut self, ino: Ino) -> Result<Vec<u8>> {
+        self.links += 1;
+        if self.links > MAXSYMLINKS {
+            return Err(Errno::ELOOP);
+        }
+        let target = self.fs.readlink(ino)?;
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        Ok(target)
+    }
+
+    /// Walk `comps` starting in `start`. Every component but the last must
+    /// lead to a directory (symlinks followed); the last is followed when
+    /// `follow_last` or `must_dir`. With `must_dir` the result must be a
+    /// directory (`ENOTDIR`).
+    fn walk(
+        &mut self,
+        start: Held<'a>,
+        mut comps: VecDeque<Vec<u8>>,
+        follow_last: bool,
+        mut must_dir: bool,
+    ) -> Result<Held<'a>> {
+        let mut cur = start;
+        while let Some(name) = comps.pop_front() {
+            let is_last = comps.is_empty();
+            let attr = self.fs.lookup_counted(self.cred, cur.ino, &name)?;
+            let next = Held::counted(self.fs, attr.ino, attr.kind);
+            if attr.kind == FileKind::Symlink && (!is_last || follow_last || must_dir) {
+                let target = self.follow(next.ino)?;
+                drop(next);
+                if target[0] == b'/' {
+                    cur = Held::root(self.fs);
+                }
+                if is_last && target.ends_with(b"/") {
+                    must_dir = true;
+                }
+                for c in components(&target).into_iter().rev() {
+                    comps.push_front(c);
+                }
+                continue;
+            }
+            if !is_last && attr.kind != FileKind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            cur = next;
+        }
+        if must_dir && cur.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(cur)
+    }
+
+    /// Resolve a whole path to a pinned inode (`stat`, `open` without
+    /// `O_CREAT`). A trailing slash follows a final symlink and requires a
+    /// directory.
+    pub(crate) fn resolve(&mut self, path: &[u8], follow: bool) -> Result<Held<'a>> {
+        check_path(path)?;
+        let must_dir = path.ends_with(b"/");
+        self.walk(Held::root(self.fs), components(path), follow, must_dir)
+    }
+
+    /// Resolve all but the last component (`filename_parentat`), starting at
+    /// `start` (the root for a path given by the caller, the directory of a
+    /// symlink for its target). For non-root callers the parent's search
+    /// permission is checked, as Linux's `may_lookup` does before looking at
+    /// the last component.
+    pub(crate) fn parent_from(&mut self, start: Held<'a>, path: &[u8]) -> Result<Parent<'a>> {
+        let trailing_slash = path.ends_with(b"/");
+        let mut comps = components(path);
+        let start = if path.first() == Some(&b'/') {
+            Held::root(self.fs)
+        } else {
+            start
+        };
+        let Some(last) = comps.pop_back() else {
+            return Ok(Parent {
+                dir: start,
+                last: Last::Root,
+                trailing_slash,
+            });
+        };
+        let dir = self.walk(start, comps, true, true)?;
+        if !self.cred.is_root() {
+            self.fs.access(self.cred, dir.ino, MAY_EXEC)?;
+        }
+        let last = match last.as_slice() {
+            b"." => Last::Dot,
+            b".." => Last::DotDot,
+            _ => Last::Name(last),
+        };
+        Ok(Parent {
+            dir,
+            last,
+            trailing_slash,
+        })
+    }
+
+    /// [`parent_from`](Self::parent_from) the root, for a caller's path.
+    pub(crate) fn parent(&mut self, path: &[u8]) -> Result<Parent<'a>> {
+        check_path(path)?;
+        self.parent_from(Held::root(self.fs), path)
+    }
+
+    /// The last component of `parent` is a symlink that must be followed
+    /// (open with `O_CREAT`): resolve its target's parent instead.
+    pub(crate) fn follow_last(&mut self, parent: Parent<'a>, link: Ino) -> Result<Parent<'a>> {
+        let target = self.follow(link)?;
+        self.parent_from(parent.dir, &target)
+    }
+}
