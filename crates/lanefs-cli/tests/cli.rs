@@ -47,7 +47,7 @@ fn mount_without_dev_fuse_fails_cleanly() {
     std::fs::create_dir(&mnt).unwrap();
     // A private mount namespace whose /dev is an empty tmpfs.
     let script = format!(
-        "mount -t tmpfs none /dev && exec {} mount --memory {}",
+        "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && exec {} mount --memory {}",
         BIN,
         mnt.display()
     );
@@ -142,7 +142,7 @@ fn foreground_signal(sig: i32) {
     let base = unique_dir("signal");
     let mnt = base.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["mount", "--memory", "-f"])
         .arg(&mnt)
         .stdin(Stdio::null())
@@ -150,25 +150,34 @@ fn foreground_signal(sig: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mounted = wait_until(30, || is_fuse_mounted(&mnt));
-    if !mounted {
-        let _ = child.kill();
-        panic!("foreground mount did not appear");
+    // Kills the daemon and unmounts if the test fails half-way.
+    struct Guard(std::process::Child, std::path::PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if matches!(self.0.try_wait(), Ok(None)) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+            if is_fuse_mounted(&self.1) {
+                let _ = Command::new("fusermount3").arg("-uz").arg(&self.1).status();
+            }
+        }
     }
+    let mut guard = Guard(child, mnt.clone());
+    let child = &mut guard.0;
+    let mounted = wait_until(30, || is_fuse_mounted(&mnt));
+    assert!(mounted, "foreground mount did not appear");
     std::fs::write(mnt.join("x"), b"data").unwrap();
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, sig) };
     let exited = wait_until(30, || matches!(child.try_wait(), Ok(Some(_))));
-    if !exited {
-        let _ = child.kill();
-        let _ = Command::new("fusermount3").arg("-uz").arg(&mnt).status();
-        panic!("daemon did not exit on signal {sig}");
-    }
+    assert!(exited, "daemon did not exit on signal {sig}");
     let st = child.wait().unwrap();
     let mut err = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
     assert!(st.success(), "exit status {st} on signal {sig}: {err}");
     assert!(!is_fuse_mounted(&mnt), "still mounted after signal {sig}");
+    drop(guard);
     std::fs::remove_dir_all(&base).unwrap();
 }
 
