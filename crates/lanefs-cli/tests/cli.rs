@@ -14,7 +14,11 @@ fn mount_err(args: &[&str]) -> String {
     let out = run_timeout(30, Command::new(BIN).arg("mount").args(args));
     assert!(!out.status.success(), "mount unexpectedly succeeded");
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "want a one-line reason, got: {err:?}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "want a one-line reason, got: {err:?}"
+    );
     err
 }
 
@@ -80,11 +84,18 @@ fn mount_type_df_and_umount() {
         s
     };
     let s0 = vfs(&m.mnt);
-    assert_eq!(s0.f_blocks * s0.f_frsize, 64 << 20, "df total != --capacity");
+    assert_eq!(
+        s0.f_blocks * s0.f_frsize,
+        64 << 20,
+        "df total != --capacity"
+    );
     std::fs::write(m.path("big"), vec![7u8; 8 << 20]).unwrap();
     let s1 = vfs(&m.mnt);
     let used = (s0.f_bfree - s1.f_bfree) * s1.f_frsize;
-    assert!(used >= 8 << 20, "8 MiB written, df shows {used} bytes more used");
+    assert!(
+        used >= 8 << 20,
+        "8 MiB written, df shows {used} bytes more used"
+    );
     assert!(s0.f_files > 0 && s1.f_ffree < s0.f_ffree);
     let df = run_timeout(30, Command::new("df").arg("-B1").arg(&m.mnt));
     assert!(df.status.success(), "{}", show(&df));
@@ -117,7 +128,10 @@ fn umount_busy_then_lazy() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("busy"), "{}", show(&out));
     let out = run_timeout(30, Command::new("fusermount3").arg("-u").arg(&m.mnt));
-    assert!(!out.status.success(), "fusermount3 -u with an open file succeeded");
+    assert!(
+        !out.status.success(),
+        "fusermount3 -u with an open file succeeded"
+    );
     assert!(is_fuse_mounted(&m.mnt));
     // Lazy: detached at once, the open file keeps working.
     let out = run_timeout(30, Command::new(BIN).args(["umount", "-z"]).arg(&m.mnt));

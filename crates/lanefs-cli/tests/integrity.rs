@@ -72,7 +72,12 @@ fn fio_verify_crc32c() {
     fio(
         &m,
         "falloc-mix",
-        &["--rw=randrw", "--size=16M", "--ioengine=falloc", "--numjobs=2"],
+        &[
+            "--rw=randrw",
+            "--size=16M",
+            "--ioengine=falloc",
+            "--numjobs=2",
+        ],
     );
     // Direct I/O with a deeper queue, verified.
     fio(
@@ -198,7 +203,9 @@ impl Fsx {
 
     fn op_write(&mut self) {
         let off = self.rng.below(FSX_FILE_BYTES_MAX);
-        let len = 1 + self.rng.below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
+        let len = 1 + self
+            .rng
+            .below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
         let fill = (self.ops & 0xff) as u8;
         let data: Vec<u8> = (0..len)
             .map(|i| fill.wrapping_add((i % 251) as u8) ^ 0x5a)
@@ -241,7 +248,9 @@ impl Fsx {
 
     fn op_fallocate(&mut self, mode: i32, name: &str) {
         let off = self.rng.below(FSX_FILE_BYTES_MAX);
-        let len = 1 + self.rng.below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
+        let len = 1 + self
+            .rng
+            .below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
         self.note(format!("{name} {off}+{len}"));
         // SAFETY: fd is open.
         if unsafe { libc::fallocate(self.fd, mode, off as i64, len as i64) } != 0 {
@@ -301,7 +310,9 @@ impl Fsx {
 
     fn op_mapwrite(&mut self) {
         let off = self.rng.below(FSX_FILE_BYTES_MAX - 1);
-        let len = 1 + self.rng.below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
+        let len = 1 + self
+            .rng
+            .below(FSX_OP_BYTES_MAX.min(FSX_FILE_BYTES_MAX - off));
         self.note(format!("mapwrite {off}+{len}"));
         let end = off + len;
         if end > self.model.len() as u64 {
@@ -376,7 +387,7 @@ impl Fsx {
             97 => self.reopen(),
             _ => self.full_check(),
         }
-        if self.ops % 16 == 0 {
+        if self.ops & 15 == 0 {
             self.check_size();
         }
     }

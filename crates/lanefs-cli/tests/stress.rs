@@ -45,7 +45,10 @@ fn stress_ng(stressor: &str, extra: &[&str]) {
     match (passed, unsupported) {
         (true, _) => eprintln!("stress-ng {stressor}: passed"),
         (false, Some((_, why))) => {
-            eprintln!("stress-ng {stressor}: unsupported ({why}); output:\n{}", show(&out))
+            eprintln!(
+                "stress-ng {stressor}: unsupported ({why}); output:\n{}",
+                show(&out)
+            )
         }
         (false, None) => panic!(
             "stress-ng --{stressor} failed on lanefs:\n{}\n--- daemon log ---\n{}",
@@ -53,7 +56,10 @@ fn stress_ng(stressor: &str, extra: &[&str]) {
             m.log_text()
         ),
     }
-    assert!(is_fuse_mounted(&m.mnt), "mount died during stress-ng {stressor}");
+    assert!(
+        is_fuse_mounted(&m.mnt),
+        "mount died during stress-ng {stressor}"
+    );
 }
 
 macro_rules! stressors {
@@ -116,17 +122,24 @@ fn fs_mark_completes() {
         "fs_mark reported errors:\n{}",
         show(&out)
     );
-    assert!(text.contains("Files/sec"), "no fs_mark results:\n{}", show(&out));
+    assert!(
+        text.contains("Files/sec"),
+        "no fs_mark results:\n{}",
+        show(&out)
+    );
 }
 
 #[test]
 fn dbench_completes() {
     let bin = require_tool("dbench");
-    let loadfile = ["/usr/share/dbench/client.txt", "/usr/share/dbench/client.txt.gz"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("dbench load file /usr/share/dbench/client.txt missing");
+    let loadfile = [
+        "/usr/share/dbench/client.txt",
+        "/usr/share/dbench/client.txt.gz",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("dbench load file /usr/share/dbench/client.txt missing");
     let m = TestMount::new("dbench");
     let mut attempt = 0;
     let out = loop {
@@ -156,7 +169,11 @@ fn dbench_completes() {
         "dbench reported errors:\n{}",
         show(&out)
     );
-    assert!(text.contains("Throughput"), "no dbench result:\n{}", show(&out));
+    assert!(
+        text.contains("Throughput"),
+        "no dbench result:\n{}",
+        show(&out)
+    );
 }
 
 // ---- multi-process namespace workload ----
@@ -173,7 +190,10 @@ fn worker(k: usize, mnt: &Path) {
     for i in 0..FILES {
         let f = p.join(format!("f{i}"));
         std::fs::write(&f, format!("{k}:{i}")).unwrap();
-        assert_eq!(std::fs::metadata(&f).unwrap().len(), format!("{k}:{i}").len() as u64);
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().len(),
+            format!("{k}:{i}").len() as u64
+        );
     }
     for i in 0..FILES {
         std::fs::rename(p.join(format!("f{i}")), p.join(format!("g{i}"))).unwrap();
@@ -249,7 +269,12 @@ fn concurrent_processes_create_stat_rename_unlink() {
     let children: Vec<_> = (0..WORKERS)
         .map(|k| {
             Command::new(&exe)
-                .args(["concurrency_worker_entry", "--exact", "--nocapture", "--test-threads=1"])
+                .args([
+                    "concurrency_worker_entry",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(WORKER_ENV, format!("{k}:{}", m.mnt.display()))
                 .output_async()
         })

@@ -25,7 +25,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use lanefs_core::{Attr, DirEntry, Errno, FileKind, Fs, Ino, Result, SetAttr, StatFs, NAME_MAX};
+use lanefs_core::{Attr, DirEntry, Errno, Fs, Ino, Result, SetAttr, StatFs, NAME_MAX};
 
 use crate::cred::{cred_for, Caller};
 use crate::handles::{Handle, HandleTable};
@@ -373,7 +373,7 @@ impl Handler {
         })
     }
 
-    /// READDIR: call `emit(ino, next_offset, kind, name)` for each entry
+    /// READDIR: call `emit(entry)` for each entry
     /// from `offset` until it returns `true` (reply buffer full) or the
     /// directory ends. No lookup references are taken.
     pub fn readdir(
@@ -381,7 +381,7 @@ impl Handler {
         fh: u64,
         offset: u64,
         size: u32,
-        emit: &mut dyn FnMut(Ino, u64, FileKind, &[u8]) -> bool,
+        emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let h = self.handle(fh)?;
         let mut used = 0usize;
@@ -390,7 +390,7 @@ impl Handler {
             if used > size as usize {
                 return true;
             }
-            emit(e.ino, e.next_offset, e.kind, e.name)
+            emit(e)
         })
     }
 

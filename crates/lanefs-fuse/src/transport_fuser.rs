@@ -486,13 +486,17 @@ impl Filesystem for FuserFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        // fuser sized the reply buffer from the request; we track the same
-        // budget so that the engine stops listing once it is full.
+        // fuser sized the reply buffer from the request and `add` says when
+        // it is full, which stops the engine's listing; no budget needed.
         let r = guarded("readdir", || {
-            self.handler
-                .readdir(fh.0, offset, u32::MAX, &mut |ino, next, k, name| {
-                    reply.add(INodeNo(ino), next, kind(k), OsStr::from_bytes(name))
-                })
+            self.handler.readdir(fh.0, offset, u32::MAX, &mut |e| {
+                reply.add(
+                    INodeNo(e.ino),
+                    e.next_offset,
+                    kind(e.kind),
+                    OsStr::from_bytes(e.name),
+                )
+            })
         });
         match r {
             Ok(()) => reply.ok(),

@@ -75,7 +75,11 @@ pub fn run_timeout(secs: u64, cmd: &mut Command) -> Output {
     let prog = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     let mut t = Command::new("timeout");
-    t.arg("-k").arg("10").arg(secs.to_string()).arg(&prog).args(&args);
+    t.arg("-k")
+        .arg("10")
+        .arg(secs.to_string())
+        .arg(&prog)
+        .args(&args);
     for (k, v) in cmd.get_envs() {
         match v {
             Some(v) => t.env(k, v),
@@ -86,7 +90,8 @@ pub fn run_timeout(secs: u64, cmd: &mut Command) -> Output {
         t.current_dir(d);
     }
     t.stdin(Stdio::null());
-    t.output().unwrap_or_else(|e| panic!("cannot run {prog:?}: {e}"))
+    t.output()
+        .unwrap_or_else(|e| panic!("cannot run {prog:?}: {e}"))
 }
 
 pub fn show(o: &Output) -> String {
@@ -135,7 +140,10 @@ impl TestMount {
             .arg(&log)
             .args(args)
             .arg(&mnt)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or("warn".into()));
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or("warn".into()),
+            );
         for (k, v) in env {
             cmd.env(k, v);
         }
