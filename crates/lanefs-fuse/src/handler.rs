@@ -522,4 +522,72 @@ mod tests {
         let r = guarded("lookup", || h.lookup(&caller, 1, b"boom"));
         assert_eq!(r.map(|_| ()), Err(Errno::EIO));
     }
+
+    /// Every reference the handler hands out is given back by exactly the
+    /// FORGETs the kernel would send: after everything is unlinked and
+    /// forgotten, no inode but the root is left in the store.
+    #[test]
+    fn lookup_counts_are_exact() {
+        use lanefs_core::{FsConfig, MemoryStore};
+        use std::sync::Arc;
+        let store = Arc::new(MemoryStore::default());
+        let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
+        let h = Handler::new(fs, HandlerConfig::default());
+        let c = Caller::default();
+        let d = h.mkdir(&c, 1, b"d", 0o755, 0).unwrap().ino; // +1 d
+        let mut files = Vec::new();
+        for i in 0..10 {
+            let name = format!("f{i}");
+            let (a, o) = h
+                .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
+                .unwrap(); // +1 each
+            h.write(o.fh, 0, b"x").unwrap();
+            h.release(o.fh).unwrap();
+            files.push((name, a.ino));
+        }
+        // LOOKUP twice: +2 each.
+        for (name, ino) in &files {
+            assert_eq!(h.lookup(&c, d, name.as_bytes()).unwrap().ino, *ino);
+            h.lookup(&c, d, name.as_bytes()).unwrap();
+        }
+        // READDIRPLUS that accepts only 5 entries (`.`, `..` and 3 files):
+        // the 6th is refused and its reference must be given back.
+        let o = h.opendir(&c, d, libc::O_RDONLY).unwrap();
+        let mut seen = Vec::new();
+        h.readdirplus(o.fh, 0, 1 << 20, &mut |e: &PlusEntry<'_>| {
+            if seen.len() == 5 {
+                return true;
+            }
+            seen.push((e.name.to_vec(), e.attr.ino, e.counted));
+            false
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 5);
+        assert!(!seen[0].2 && !seen[1].2, "dots must not be counted");
+        // The kernel forgets what it got.
+        for (_, ino, counted) in &seen {
+            if *counted {
+                h.forget(*ino, 1);
+            }
+        }
+        // Plain READDIR takes no references.
+        let mut n = 0;
+        h.readdir(o.fh, 0, u32::MAX, &mut |_e| {
+            n += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(n, 12);
+        h.release(o.fh).unwrap();
+        for (name, ino) in &files {
+            h.unlink(&c, d, name.as_bytes()).unwrap();
+            h.forget(*ino, 3);
+        }
+        h.rmdir(&c, 1, b"d").unwrap();
+        h.forget(d, 1);
+        assert_eq!(h.open_handles(), 0);
+        h.fs().sync().unwrap();
+        assert_eq!(store.inode_records(), 1, "inodes leaked by lookup counts");
+        assert_eq!(store.page_records(), 0);
+    }
 }
