@@ -264,3 +264,39 @@ fn lookup_counts_survive_forget_pressure() {
     std::fs::remove_dir(&d).unwrap();
     assert_eq!(std::fs::read_dir(&m.mnt).unwrap().count(), 0);
 }
+
+fn groups_case(opts: &str) {
+    require_tool("setpriv");
+    let m = TestMount::with("groups", &["-o", opts], &[]);
+    let g = m.path("g");
+    std::fs::create_dir(&g).unwrap();
+    std::os::unix::fs::chown(&g, Some(0), Some(2000)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o770)).unwrap();
+    std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_user = |groups: &[&str], file: &str| {
+        let script = format!("echo hi > {}", g.join(file).display());
+        run_timeout(
+            30,
+            Command::new("setpriv")
+                .args(["--reuid=1000", "--regid=1000"])
+                .args(groups)
+                .args(["sh", "-c", &script]),
+        )
+    };
+    // Member of group 2000 only through a supplementary group: allowed.
+    let out = as_user(&["--groups=2000"], "x");
+    assert!(out.status.success(), "{opts}: {}", show(&out));
+    let md = std::fs::metadata(g.join("x")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (1000, 1000), "{opts}: new file owner");
+    // Not a member: denied.
+    let out = as_user(&["--clear-groups"], "y");
+    assert!(!out.status.success(), "{opts}: non-member could write");
+    assert!(!g.join("y").exists());
+}
+
+#[test]
+fn supplementary_groups_are_honoured() {
+    groups_case("allow_other");
+    groups_case("allow_other,default_permissions");
+}
