@@ -3,7 +3,7 @@
 # parallel workloads (docs/FUSE.md quotes the numbers). Root; needs fio and
 # fs_mark. Usage: scripts/fuse-threads-bench.sh [LANEFS_BIN] [THREADS...]
 set -euo pipefail
-BIN=${1:-target/release/lanefs}
+BIN=$(realpath "${1:-target/release/lanefs}")
 shift || true
 THREADS=${*:-1 2 4}
 JOBS=${JOBS:-$(nproc)}
@@ -17,7 +17,7 @@ for t in $THREADS; do
         --group_reporting --output-format=terse 2>/dev/null | awk -F';' '{print $8}')
   # Metadata: JOBS threads creating 0-byte files (LOOKUP+CREATE+RELEASE...).
   mkdir "$mnt/fsm"
-  fm=$(fs_mark -d "$mnt/fsm" -t "$JOBS" -n 4000 -s 0 -S 0 -L 1 2>/dev/null \
+  fm=$(cd /tmp && fs_mark -d "$mnt/fsm" -t "$JOBS" -n 4000 -s 0 -S 0 -L 1 2>/dev/null \
         | awk '/^ *[0-9]/ {print $4}' | tail -1)
   echo "threads=$t jobs=$JOBS randread_iops=$rr fs_mark_files_per_sec=$fm"
   "$BIN" umount "$mnt"

@@ -107,6 +107,8 @@ fn fs_mark_completes() {
     let out = run_timeout(
         240,
         Command::new(bin)
+            // fs_mark writes fs_log.txt into its working directory.
+            .current_dir(&m.base)
             .arg("-d")
             .arg(&dir)
             .args(["-n", "1000", "-s", "4096", "-t", "2", "-L", "2", "-S", "1"]),
