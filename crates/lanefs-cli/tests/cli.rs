@@ -300,3 +300,46 @@ fn supplementary_groups_are_honoured() {
     groups_case("allow_other");
     groups_case("allow_other,default_permissions");
 }
+
+/// setuid/setgid are dropped as Linux drops them (write, truncate and
+/// O_TRUNC open by a non-root caller; chown by anyone), the sticky bit
+/// stays, and `stat` right afterwards already shows it (the kernel's
+/// cached mode is invalidated).
+#[test]
+fn suid_sgid_kill_matches_linux() {
+    require_tool("setpriv");
+    let m = TestMount::with("killpriv", &["-o", "allow_other"], &[]);
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(&m.mnt, 0o755);
+    for n in ["w", "t", "o", "s", "c", "e"] {
+        std::fs::write(m.path(n), b"").unwrap();
+    }
+    for n in ["w", "t", "o", "s"] {
+        set(&m.path(n), 0o7777);
+    }
+    set(&m.path("c"), 0o7755);
+    set(&m.path("e"), 0o6745);
+    std::os::unix::fs::chown(m.path("c"), Some(1001), Some(2000)).unwrap();
+    std::os::unix::fs::chown(m.path("e"), Some(1001), Some(2000)).unwrap();
+    let script = format!(
+        "echo x >> {0}/w && truncate -s 100 {0}/t && echo y > {0}/o",
+        m.mnt.display()
+    );
+    let out = run_timeout(
+        30,
+        Command::new("setpriv")
+            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", &script]),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let mode = |n: &str| std::fs::metadata(m.path(n)).unwrap().mode() & 0o7777;
+    // Values from the same sequence on tmpfs.
+    assert_eq!(mode("w"), 0o1777, "write");
+    assert_eq!(mode("t"), 0o1777, "truncate");
+    assert_eq!(mode("o"), 0o1777, "open O_TRUNC");
+    assert_eq!(mode("s"), 0o7777, "untouched");
+    assert_eq!(mode("c"), 0o1755, "chown keeps sticky");
+    assert_eq!(mode("e"), 0o2745, "chown keeps sgid without group exec");
+}

@@ -135,11 +135,18 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// How the handler tells the kernel to drop its cached attributes of an
+/// inode (set by the transport once its session exists).
+pub type AttrInvalidator = Box<dyn Fn(Ino) + Send + Sync>;
+
 /// FUSE request handler over one engine instance.
 pub struct Handler {
     fs: Fs,
     handles: HandleTable,
     config: HandlerConfig,
+    /// Set once (`OnceLock`) by the transport before requests are served;
+    /// read-only afterwards.
+    invalidate_attr: std::sync::OnceLock<AttrInvalidator>,
 }
 
 impl Handler {
@@ -148,6 +155,22 @@ impl Handler {
             fs,
             handles: HandleTable::default(),
             config,
+            invalidate_attr: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Install the transport's attribute invalidation (first call wins).
+    pub fn set_attr_invalidator(&self, f: AttrInvalidator) {
+        let _ = self.invalidate_attr.set(f);
+    }
+
+    /// The engine changed attributes the kernel cannot know about (the
+    /// setuid/setgid kill of a write or an `O_TRUNC` open by a non-root
+    /// caller, which the engine applies itself under
+    /// `FUSE_HANDLE_KILLPRIV_V2`): make the kernel ask again.
+    fn attrs_changed(&self, ino: Ino) {
+        if let Some(f) = self.invalidate_attr.get() {
+            f(ino);
         }
     }
 
@@ -206,7 +229,8 @@ impl Handler {
             None => None,
         };
         let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
-        self.fs.setattr(&cred_for(caller), ino, changes, file)
+        let cred = cred_for(caller);
+        self.fs.setattr(&cred, ino, changes, file)
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -286,7 +310,16 @@ impl Handler {
 
     /// OPEN.
     pub fn open(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
+        let special = |perm: u16| perm & 0o6000;
+        let before = if flags & libc::O_TRUNC != 0 && caller.uid != 0 {
+            self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0)
+        } else {
+            0
+        };
         let file = self.fs.open(&cred_for(caller), ino, flags)?;
+        if before != 0 && self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0) != before {
+            self.attrs_changed(ino);
+        }
         let fh = self.handles.insert(Handle { file, flags });
         Ok(Opened {
             fh,
@@ -334,10 +367,15 @@ impl Handler {
         Ok(buf)
     }
 
-    /// WRITE: returns the bytes written.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+    /// WRITE: returns the bytes written. `kill_suidgid`: the kernel says
+    /// this write drops setuid/setgid (the engine does it), so the kernel's
+    /// cached mode must be refreshed afterwards.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], kill_suidgid: bool) -> Result<u32> {
         let h = self.handle(fh)?;
         let (n, _end) = self.fs.write(&h.file, offset, data)?;
+        if kill_suidgid {
+            self.attrs_changed(h.file.ino());
+        }
         u32::try_from(n).map_err(|_| Errno::EIO)
     }
 
@@ -541,7 +579,7 @@ mod tests {
             let (a, o) = h
                 .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
                 .unwrap(); // +1 each
-            h.write(o.fh, 0, b"x").unwrap();
+            h.write(o.fh, 0, b"x", false).unwrap();
             h.release(o.fh).unwrap();
             files.push((name, a.ino));
         }

@@ -195,7 +195,7 @@ pub fn mount(
     // The kernel enforces allow_other itself (we pass it or not); fuser's
     // own uid filter would only repeat it, so let every request through.
     config.acl = fuser::SessionACL::All;
-    let fs = FuserFs::new(handler);
+    let fs = FuserFs::new(handler.clone());
 
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
@@ -226,6 +226,14 @@ pub fn mount(
         config.mount_options = mo;
         fuser::Session::new(fs, &mnt, &config).map_err(|e| format!("mount failed: {e}"))?
     };
+    let notifier = session.notifier();
+    handler.set_attr_invalidator(Box::new(move |ino| {
+        // offset -1: attributes only, no page-cache work, so this is safe
+        // to send from inside a request handler.
+        if let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), -1, 0) {
+            tracing::debug!(ino, error = %e, "inval_inode failed");
+        }
+    }));
     Ok(Mounted {
         session,
         mountpoint: mnt,

@@ -176,7 +176,8 @@ impl Filesystem for FuserFs {
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_CACHE_SYMLINKS;
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let have = config.capabilities();
         let missing = wanted & !have;
         if !missing.is_empty() {
@@ -262,6 +263,7 @@ impl Filesystem for FuserFs {
             mtime: mtime.map(time_set),
             ctime: ctime.map(timespec),
         };
+        tracing::debug!(ino = ino.0, ?changes, fh = ?fh, "setattr");
         let r = guarded("setattr", || {
             self.handler.setattr(&c, ino.0, &changes, fh.map(|f| f.0))
         });
@@ -421,12 +423,13 @@ impl Filesystem for FuserFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match guarded("write", || self.handler.write(fh.0, offset, data)) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match guarded("write", || self.handler.write(fh.0, offset, data, kill)) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(err(e)),
         }
