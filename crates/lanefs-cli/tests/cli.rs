@@ -330,8 +330,14 @@ fn suid_sgid_kill_matches_linux() {
     );
     let out = run_timeout(
         30,
-        Command::new("setpriv")
-            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", &script]),
+        Command::new("setpriv").args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &script,
+        ]),
     );
     assert!(out.status.success(), "{}", show(&out));
     let mode = |n: &str| std::fs::metadata(m.path(n)).unwrap().mode() & 0o7777;

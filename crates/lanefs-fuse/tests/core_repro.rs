@@ -5,12 +5,17 @@ use lanefs_core::{Cred, Fs, SetAttr};
 
 fn file_with_mode(fs: &Fs, name: &[u8], perm: u32) -> u64 {
     let root = Cred::root();
-    let a = fs.mknod(&root, 1, name, libc::S_IFREG | 0o644, 0, 0).unwrap();
+    let a = fs
+        .mknod(&root, 1, name, libc::S_IFREG | 0o644, 0, 0)
+        .unwrap();
     let ch = SetAttr {
         mode: Some(perm),
         ..Default::default()
     };
-    assert_eq!(fs.setattr(&root, a.ino, &ch, None).unwrap().perm as u32, perm);
+    assert_eq!(
+        fs.setattr(&root, a.ino, &ch, None).unwrap().perm as u32,
+        perm
+    );
     a.ino
 }
 
@@ -45,4 +50,35 @@ fn chown_keeps_sticky_bit() {
     };
     let a = fs.setattr(&root, ino, &ch, None).unwrap();
     assert_eq!(a.perm, 0o1755, "got {:o}", a.perm);
+}
+
+/// CORE BUG (reported): `fallocate` by a non-root caller must drop setuid
+/// (and setgid when group-exec is set), as `write` and `truncate` do —
+/// Linux's `file_modified()` in `vfs_fallocate`; tmpfs shows 06777 -> 0777
+/// after `fallocate -p` or a size-extending `fallocate` by uid 1000. The
+/// engine keeps 06777. Through FUSE (with `FUSE_HANDLE_KILLPRIV_V2`) the
+/// kernel leaves this to the file system.
+#[test]
+#[ignore = "core bug: fallocate does not drop setuid/setgid (see docs/FUSE.md)"]
+fn fallocate_by_user_drops_suid_sgid() {
+    let fs = Fs::new_in_memory();
+    let ino = file_with_mode(&fs, b"f", 0o6777);
+    let user = Cred::user(1000, 1000);
+    for mode in [
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        0, // allocate (extends)
+    ] {
+        let root = Cred::root();
+        let ch = SetAttr {
+            mode: Some(0o6777),
+            ..Default::default()
+        };
+        fs.setattr(&root, ino, &ch, None).unwrap();
+        let f = fs.open(&user, ino, libc::O_RDWR).unwrap();
+        fs.write(&f, 0, &[1u8; 8192]).unwrap(); // the write itself kills...
+        fs.setattr(&root, ino, &ch, None).unwrap(); // ...so restore 06777
+        fs.fallocate(&f, mode, 0, 16384).unwrap();
+        let perm = fs.getattr(ino).unwrap().perm;
+        assert_eq!(perm, 0o777, "fallocate mode {mode:#x}: perm {perm:o}");
+    }
 }
