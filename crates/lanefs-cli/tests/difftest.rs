@@ -211,9 +211,8 @@ fn stat_view(p: &Path, follow: bool) -> Outcome {
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
     let is_reg = st.st_mode & libc::S_IFMT == libc::S_IFREG;
     Ok(Val::Stat(StatView {
-        // Open divergence: after writes by several users, setuid/setgid of
-        // regular files sometimes survive on lanefs where tmpfs drops them
-        // (docs/FUSE.md, "Known gaps"); not compared until resolved.
+        // Engine bug: setgid survives a write by a non-member of the file's
+        // group (lanefs-fuse/tests/core_repro.rs); not compared until fixed.
         mode: if is_reg {
             st.st_mode & !0o6000
         } else {
