@@ -33,6 +33,7 @@ use crate::counters::{Counter, PercpuCounter};
 use crate::dir::FIRST_COOKIE;
 use crate::icache::{InodeCache, ShardedInodeCache};
 use crate::inode::{Body, Inode, Meta};
+use crate::namei::NewNode;
 use crate::orphan::{OrphanTable, ShardedOrphanTable};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
@@ -356,12 +357,7 @@ impl FsInner {
         &self,
         cred: &Cred,
         parent_rec: &InodeRecord,
-        kind: FileKind,
-        perm: u16,
-        rdev: u64,
-        symlink: &[u8],
-        lookups: u64,
-        opens: u64,
+        n: &NewNode<'_>,
     ) -> Result<Arc<Inode>> {
         if !self.free_inodes.try_sub(1) {
             return Err(Errno::ENOSPC);
@@ -374,13 +370,14 @@ impl FsInner {
             }
         };
         let now = Timespec::now();
-        let mut perm = perm & 0o7777;
+        let (kind, rdev, symlink) = (n.kind, n.rdev, n.target);
+        let mut perm = n.perm & 0o7777;
         let mut gid = cred.gid;
         if parent_rec.perm & S_ISGID != 0 {
             gid = parent_rec.gid;
             if kind == FileKind::Directory {
                 perm |= S_ISGID;
-            } else if perm & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP)
+            } else if n.requested & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP)
                 && !cred.is_root()
                 && !cred.in_group(parent_rec.gid)
             {
@@ -415,8 +412,8 @@ impl FsInner {
         let inode = Arc::new(Inode::new(rec, true));
         {
             let mut m = inode.meta.lock();
-            m.lookups = lookups;
-            m.opens = opens;
+            m.lookups = n.lookups;
+            m.opens = n.opens;
         }
         self.icache.insert(inode.clone());
         self.cached_inodes.add(1);
