@@ -209,15 +209,8 @@ fn stat_view(p: &Path, follow: bool) -> Outcome {
         return Err(errno());
     }
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-    let is_reg = st.st_mode & libc::S_IFMT == libc::S_IFREG;
     Ok(Val::Stat(StatView {
-        // Engine bug: setgid survives a write by a non-member of the file's
-        // group (lanefs-fuse/tests/core_repro.rs); not compared until fixed.
-        mode: if is_reg {
-            st.st_mode & !0o6000
-        } else {
-            st.st_mode
-        },
+        mode: st.st_mode,
         nlink: st.st_nlink,
         uid: st.st_uid,
         gid: st.st_gid,
@@ -499,12 +492,7 @@ fn syscalls_match_tmpfs() {
     let mut log: Vec<String> = Vec::new();
     for i in 0..ops {
         let op = gen_op(&mut r);
-        let mut who = IDENTITIES[r.below(IDENTITIES.len() as u64) as usize];
-        if matches!(op, Op::Punch(..)) {
-            // Known engine bug: fallocate by a non-root caller keeps
-            // setuid/setgid (lanefs-fuse/tests/core_repro.rs).
-            who = IDENTITIES[0];
-        }
+        let who = IDENTITIES[r.below(IDENTITIES.len() as u64) as usize];
         become_who(who.0, who.1, who.2);
         let a = apply(&m.mnt, &op);
         let b = apply(&t.0, &op);

@@ -52,14 +52,12 @@ fn chown_keeps_sticky_bit() {
     assert_eq!(a.perm, 0o1755, "got {:o}", a.perm);
 }
 
-/// CORE BUG (reported): `fallocate` by a non-root caller must drop setuid
+/// Regression (found through the mount, fixed in the engine): `fallocate` by a non-root caller must drop setuid
 /// (and setgid when group-exec is set), as `write` and `truncate` do —
 /// Linux's `file_modified()` in `vfs_fallocate`; tmpfs shows 06777 -> 0777
-/// after `fallocate -p` or a size-extending `fallocate` by uid 1000. The
-/// engine keeps 06777. Through FUSE (with `FUSE_HANDLE_KILLPRIV_V2`) the
+/// after `fallocate -p` or a size-extending `fallocate` by uid 1000. Through FUSE (with `FUSE_HANDLE_KILLPRIV_V2`) the
 /// kernel leaves this to the file system.
 #[test]
-#[ignore = "core bug: fallocate does not drop setuid/setgid (see docs/FUSE.md)"]
 fn fallocate_by_user_drops_suid_sgid() {
     let fs = Fs::new_in_memory();
     let ino = file_with_mode(&fs, b"f", 0o6777);
@@ -83,14 +81,12 @@ fn fallocate_by_user_drops_suid_sgid() {
     }
 }
 
-/// CORE BUG (reported): a write or truncate by a non-root caller who is
+/// Regression (found through the mount, fixed in the engine): a write or truncate by a non-root caller who is
 /// not in the file's group drops setgid even without group-exec (Linux's
 /// `setattr_should_drop_sgid`: S_IXGRP set, *or* caller not in the group
 /// and without CAP_FSETID). tmpfs: 02767 (gid 0) written by uid 1000 gid
-/// 1000 -> 0767; the engine keeps 02767 (it drops setgid only with
-/// group-exec).
+/// 1000 -> 0767.
 #[test]
-#[ignore = "core bug: setgid kept on write by a caller outside the file's group (see docs/FUSE.md)"]
 fn write_by_non_member_drops_sgid_without_group_exec() {
     let fs = Fs::new_in_memory();
     let ino = file_with_mode(&fs, b"f", 0o2767);
