@@ -1,1 +1,459 @@
-fn main() {}
+//! `lanefs`: mount, umount, bench. Argument parsing, logging and process
+//! plumbing only; the file system lives in the library crates.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use lanefs_core::{Fs, FsConfig, MemoryStore, MemoryStoreConfig, PAGE_SIZE};
+use lanefs_fuse::{Handler, HandlerConfig, MountOptions};
+
+/// Environment variable through which a backgrounding `lanefs mount` tells
+/// its daemon child the fd of the readiness pipe.
+const READY_FD_ENV: &str = "LANEFS_READY_FD";
+/// How long a signalled daemon waits for its session to end after the
+/// unmount before it exits anyway.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// Longest readiness message read from the daemon.
+const READY_MSG_BYTES_MAX: u64 = 4096;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "lanefs",
+    version,
+    about = "lanefs: an embeddable many-core file system"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Mount a lanefs file system through FUSE.
+    Mount(MountArgs),
+    /// Unmount a mounted lanefs (as `fusermount3 -u` does).
+    Umount(UmountArgs),
+    /// Run benchmarks.
+    Bench(lanefs_bench::cli::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct MountArgs {
+    /// Keep everything in memory (the embedded default store).
+    #[arg(long)]
+    memory: bool,
+    /// `[IMAGE] MOUNTPOINT`: with --memory only the mount point.
+    #[arg(value_name = "[IMAGE] MOUNTPOINT", num_args = 1..=2, required = true)]
+    paths: Vec<PathBuf>,
+    /// Stay in the foreground (otherwise return once the mount is ready).
+    #[arg(short, long)]
+    foreground: bool,
+    /// Mount options: ro, allow_other, default_permissions, fsname=NAME,
+    /// subtype=NAME, nonempty, noatime, entry_timeout=S, attr_timeout=S,
+    /// negative_timeout=S, nokeep_cache, ...
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+    /// Request-serving threads (default: number of CPUs).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Capacity of the memory store (e.g. 64M, 2G; default 1G).
+    #[arg(long, value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// Most inodes of the memory store (default 1048576).
+    #[arg(long)]
+    inodes: Option<u64>,
+    /// Memory budget for the inode and page caches (e.g. 256M).
+    #[arg(long, value_parser = parse_size)]
+    cache_size: Option<u64>,
+    /// Write logs here (a backgrounded daemon has no terminal).
+    #[arg(long)]
+    log_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct UmountArgs {
+    /// Lazy unmount: detach now, finish when the last file is closed.
+    #[arg(short = 'z', long)]
+    lazy: bool,
+    mountpoint: PathBuf,
+}
+
+/// Parse `64M`, `2G`, `512k`, `4096`, `1GiB`, ... into bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        Some('t' | 'T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("bad size '{s}' (use e.g. 64M, 2G)"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Mount(a) => match cmd_mount(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("lanefs mount: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::Umount(a) => match cmd_umount(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("lanefs umount: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("{msg}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn init_logging(log_file: Option<&Path>) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match log_file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("log file {}: {e}", p.display()))?;
+            let _ = builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .try_init();
+        }
+        None => {
+            let _ = builder.with_writer(std::io::stderr).try_init();
+        }
+    }
+    // Panics are caught per request; make sure the message lands in the log.
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        tracing::error!(thread = thread.name().unwrap_or("?"), "panic: {info}");
+    }));
+    Ok(())
+}
+
+/// The mount point and the checked options of a mount command.
+struct MountPlan {
+    mountpoint: PathBuf,
+    opts: MountOptions,
+}
+
+fn plan(a: &MountArgs) -> Result<MountPlan, String> {
+    let mut opts = MountOptions::default();
+    for o in &a.options {
+        opts.apply(o)?;
+    }
+    opts.threads = match a.threads {
+        Some(0) => return Err("--threads must be at least 1".into()),
+        Some(n) => n,
+        None => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    let mountpoint = match (a.memory, a.paths.as_slice()) {
+        (true, [m]) => m.clone(),
+        (true, [_, _]) => return Err("--memory takes only a MOUNTPOINT, not an IMAGE".into()),
+        (false, [img, _]) => {
+            return Err(format!(
+                "image stores are not supported yet ({}); use --memory",
+                img.display()
+            ))
+        }
+        (false, _) => return Err("give IMAGE MOUNTPOINT, or --memory MOUNTPOINT".into()),
+        (true, _) => return Err("give a MOUNTPOINT".into()),
+    };
+    Ok(MountPlan { mountpoint, opts })
+}
+
+fn cmd_mount(a: MountArgs) -> Result<(), String> {
+    let plan = plan(&a)?;
+    let ready_fd = std::env::var(READY_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok());
+    if !a.foreground && ready_fd.is_none() {
+        // Fail fast on what we can see from here; the daemon checks again.
+        lanefs_fuse::check_mountpoint(&plan.mountpoint, plan.opts.nonempty)?;
+        return spawn_daemon();
+    }
+    // SAFETY: the fd number came from our parent, which created the pipe's
+    // write end for us and passed it on (not close-on-exec); we own it now.
+    let ready = ready_fd.map(|fd| unsafe { std::fs::File::from(OwnedFd::from_raw_fd(fd)) });
+    std::env::remove_var(READY_FD_ENV);
+    match serve(&a, plan, ready) {
+        Ok(()) => Ok(()),
+        Err((msg, Some(mut ready))) => {
+            let _ = writeln!(ready, "{msg}");
+            Err(msg)
+        }
+        Err((msg, None)) => Err(msg),
+    }
+}
+
+/// Re-run ourselves with `--foreground` as a daemon and wait until it says
+/// the mount is ready (or why it is not).
+fn spawn_daemon() -> Result<(), String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let wr_fd = fds[1];
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    args.push("--foreground".into());
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args)
+        .env(READY_FD_ENV, wr_fd.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        // Own process group: a Ctrl-C meant for the shell's foreground job
+        // must not reach the daemon.
+        .process_group(0);
+    // SAFETY: the closure only calls fcntl, which is async-signal-safe, on
+    // an fd that is open in the child (inherited from us).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(wr_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start daemon: {e}"))?;
+    drop(wr);
+    let mut msg = String::new();
+    let _ = std::fs::File::from(rd)
+        .take(READY_MSG_BYTES_MAX)
+        .read_to_string(&mut msg);
+    let msg = msg.trim();
+    if msg == "ok" {
+        return Ok(());
+    }
+    let status = child.wait().ok();
+    if msg.is_empty() {
+        Err(format!(
+            "daemon exited before the mount was ready ({})",
+            status.map(|s| s.to_string()).unwrap_or_default()
+        ))
+    } else {
+        Err(msg.to_string())
+    }
+}
+
+type ServeError = (String, Option<std::fs::File>);
+
+fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result<(), ServeError> {
+    if let Err(e) = init_logging(a.log_file.as_deref()) {
+        return Err((e, ready));
+    }
+    let mut store_cfg = MemoryStoreConfig::default();
+    if let Some(c) = a.capacity {
+        store_cfg.capacity_bytes = c;
+    }
+    if let Some(n) = a.inodes {
+        store_cfg.max_inodes = n;
+    }
+    let mut fs_cfg = FsConfig::default();
+    if let Some(c) = a.cache_size {
+        // Three quarters for data pages, a quarter for inodes (about 1 KiB
+        // each with their directory index share).
+        fs_cfg.cache_pages_max = ((c / 4 * 3) / PAGE_SIZE as u64).max(64) as usize;
+        fs_cfg.cache_inodes_max = ((c / 4) / 1024).max(64) as usize;
+    }
+    let store = Arc::new(MemoryStore::new(store_cfg));
+    let fs = match Fs::new(store, fs_cfg) {
+        Ok(fs) => fs,
+        Err(e) => return Err((format!("cannot create file system: {e}"), ready)),
+    };
+    let hcfg = HandlerConfig {
+        cache: plan.opts.cache.clone(),
+        default_permissions: plan.opts.default_permissions,
+        fault_panic_name: None,
+    }
+    .with_env_faults();
+    if let Some(n) = &hcfg.fault_panic_name {
+        tracing::warn!(name = %String::from_utf8_lossy(n), "fault injection enabled");
+    }
+    let handler = Arc::new(Handler::new(fs, hcfg));
+
+    // Block the shutdown signals before any thread starts so that every
+    // thread inherits the mask and only our sigtimedwait sees them.
+    let sigs = shutdown_sigset();
+    // SAFETY: sigs is an initialised sigset; a null old-set is allowed.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut()) };
+
+    let mounted = match lanefs_fuse::mount(handler, &plan.mountpoint, &plan.opts) {
+        Ok(m) => m,
+        Err(e) => return Err((e, ready)),
+    };
+    let mnt = mounted.mountpoint().to_path_buf();
+    tracing::info!(mountpoint = %mnt.display(), threads = plan.opts.threads, "mounted");
+    let session = match std::thread::Builder::new()
+        .name("lanefs-session".into())
+        .spawn(move || mounted.run())
+    {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = lanefs_fuse::unmount(&mnt, true);
+            return Err((format!("cannot start session: {e}"), ready));
+        }
+    };
+    if let Some(mut r) = ready {
+        let _ = writeln!(r, "ok");
+    }
+
+    // Wait for a signal or for the session to end (external unmount).
+    let mut deadline: Option<Instant> = None;
+    loop {
+        if session.is_finished() {
+            return match session.join() {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err((format!("session ended: {e}"), None)),
+                Err(_) => Err(("session thread panicked".into(), None)),
+            };
+        }
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                tracing::warn!("session still busy after unmount; exiting");
+                return Ok(());
+            }
+        }
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000_000,
+        };
+        // SAFETY: sigs and ts are valid; a null siginfo pointer is allowed.
+        let sig = unsafe { libc::sigtimedwait(&sigs, std::ptr::null_mut(), &ts) };
+        if sig > 0 && deadline.is_none() {
+            tracing::info!(signal = sig, "unmounting on signal");
+            if let Err(e) = lanefs_fuse::unmount(&mnt, false) {
+                tracing::info!(error = %e, "busy; detaching lazily");
+                let _ = lanefs_fuse::unmount(&mnt, true);
+            }
+            deadline = Some(Instant::now() + SHUTDOWN_WAIT);
+        }
+    }
+}
+
+fn shutdown_sigset() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        libc::sigaddset(&mut s, libc::SIGTERM);
+        libc::sigaddset(&mut s, libc::SIGINT);
+        libc::sigaddset(&mut s, libc::SIGHUP);
+        s
+    }
+}
+
+/// Whether `mnt` (canonical) is a FUSE mount point, per mountinfo.
+fn is_fuse_mount(mnt: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = mnt.to_string_lossy();
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            return false;
+        };
+        f.get(4).map(|p| unescape_mountinfo(p)) == Some(want.to_string())
+            && f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"))
+    })
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+fn cmd_umount(a: &UmountArgs) -> Result<(), String> {
+    let shown = a.mountpoint.display();
+    // Do not follow into a hung mount: canonicalize the parent, not the
+    // mount point itself.
+    let name = a
+        .mountpoint
+        .file_name()
+        .ok_or_else(|| format!("{shown}: not a mount point"))?;
+    let parent = match a.mountpoint.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mnt = parent
+        .canonicalize()
+        .map_err(|e| format!("{shown}: {e}"))?
+        .join(name);
+    if !is_fuse_mount(&mnt) {
+        return Err(format!("{shown}: not a FUSE mount point"));
+    }
+    lanefs_fuse::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn cli_shape() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let c =
+            Cli::try_parse_from(["lanefs", "mount", "--memory", "/mnt", "-o", "ro", "-f"]).unwrap();
+        match c.cmd {
+            Cmd::Mount(m) => {
+                assert!(m.memory && m.foreground);
+                assert_eq!(m.paths, vec![PathBuf::from("/mnt")]);
+            }
+            _ => panic!("wrong subcommand"),
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! `lanefs mount` / `lanefs umount` behaviour on a real FUSE mount: error
+//! reporting, readiness, mount type, df, signals, busy and lazy unmount,
+//! and panic safety. Needs root and /dev/fuse.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+fn mount_err(args: &[&str]) -> String {
+    let out = run_timeout(30, Command::new(BIN).arg("mount").args(args));
+    assert!(!out.status.success(), "mount unexpectedly succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "want a one-line reason, got: {err:?}"
+    );
+    err
+}
+
+#[test]
+fn mount_errors_are_one_line_and_nonzero() {
+    let base = unique_dir("errors");
+    let missing = base.join("missing");
+    assert!(mount_err(&["--memory", missing.to_str().unwrap()]).contains("No such file"));
+    let file = base.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(mount_err(&["--memory", file.to_str().unwrap()]).contains("not a directory"));
+    let full = base.join("full");
+    std::fs::create_dir_all(full.join("x")).unwrap();
+    assert!(mount_err(&["--memory", full.to_str().unwrap()]).contains("not empty"));
+    let empty = base.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = empty.to_str().unwrap();
+    assert!(mount_err(&["--memory", "-o", "bogus", e]).contains("bogus"));
+    assert!(mount_err(&["--memory", "-f", "-o", "bogus", e]).contains("bogus"));
+    assert!(mount_err(&["/tmp/no-such-image", e]).contains("not supported"));
+    assert!(!is_fuse_mounted(&empty));
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn mount_without_dev_fuse_fails_cleanly() {
+    require_tool("unshare");
+    let base = unique_dir("nodevfuse");
+    let mnt = base.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    // A private mount namespace whose /dev is an empty tmpfs.
+    let script = format!(
+        "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && exec {} mount --memory {}",
+        BIN,
+        mnt.display()
+    );
+    let out = run_timeout(
+        30,
+        Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]),
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/fuse"), "{}", show(&out));
+    assert_eq!(err.trim().lines().count(), 1, "{}", show(&out));
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn mount_type_df_and_umount() {
+    let m = TestMount::with("df", &["--capacity", "64M", "-o", "fsname=lanefs-df"], &[]);
+    assert_eq!(mount_fstype(&m.mnt).as_deref(), Some("fuse.lanefs"));
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(mounts
+        .lines()
+        .any(|l| l.starts_with("lanefs-df ") && l.contains(" fuse.lanefs ")));
+
+    let vfs = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: zeroed statvfs is a valid out-buffer for statvfs(3).
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: c is a valid C string and s a valid out pointer.
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
+        s
+    };
+    let s0 = vfs(&m.mnt);
+    assert_eq!(
+        s0.f_blocks * s0.f_frsize,
+        64 << 20,
+        "df total != --capacity"
+    );
+    std::fs::write(m.path("big"), vec![7u8; 8 << 20]).unwrap();
+    let s1 = vfs(&m.mnt);
+    let used = (s0.f_bfree - s1.f_bfree) * s1.f_frsize;
+    assert!(
+        used >= 8 << 20,
+        "8 MiB written, df shows {used} bytes more used"
+    );
+    assert!(s0.f_files > 0 && s1.f_ffree < s0.f_ffree);
+    let df = run_timeout(30, Command::new("df").arg("-B1").arg(&m.mnt));
+    assert!(df.status.success(), "{}", show(&df));
+    assert!(String::from_utf8_lossy(&df.stdout).contains("lanefs-df"));
+
+    // `lanefs umount` unmounts and the daemon goes away.
+    let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&m.mnt));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(!is_fuse_mounted(&m.mnt));
+}
+
+#[test]
+fn fusermount3_unmounts() {
+    require_tool("fusermount3");
+    let m = TestMount::new("fusermount");
+    std::fs::write(m.path("f"), b"hello").unwrap();
+    let out = run_timeout(30, Command::new("fusermount3").arg("-u").arg(&m.mnt));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(!is_fuse_mounted(&m.mnt));
+}
+
+#[test]
+fn umount_busy_then_lazy() {
+    let m = TestMount::new("busy");
+    let mut f = std::fs::File::create(m.path("held")).unwrap();
+    f.write_all(b"still here").unwrap();
+    // Busy: both our umount and fusermount3 refuse, the mount stays.
+    let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&m.mnt));
+    assert!(!out.status.success(), "umount with an open file succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy"), "{}", show(&out));
+    let out = run_timeout(30, Command::new("fusermount3").arg("-u").arg(&m.mnt));
+    assert!(
+        !out.status.success(),
+        "fusermount3 -u with an open file succeeded"
+    );
+    assert!(is_fuse_mounted(&m.mnt));
+    // Lazy: detached at once, the open file keeps working.
+    let out = run_timeout(30, Command::new(BIN).args(["umount", "-z"]).arg(&m.mnt));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(!is_fuse_mounted(&m.mnt));
+    f.write_all(b" and more").unwrap();
+    use std::io::Seek;
+    let mut r = f;
+    r.seek(std::io::SeekFrom::Start(0)).unwrap();
+    // Opened write-only: reopen through /proc to read it back.
+    let fd_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r));
+    let mut s = String::new();
+    std::fs::File::open(fd_path)
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    assert_eq!(s, "still here and more");
+    drop(r);
+}
+
+fn foreground_signal(sig: i32) {
+    let base = unique_dir("signal");
+    let mnt = base.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let child = Command::new(BIN)
+        .args(["mount", "--memory", "-f"])
+        .arg(&mnt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kills the daemon and unmounts if the test fails half-way.
+    struct Guard(std::process::Child, std::path::PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if matches!(self.0.try_wait(), Ok(None)) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+            if is_fuse_mounted(&self.1) {
+                let _ = Command::new("fusermount3").arg("-uz").arg(&self.1).status();
+            }
+        }
+    }
+    let mut guard = Guard(child, mnt.clone());
+    let child = &mut guard.0;
+    let mounted = wait_until(30, || is_fuse_mounted(&mnt));
+    assert!(mounted, "foreground mount did not appear");
+    std::fs::write(mnt.join("x"), b"data").unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let exited = wait_until(30, || matches!(child.try_wait(), Ok(Some(_))));
+    assert!(exited, "daemon did not exit on signal {sig}");
+    let st = child.wait().unwrap();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(st.success(), "exit status {st} on signal {sig}: {err}");
+    assert!(!is_fuse_mounted(&mnt), "still mounted after signal {sig}");
+    drop(guard);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn sigterm_unmounts_and_exits_zero() {
+    foreground_signal(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_unmounts_and_exits_zero() {
+    foreground_signal(libc::SIGINT);
+}
+
+#[test]
+fn read_only_mount() {
+    let m = TestMount::with("ro", &["-o", "ro"], &[]);
+    let e = std::fs::write(m.path("f"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    assert!(std::fs::metadata(&m.mnt).unwrap().is_dir());
+}
+
+#[test]
+fn panic_in_handler_answers_eio_and_keeps_serving() {
+    let m = TestMount::with("panic", &[], &[("LANEFS_FAULT_PANIC_NAME", "boom")]);
+    std::fs::write(m.path("before"), b"1").unwrap();
+    for _ in 0..3 {
+        let e = std::fs::metadata(m.path("boom")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    }
+    // Still serving: old and new files work.
+    assert_eq!(std::fs::read(m.path("before")).unwrap(), b"1");
+    std::fs::create_dir(m.path("after")).unwrap();
+    std::fs::write(m.path("after/f"), b"2").unwrap();
+    assert_eq!(std::fs::read(m.path("after/f")).unwrap(), b"2");
+    assert_eq!(std::fs::metadata(m.path("after/f")).unwrap().size(), 1);
+    let e = std::fs::metadata(m.path("after/boom")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert!(
+        m.log_text().contains("panicked"),
+        "panic was not logged: {}",
+        m.log_text()
+    );
+}
+
+#[test]
+fn lookup_counts_survive_forget_pressure() {
+    // Create, look up (through stat and readdirplus) and drop many entries
+    // so the kernel sends FORGETs; everything stays reachable and removable.
+    let m = TestMount::new("forget");
+    let d = m.path("d");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..500 {
+        std::fs::write(d.join(format!("f{i}")), i.to_string()).unwrap();
+    }
+    for round in 0..3 {
+        let n = std::fs::read_dir(&d).unwrap().count();
+        assert_eq!(n, 500, "round {round}");
+        for i in (0..500).step_by(7) {
+            assert_eq!(
+                std::fs::read_to_string(d.join(format!("f{i}"))).unwrap(),
+                i.to_string()
+            );
+        }
+        // Ask the kernel to drop its dentries and inodes: FORGETs follow.
+        std::fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
+    }
+    for i in 0..500 {
+        std::fs::remove_file(d.join(format!("f{i}"))).unwrap();
+    }
+    std::fs::remove_dir(&d).unwrap();
+    assert_eq!(std::fs::read_dir(&m.mnt).unwrap().count(), 0);
+}
+
+fn groups_case(opts: &str) {
+    require_tool("setpriv");
+    let m = TestMount::with("groups", &["-o", opts], &[]);
+    let g = m.path("g");
+    std::fs::create_dir(&g).unwrap();
+    std::os::unix::fs::chown(&g, Some(0), Some(2000)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o770)).unwrap();
+    std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_user = |groups: &[&str], file: &str| {
+        let script = format!("echo hi > {}", g.join(file).display());
+        run_timeout(
+            30,
+            Command::new("setpriv")
+                .args(["--reuid=1000", "--regid=1000"])
+                .args(groups)
+                .args(["sh", "-c", &script]),
+        )
+    };
+    // Member of group 2000 only through a supplementary group: allowed.
+    let out = as_user(&["--groups=2000"], "x");
+    assert!(out.status.success(), "{opts}: {}", show(&out));
+    let md = std::fs::metadata(g.join("x")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (1000, 1000), "{opts}: new file owner");
+    // Not a member: denied.
+    let out = as_user(&["--clear-groups"], "y");
+    assert!(!out.status.success(), "{opts}: non-member could write");
+    assert!(!g.join("y").exists());
+}
+
+#[test]
+fn supplementary_groups_are_honoured() {
+    groups_case("allow_other");
+    groups_case("allow_other,default_permissions");
+}
+
+/// setuid/setgid are dropped as Linux drops them (write, truncate and
+/// O_TRUNC open by a non-root caller; chown by anyone), the sticky bit
+/// stays, and `stat` right afterwards already shows it (the kernel's
+/// cached mode is invalidated).
+#[test]
+fn suid_sgid_kill_matches_linux() {
+    require_tool("setpriv");
+    let m = TestMount::with("killpriv", &["-o", "allow_other"], &[]);
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(&m.mnt, 0o755);
+    for n in ["w", "t", "o", "s", "c", "e"] {
+        std::fs::write(m.path(n), b"").unwrap();
+    }
+    for n in ["w", "t", "o", "s"] {
+        set(&m.path(n), 0o7777);
+    }
+    set(&m.path("c"), 0o7755);
+    set(&m.path("e"), 0o6745);
+    std::os::unix::fs::chown(m.path("c"), Some(1001), Some(2000)).unwrap();
+    std::os::unix::fs::chown(m.path("e"), Some(1001), Some(2000)).unwrap();
+    let script = format!(
+        "echo x >> {0}/w && truncate -s 100 {0}/t && echo y > {0}/o",
+        m.mnt.display()
+    );
+    let out = run_timeout(
+        30,
+        Command::new("setpriv").args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &script,
+        ]),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let mode = |n: &str| std::fs::metadata(m.path(n)).unwrap().mode() & 0o7777;
+    // Values from the same sequence on tmpfs.
+    assert_eq!(mode("w"), 0o1777, "write");
+    assert_eq!(mode("t"), 0o1777, "truncate");
+    assert_eq!(mode("o"), 0o1777, "open O_TRUNC");
+    assert_eq!(mode("s"), 0o7777, "untouched");
+    assert_eq!(mode("c"), 0o1755, "chown keeps sticky");
+    assert_eq!(mode("e"), 0o2745, "chown keeps sgid without group exec");
+}

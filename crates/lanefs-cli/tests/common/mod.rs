@@ -1,0 +1,190 @@
+//! Shared helpers for the real-mount tests: each test mounts its own fresh
+//! lanefs on its own temporary mount point and unmounts it on drop, even
+//! when the test fails.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_lanefs");
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh, empty directory under /tmp unique to this process and call.
+pub fn unique_dir(name: &str) -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("lanefs-t-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Path of an external tool; the test FAILS (not skips) when it is missing.
+pub fn require_tool(name: &str) -> PathBuf {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(dir).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
+        let p = Path::new(dir).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("required tool `{name}` is not installed (run scripts/setup.sh as root)");
+}
+
+/// Is `path` a mount point of a FUSE file system right now?
+pub fn is_fuse_mounted(path: &Path) -> bool {
+    mount_fstype(path).is_some_and(|t| t.starts_with("fuse"))
+}
+
+/// The file-system type mounted at `path`, from /proc/self/mountinfo.
+pub fn mount_fstype(path: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = path.to_string_lossy().to_string();
+    info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        if f.get(4).map(|s| s.replace("\\040", " ")) == Some(want.clone()) {
+            f.get(sep + 1).map(|s| s.to_string())
+        } else {
+            None
+        }
+    })
+}
+
+/// Wait until `cond` holds, up to `secs` seconds.
+pub fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Run a command under `timeout` (seconds), capturing output.
+pub fn run_timeout(secs: u64, cmd: &mut Command) -> Output {
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut t = Command::new("timeout");
+    t.arg("-k")
+        .arg("10")
+        .arg(secs.to_string())
+        .arg(&prog)
+        .args(&args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => t.env(k, v),
+            None => t.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        t.current_dir(d);
+    }
+    t.stdin(Stdio::null());
+    t.output()
+        .unwrap_or_else(|e| panic!("cannot run {prog:?}: {e}"))
+}
+
+pub fn show(o: &Output) -> String {
+    format!(
+        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        tail(&String::from_utf8_lossy(&o.stdout), 6000),
+        tail(&String::from_utf8_lossy(&o.stderr), 6000)
+    )
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        s
+    } else {
+        let mut i = s.len() - n;
+        while !s.is_char_boundary(i) {
+            i += 1;
+        }
+        &s[i..]
+    }
+}
+
+/// One mounted lanefs; unmounted (lazily if need be) on drop.
+pub struct TestMount {
+    pub base: PathBuf,
+    pub mnt: PathBuf,
+    pub log: PathBuf,
+}
+
+impl TestMount {
+    pub fn new(name: &str) -> TestMount {
+        Self::with(name, &[], &[])
+    }
+
+    /// Mount with extra `lanefs mount` arguments and environment.
+    pub fn with(name: &str, args: &[&str], env: &[(&str, &str)]) -> TestMount {
+        let base = unique_dir(name);
+        let mnt = base.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let log = base.join("lanefs.log");
+        let mut cmd = Command::new(BIN);
+        cmd.arg("mount")
+            .arg("--memory")
+            .arg("--log-file")
+            .arg(&log)
+            .args(args)
+            .arg(&mnt)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or("warn".into()),
+            );
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = run_timeout(60, &mut cmd);
+        assert!(out.status.success(), "lanefs mount failed:\n{}", show(&out));
+        assert!(
+            is_fuse_mounted(&mnt),
+            "lanefs mount returned before the mount was visible"
+        );
+        TestMount { base, mnt, log }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// The daemon's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TestMount {
+    fn drop(&mut self) {
+        if is_fuse_mounted(&self.mnt) {
+            let ok = Command::new(BIN)
+                .arg("umount")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if !ok {
+                let _ = Command::new("fusermount3")
+                    .arg("-uz")
+                    .arg(&self.mnt)
+                    .status();
+            }
+        }
+        if !is_fuse_mounted(&self.mnt) {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}

@@ -1,0 +1,631 @@
+//! The transport-neutral request handler: one method per FUSE request that
+//! maps the decoded arguments to engine ([`Fs`]) calls and returns a plain
+//! reply value or an [`Errno`]. A transport (today fuser over `/dev/fuse`,
+//! later FUSE-over-io_uring) only decodes, calls [`guarded`] around one of
+//! these methods, and encodes the result.
+//!
+//! # Locking rules
+//!
+//! The handler itself holds no lock across an engine call. Its shared state:
+//!
+//! * `handles` ([`HandleTable`]): per-shard `RwLock`s, leaf locks (see
+//!   `handles.rs`); an `Arc<Handle>` is cloned out and the shard lock is
+//!   dropped before the engine is called.
+//! * `config`: immutable after construction.
+//! * Lookup counts live in the engine (`Fs::lookup_counted`/`forget`); the
+//!   handler's only duty is to take exactly one reference per entry it hands
+//!   to the kernel (LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK, LINK, and every
+//!   READDIRPLUS entry except `.` and `..`) and to give back what FORGET and
+//!   BATCH_FORGET return, plus any reference it took for an entry the
+//!   transport could not deliver (a READDIRPLUS buffer that filled up).
+//!
+//! Engine locks (inode, directory, page cache) are taken inside `Fs` calls
+//! only, in the engine's documented order; see `docs/ARCHITECTURE.md`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use lanefs_core::{Attr, DirEntry, Errno, Fs, Ino, Result, SetAttr, StatFs, NAME_MAX};
+
+use crate::cred::{cred_for, Caller};
+use crate::handles::{Handle, HandleTable};
+
+/// Environment variable that names a file name whose LOOKUP panics inside
+/// the handler (fault injection for the panic-safety test). Unset means no
+/// fault is ever injected.
+pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
+
+/// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
+const DIRENTPLUS_HEADER_BYTES: usize = 152;
+/// Size of a `fuse_dirent` header.
+const DIRENT_HEADER_BYTES: usize = 24;
+/// Largest READ the handler serves in one call (the kernel never asks more
+/// than `max_pages` * 4 KiB; this bounds a bogus request).
+pub const READ_BYTES_MAX: u32 = 16 << 20;
+
+/// How the kernel may cache what the handler returns.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// How long the kernel may trust a name -> inode mapping.
+    pub entry_ttl: Duration,
+    /// How long the kernel may trust attributes.
+    pub attr_ttl: Duration,
+    /// How long the kernel may remember that a name does not exist
+    /// (0 disables negative entries).
+    pub negative_ttl: Duration,
+    /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
+    pub keep_cache: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            negative_ttl: Duration::from_secs(1),
+            keep_cache: true,
+        }
+    }
+}
+
+/// Configuration of a [`Handler`].
+#[derive(Clone, Debug, Default)]
+pub struct HandlerConfig {
+    pub cache: CacheConfig,
+    /// The kernel checks permissions (`-o default_permissions`); the
+    /// engine still sees the caller's identity for ownership and for the
+    /// setgid rules.
+    pub default_permissions: bool,
+    /// Fault injection: LOOKUP of this name panics. Only
+    /// [`HandlerConfig::with_env_faults`] sets it.
+    pub fault_panic_name: Option<Vec<u8>>,
+}
+
+impl HandlerConfig {
+    /// Read the fault-injection hooks from the environment
+    /// ([`FAULT_PANIC_NAME_ENV`]).
+    pub fn with_env_faults(mut self) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        self.fault_panic_name = std::env::var_os(FAULT_PANIC_NAME_ENV)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.as_bytes().to_vec());
+        self
+    }
+}
+
+/// Result of OPEN, OPENDIR and the open half of CREATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub fh: u64,
+    /// Tell the kernel to keep the page cache of this file.
+    pub keep_cache: bool,
+}
+
+/// One READDIRPLUS entry for the transport to encode.
+pub struct PlusEntry<'a> {
+    pub name: &'a [u8],
+    pub attr: Attr,
+    /// Offset of the next entry (the kernel passes it back to continue).
+    pub next_offset: u64,
+    /// Whether a lookup reference was taken for it (all but `.` and `..`).
+    pub counted: bool,
+}
+
+/// Run one handler call, turning a panic into `EIO` (logged with the
+/// operation name) so that one bad request can never take the daemon down.
+pub fn guarded<T>(op: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            tracing::error!(op, panic = %msg, "request handler panicked; answered EIO");
+            Err(Errno::EIO)
+        }
+    }
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(())
+}
+
+/// How the handler tells the kernel to drop its cached attributes of an
+/// inode (set by the transport once its session exists).
+pub type AttrInvalidator = Box<dyn Fn(Ino) + Send + Sync>;
+
+/// FUSE request handler over one engine instance.
+pub struct Handler {
+    fs: Fs,
+    handles: HandleTable,
+    config: HandlerConfig,
+    /// Set once (`OnceLock`) by the transport before requests are served;
+    /// read-only afterwards.
+    invalidate_attr: std::sync::OnceLock<AttrInvalidator>,
+}
+
+impl Handler {
+    pub fn new(fs: Fs, config: HandlerConfig) -> Handler {
+        Handler {
+            fs,
+            handles: HandleTable::default(),
+            config,
+            invalidate_attr: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Install the transport's attribute invalidation (first call wins).
+    pub fn set_attr_invalidator(&self, f: AttrInvalidator) {
+        let _ = self.invalidate_attr.set(f);
+    }
+
+    /// The engine changed attributes the kernel cannot know about (the
+    /// setuid/setgid kill of a write or an `O_TRUNC` open by a non-root
+    /// caller, which the engine applies itself under
+    /// `FUSE_HANDLE_KILLPRIV_V2`): make the kernel ask again.
+    fn attrs_changed(&self, ino: Ino) {
+        if let Some(f) = self.invalidate_attr.get() {
+            f(ino);
+        }
+    }
+
+    /// The engine behind this handler.
+    pub fn fs(&self) -> &Fs {
+        &self.fs
+    }
+
+    pub fn config(&self) -> &HandlerConfig {
+        &self.config
+    }
+
+    /// Number of open file and directory handles.
+    pub fn open_handles(&self) -> usize {
+        self.handles.len()
+    }
+
+    fn handle(&self, fh: u64) -> Result<std::sync::Arc<Handle>> {
+        self.handles.get(fh).ok_or(Errno::EBADF)
+    }
+
+    /// LOOKUP: counted.
+    pub fn lookup(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<Attr> {
+        if let Some(bad) = &self.config.fault_panic_name {
+            if bad.as_slice() == name {
+                panic!(
+                    "fault injection: lookup of {:?}",
+                    String::from_utf8_lossy(name)
+                );
+            }
+        }
+        check_name(name)?;
+        self.fs.lookup_counted(&cred_for(caller), parent, name)
+    }
+
+    /// FORGET.
+    pub fn forget(&self, ino: Ino, nlookup: u64) {
+        self.fs.forget(ino, nlookup)
+    }
+
+    /// GETATTR (`fh` is set for `fstat` on an open file).
+    pub fn getattr(&self, ino: Ino, _fh: Option<u64>) -> Result<Attr> {
+        self.fs.getattr(ino)
+    }
+
+    /// SETATTR: chmod, chown, truncate/ftruncate, utimens.
+    pub fn setattr(
+        &self,
+        caller: &Caller,
+        ino: Ino,
+        changes: &SetAttr,
+        fh: Option<u64>,
+    ) -> Result<Attr> {
+        let handle = match fh {
+            Some(fh) => self.handles.get(fh),
+            None => None,
+        };
+        let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
+        let cred = cred_for(caller);
+        self.fs.setattr(&cred, ino, changes, file)
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.fs.readlink(ino)
+    }
+
+    /// MKNOD: counted.
+    pub fn mknod(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        self.fs
+            .mknod(&cred_for(caller), parent, name, mode, umask, rdev)
+    }
+
+    /// MKDIR: counted.
+    pub fn mkdir(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        self.fs.mkdir(&cred_for(caller), parent, name, mode, umask)
+    }
+
+    pub fn unlink(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        self.fs.unlink(&cred_for(caller), parent, name)
+    }
+
+    pub fn rmdir(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        self.fs.rmdir(&cred_for(caller), parent, name)
+    }
+
+    /// SYMLINK: counted.
+    pub fn symlink(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+    ) -> Result<Attr> {
+        check_name(name)?;
+        self.fs.symlink(&cred_for(caller), parent, name, target)
+    }
+
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        check_name(name)?;
+        check_name(newname)?;
+        self.fs
+            .rename(&cred_for(caller), parent, name, newparent, newname, flags)
+    }
+
+    /// LINK: counted.
+    pub fn link(&self, caller: &Caller, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        self.fs.link(&cred_for(caller), ino, newparent, newname)
+    }
+
+    /// OPEN.
+    pub fn open(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
+        let special = |perm: u16| perm & 0o6000;
+        let before = if flags & libc::O_TRUNC != 0 && caller.uid != 0 {
+            self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0)
+        } else {
+            0
+        };
+        let file = self.fs.open(&cred_for(caller), ino, flags)?;
+        if before != 0 && self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0) != before {
+            self.attrs_changed(ino);
+        }
+        let fh = self.handles.insert(Handle { file, flags });
+        Ok(Opened {
+            fh,
+            keep_cache: self.config.cache.keep_cache,
+        })
+    }
+
+    /// CREATE: counted (the new entry is handed to the kernel).
+    pub fn create(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> Result<(Attr, Opened)> {
+        check_name(name)?;
+        let (attr, file, _created) = self.fs.open_at(
+            &cred_for(caller),
+            parent,
+            name,
+            flags | libc::O_CREAT,
+            mode,
+            umask,
+            true,
+        )?;
+        let fh = self.handles.insert(Handle { file, flags });
+        Ok((
+            attr,
+            Opened {
+                fh,
+                keep_cache: self.config.cache.keep_cache,
+            },
+        ))
+    }
+
+    /// READ: at most `size` bytes at `offset`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let h = self.handle(fh)?;
+        let size = size.min(READ_BYTES_MAX) as usize;
+        let mut buf = vec![0u8; size];
+        let n = self.fs.read(&h.file, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// WRITE: returns the bytes written. `kill_suidgid`: the kernel says
+    /// this write drops setuid/setgid (the engine does it), so the kernel's
+    /// cached mode must be refreshed afterwards.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], kill_suidgid: bool) -> Result<u32> {
+        let h = self.handle(fh)?;
+        let (n, _end) = self.fs.write(&h.file, offset, data)?;
+        if kill_suidgid {
+            self.attrs_changed(h.file.ino());
+        }
+        u32::try_from(n).map_err(|_| Errno::EIO)
+    }
+
+    /// FLUSH (each `close` of a descriptor): nothing is buffered here.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        self.handle(fh).map(|_| ())
+    }
+
+    /// RELEASE / RELEASEDIR: drop the handle (the engine closes the file
+    /// when the last request using it finishes).
+    pub fn release(&self, fh: u64) -> Result<()> {
+        self.handles.remove(fh).map(|_| ()).ok_or(Errno::EBADF)
+    }
+
+    pub fn fsync(&self, fh: u64, datasync: bool) -> Result<()> {
+        let h = self.handle(fh)?;
+        self.fs.fsync(&h.file, datasync)
+    }
+
+    /// FSYNCDIR: directory changes are made durable with the store.
+    pub fn fsyncdir(&self, fh: u64, datasync: bool) -> Result<()> {
+        let h = self.handle(fh)?;
+        self.fs.fsync(&h.file, datasync)
+    }
+
+    /// OPENDIR.
+    pub fn opendir(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
+        let file = self.fs.open(&cred_for(caller), ino, libc::O_RDONLY)?;
+        let fh = self.handles.insert(Handle { file, flags });
+        Ok(Opened {
+            fh,
+            keep_cache: false,
+        })
+    }
+
+    /// READDIR: call `emit(entry)` for each entry
+    /// from `offset` until it returns `true` (reply buffer full) or the
+    /// directory ends. No lookup references are taken.
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<()> {
+        let h = self.handle(fh)?;
+        let mut used = 0usize;
+        self.fs.readdir(&h.file, offset, &mut |e: DirEntry<'_>| {
+            used += (DIRENT_HEADER_BYTES + e.name.len()).next_multiple_of(8);
+            if used > size as usize {
+                return true;
+            }
+            emit(e)
+        })
+    }
+
+    /// READDIRPLUS: like [`readdir`](Self::readdir), with attributes; every
+    /// entry but `.` and `..` carries a lookup reference. `emit` returns
+    /// `true` when the entry did not fit; the handler then gives that
+    /// reference back and stops.
+    pub fn readdirplus(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        emit: &mut dyn FnMut(&PlusEntry<'_>) -> bool,
+    ) -> Result<()> {
+        let h = self.handle(fh)?;
+        let dir = h.file.ino();
+        // Collect names first: the engine may hold the directory's lock
+        // while it calls us back, and lookups must not run under it.
+        let mut raw: Vec<(Vec<u8>, Ino, u64)> = Vec::new();
+        let mut used = 0usize;
+        self.fs.readdir(&h.file, offset, &mut |e: DirEntry<'_>| {
+            let sz = (DIRENTPLUS_HEADER_BYTES + e.name.len()).next_multiple_of(8);
+            if used + sz > size as usize {
+                return true;
+            }
+            used += sz;
+            raw.push((e.name.to_vec(), e.ino, e.next_offset));
+            false
+        })?;
+        // Lookups for READDIRPLUS are the kernel's own: ownership and
+        // permission were checked when the directory was opened.
+        let cred = lanefs_core::Cred::root();
+        for (name, ino, next_offset) in raw {
+            let dot = name == b"." || name == b"..";
+            let attr = if dot {
+                match self.fs.getattr(ino) {
+                    Ok(a) => a,
+                    Err(_) => continue,
+                }
+            } else {
+                match self.fs.lookup_counted(&cred, dir, &name) {
+                    Ok(a) => a,
+                    // Removed since the listing: skip it.
+                    Err(e) if e == Errno::ENOENT => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            let entry = PlusEntry {
+                name: &name,
+                attr,
+                next_offset,
+                counted: !dot,
+            };
+            if emit(&entry) {
+                if entry.counted {
+                    self.fs.forget(attr.ino, 1);
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn statfs(&self) -> Result<StatFs> {
+        self.fs.statfs()
+    }
+
+    pub fn setxattr(
+        &self,
+        caller: &Caller,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.fs.setxattr(&cred_for(caller), ino, name, value, flags)
+    }
+
+    pub fn getxattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.fs.getxattr(&cred_for(caller), ino, name)
+    }
+
+    pub fn listxattr(&self, caller: &Caller, ino: Ino) -> Result<Vec<u8>> {
+        self.fs.listxattr(&cred_for(caller), ino)
+    }
+
+    pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
+        self.fs.removexattr(&cred_for(caller), ino, name)
+    }
+
+    /// ACCESS (only sent without `default_permissions`).
+    pub fn access(&self, caller: &Caller, ino: Ino, mask: u32) -> Result<()> {
+        self.fs.access(&cred_for(caller), ino, mask)
+    }
+
+    pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        let h = self.handle(fh)?;
+        let offset = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
+        let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
+        self.fs.fallocate(&h.file, mode, offset, len)
+    }
+
+    /// Unmount-time cleanup: close every handle still open.
+    pub fn destroy(&self) {
+        tracing::debug!(open = self.handles.len(), "destroy");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarded_turns_panic_into_eio() {
+        let r: Result<()> = guarded("test", || panic!("boom"));
+        assert_eq!(r, Err(Errno::EIO));
+        let r: Result<u32> = guarded("test", || Ok(7));
+        assert_eq!(r, Ok(7));
+    }
+
+    #[test]
+    fn fault_name_panics_and_is_caught() {
+        let cfg = HandlerConfig {
+            fault_panic_name: Some(b"boom".to_vec()),
+            ..Default::default()
+        };
+        let h = Handler::new(Fs::new_in_memory(), cfg);
+        let caller = Caller::default();
+        let r = guarded("lookup", || h.lookup(&caller, 1, b"boom"));
+        assert_eq!(r.map(|_| ()), Err(Errno::EIO));
+    }
+
+    /// Every reference the handler hands out is given back by exactly the
+    /// FORGETs the kernel would send: after everything is unlinked and
+    /// forgotten, no inode but the root is left in the store.
+    #[test]
+    fn lookup_counts_are_exact() {
+        use lanefs_core::{FsConfig, MemoryStore};
+        use std::sync::Arc;
+        let store = Arc::new(MemoryStore::default());
+        let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
+        let h = Handler::new(fs, HandlerConfig::default());
+        let c = Caller::default();
+        let d = h.mkdir(&c, 1, b"d", 0o755, 0).unwrap().ino; // +1 d
+        let mut files = Vec::new();
+        for i in 0..10 {
+            let name = format!("f{i}");
+            let (a, o) = h
+                .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
+                .unwrap(); // +1 each
+            h.write(o.fh, 0, b"x", false).unwrap();
+            h.release(o.fh).unwrap();
+            files.push((name, a.ino));
+        }
+        // LOOKUP twice: +2 each.
+        for (name, ino) in &files {
+            assert_eq!(h.lookup(&c, d, name.as_bytes()).unwrap().ino, *ino);
+            h.lookup(&c, d, name.as_bytes()).unwrap();
+        }
+        // READDIRPLUS that accepts only 5 entries (`.`, `..` and 3 files):
+        // the 6th is refused and its reference must be given back.
+        let o = h.opendir(&c, d, libc::O_RDONLY).unwrap();
+        let mut seen = Vec::new();
+        h.readdirplus(o.fh, 0, 1 << 20, &mut |e: &PlusEntry<'_>| {
+            if seen.len() == 5 {
+                return true;
+            }
+            seen.push((e.name.to_vec(), e.attr.ino, e.counted));
+            false
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 5);
+        assert!(!seen[0].2 && !seen[1].2, "dots must not be counted");
+        // The kernel forgets what it got.
+        for (_, ino, counted) in &seen {
+            if *counted {
+                h.forget(*ino, 1);
+            }
+        }
+        // Plain READDIR takes no references.
+        let mut n = 0;
+        h.readdir(o.fh, 0, u32::MAX, &mut |_e| {
+            n += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(n, 12);
+        h.release(o.fh).unwrap();
+        for (name, ino) in &files {
+            h.unlink(&c, d, name.as_bytes()).unwrap();
+            h.forget(*ino, 3);
+        }
+        h.rmdir(&c, 1, b"d").unwrap();
+        h.forget(d, 1);
+        assert_eq!(h.open_handles(), 0);
+        h.fs().sync().unwrap();
+        assert_eq!(store.inode_records(), 1, "inodes leaked by lookup counts");
+        assert_eq!(store.page_records(), 0);
+    }
+}
