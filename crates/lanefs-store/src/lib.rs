@@ -16,9 +16,7 @@ mod record;
 
 pub use errno::{Errno, Result};
 pub use memory::{MemoryStore, MemoryStoreConfig};
-pub use record::{
-    DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO,
-};
+pub use record::{DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO};
 
 /// File-system-wide totals and usage, as kept by a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -74,6 +72,11 @@ pub trait Store: Send + Sync + 'static {
     fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()>;
     /// Remove pages `start..end` of `ino`; returns how many existed.
     fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64>;
+
+    /// Every inode number that has a record (for checkers; may be slow).
+    fn list_inodes(&self) -> Result<Vec<Ino>>;
+    /// Number of data pages stored for `ino` (for checkers; may be slow).
+    fn page_count(&self, ino: Ino) -> Result<u64>;
 
     /// Make everything written so far durable. Every store has this call, so
     /// fsync takes one code path whatever the store.

@@ -212,6 +212,21 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
+    fn list_inodes(&self) -> Result<Vec<Ino>> {
+        Ok(self
+            .inodes
+            .iter()
+            .flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>())
+            .collect())
+    }
+
+    fn page_count(&self, ino: Ino) -> Result<u64> {
+        Ok(self.pages[shard(ino)]
+            .lock()
+            .get(&ino)
+            .map_or(0, |m| m.len() as u64))
+    }
+
     fn sync(&self) -> Result<()> {
         Ok(())
     }

@@ -304,10 +304,14 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| Errno::EUCLEAN)?))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().map_err(|_| Errno::EUCLEAN)?,
+        ))
     }
     fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| Errno::EUCLEAN)?))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().map_err(|_| Errno::EUCLEAN)?,
+        ))
     }
     fn bytes(&mut self) -> Result<&'a [u8]> {
         let n = self.u32()? as usize;
@@ -352,7 +356,11 @@ mod tests {
     fn decode_rejects_every_truncation_and_trailing_bytes() {
         let bytes = sample().encode();
         for n in 0..bytes.len() {
-            assert_eq!(InodeRecord::decode(&bytes[..n]), Err(Errno::EUCLEAN), "len {n}");
+            assert_eq!(
+                InodeRecord::decode(&bytes[..n]),
+                Err(Errno::EUCLEAN),
+                "len {n}"
+            );
         }
         let mut long = bytes.clone();
         long.push(0);
@@ -367,6 +375,9 @@ mod tests {
             kind: FileKind::Directory,
             cookie: 77,
         };
-        assert_eq!(DirEntryRecord::decode_value(b"x", &e.encode_value()).unwrap(), e);
+        assert_eq!(
+            DirEntryRecord::decode_value(b"x", &e.encode_value()).unwrap(),
+            e
+        );
     }
 }

@@ -1,0 +1,608 @@
+//! Open files and data: open, read, write, truncate (via setattr),
+//! fallocate, fsync, readdir, and attribute changes.
+//!
+//! Locks: a file's data lock (`Body::File`) is taken before its `meta`;
+//! `open_at` holds the parent directory's entry lock while it opens, so the
+//! entry cannot be unlinked between lookup and open (directory lock before
+//! data lock, as in the mount's order). Reads take the data lock shared and
+//! only fall back to exclusive to pull missing pages from the store.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
+
+use crate::dir::DirectoryIndex;
+use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
+use crate::inode::{Body, Inode};
+use crate::namei::NewNode;
+use crate::pcache::{PageCache, PageMap};
+use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
+use crate::{
+    Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
+};
+
+/// An open regular file or directory. Closing is dropping it; the last
+/// close of an unlinked file frees it.
+pub struct OpenFile {
+    fs: Arc<FsInner>,
+    inode: Arc<Inode>,
+    flags: i32,
+    cred: Cred,
+}
+
+impl OpenFile {
+    /// The inode this handle refers to.
+    pub fn ino(&self) -> Ino {
+        self.inode.ino
+    }
+
+    /// The `open(2)` flags it was opened with.
+    pub fn flags(&self) -> i32 {
+        self.flags
+    }
+
+    fn readable(&self) -> bool {
+        matches!(self.flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
+    }
+
+    fn writable(&self) -> bool {
+        matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
+    }
+
+    /// Relatime: bring atime past mtime/ctime after an access.
+    fn touch_atime(&self) {
+        if self.flags & libc::O_NOATIME != 0 || !self.inode.atime_stale.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut m = self.inode.meta.lock();
+        if m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime {
+            m.rec.atime = Timespec::now();
+            m.dirty = true;
+        }
+        self.inode.atime_stale.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        {
+            let mut m = self.inode.meta.lock();
+            m.opens = m.opens.saturating_sub(1);
+        }
+        self.fs.maybe_free(&self.inode);
+    }
+}
+
+impl std::fmt::Debug for OpenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenFile")
+            .field("ino", &self.inode.ino)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+/// `may_open`: type checks, then permission for the access mode.
+fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
+    if flags & libc::O_DIRECTORY != 0 && inode.kind != FileKind::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    let mut mask = match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => MAY_READ,
+        libc::O_WRONLY => MAY_WRITE,
+        _ => MAY_READ | MAY_WRITE,
+    };
+    if flags & libc::O_TRUNC != 0 {
+        mask |= MAY_WRITE;
+    }
+    match inode.kind {
+        FileKind::Symlink => return Err(Errno::ELOOP),
+        FileKind::Directory if mask & MAY_WRITE != 0 => return Err(Errno::EISDIR),
+        _ => {}
+    }
+    Ok(mask)
+}
+
+impl FsInner {
+    /// Open `inode`; `check` = apply permission checks (not for a file this
+    /// very call created). Truncates for `O_TRUNC` unless `created`.
+    fn open_inode(
+        self: &Arc<Self>,
+        cred: &Cred,
+        inode: Arc<Inode>,
+        flags: i32,
+        created: bool,
+        counted: bool,
+    ) -> Result<OpenFile> {
+        let mask = open_mask(&inode, flags)?;
+        {
+            let mut m = inode.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            if !created {
+                perm::permission(cred, &m.rec, mask)?;
+            }
+            match inode.kind {
+                FileKind::Regular | FileKind::Directory => {}
+                // Special files' I/O belongs to drivers and pipes, which an
+                // embedded engine does not have (the FUSE kernel side opens
+                // them itself).
+                _ => return Err(Errno::ENXIO),
+            }
+            if flags & libc::O_NOATIME != 0 && !owner_or_root(cred, &m.rec) {
+                return Err(Errno::EPERM);
+            }
+            m.opens += 1;
+            if counted {
+                m.lookups += 1;
+            }
+        }
+        let file = OpenFile {
+            fs: self.clone(),
+            inode,
+            flags,
+            cred: cred.clone(),
+        };
+        if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
+            self.truncate(cred, &file.inode, 0, None)?;
+        }
+        Ok(file)
+    }
+
+    /// Set the size of regular file `inode` (checks done by the caller).
+    fn truncate(
+        &self,
+        cred: &Cred,
+        inode: &Inode,
+        size: u64,
+        mtime: Option<Timespec>,
+    ) -> Result<()> {
+        let Body::File(data) = &inode.body else {
+            return Err(Errno::EINVAL);
+        };
+        let mut pm = data.write();
+        let before = pm.cached_pages();
+        let freed = pm.truncate(&*self.store, inode.ino, size);
+        self.cached_pages
+            .add(pm.cached_pages() as i64 - before as i64);
+        let freed = freed?;
+        self.free_blocks.add(freed as i64);
+        let now = Timespec::now();
+        let mut m = inode.meta.lock();
+        m.rec.size = pm.size;
+        m.rec.blocks = m.rec.blocks.saturating_sub(freed);
+        touch_mc(inode, &mut m, now);
+        if let Some(t) = mtime {
+            m.rec.mtime = t;
+        }
+        let kill = privs_to_kill(cred, &m.rec);
+        if kill != 0 {
+            m.rec.perm &= !kill;
+            inode.mirror_access(&m.rec);
+        }
+        Ok(())
+    }
+}
+
+impl Fs {
+    /// Open inode `ino` with `open(2)` flags (`O_RDONLY`/`O_WRONLY`/`O_RDWR`,
+    /// `O_TRUNC`, `O_APPEND`, `O_NOATIME`, `O_DIRECTORY`). Directories open
+    /// read-only; symlinks give `ELOOP`; device, fifo and socket nodes
+    /// `ENXIO`.
+    pub fn open(&self, cred: &Cred, ino: Ino, flags: i32) -> Result<OpenFile> {
+        let inode = self.inner.iget(ino)?.arc();
+        self.inner.open_inode(cred, inode, flags, false, false)
+    }
+
+    /// Look up `name` in `parent` and open it, creating a regular file with
+    /// `mode & !umask` if absent and `flags` has `O_CREAT` (`O_EXCL`: the
+    /// name must not exist). Lookup and open happen under the directory's
+    /// lock, so the entry cannot vanish in between. `counted` adds a lookup
+    /// reference (FUSE CREATE). Returns the attributes after the open
+    /// (after `O_TRUNC`), the handle, and whether the file was created.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open_at(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        flags: i32,
+        mode: u32,
+        umask: u32,
+        counted: bool,
+    ) -> Result<(Attr, OpenFile, bool)> {
+        let fs = &self.inner;
+        let creat = flags & libc::O_CREAT != 0;
+        let dir = fs.dir(parent)?;
+        dir.permission_unlocked(cred, MAY_EXEC)?;
+        let (file, created) = if is_dot_or_dotdot(name) {
+            if creat {
+                return Err(Errno::EISDIR);
+            }
+            let target = fs.lookup(cred, parent, name, false)?;
+            (self.open(cred, target.ino, flags)?, false)
+        } else if !creat {
+            check_name(name)?;
+            let idx = fs.dir_read(&dir)?;
+            let slot = idx.get(name).ok_or(Errno::ENOENT)?;
+            let child = fs.iget(slot.ino)?.arc();
+            (fs.open_inode(cred, child, flags, false, counted)?, false)
+        } else {
+            check_name(name)?;
+            let mut idx = fs.dir_write(&dir)?;
+            match idx.get(name) {
+                Some(_) if flags & libc::O_EXCL != 0 => return Err(Errno::EEXIST),
+                Some(slot) => {
+                    let child = fs.iget(slot.ino)?.arc();
+                    if child.kind == FileKind::Directory {
+                        return Err(Errno::EISDIR);
+                    }
+                    (fs.open_inode(cred, child, flags, false, counted)?, false)
+                }
+                None => {
+                    let node = NewNode {
+                        kind: FileKind::Regular,
+                        perm: creation_perm(FileKind::Regular, mode, umask),
+                        rdev: 0,
+                        target: &[],
+                        lookups: 0,
+                        opens: 0,
+                        needs_mknod_cap: false,
+                    };
+                    let inode = fs.create_locked(cred, &dir, &mut idx, name, node)?;
+                    (fs.open_inode(cred, inode, flags, true, counted)?, true)
+                }
+            }
+        };
+        let attr = {
+            let m = file.inode.meta.lock();
+            Attr::from_record(&m.rec)
+        };
+        Ok((attr, file, created))
+    }
+
+    /// Read at `offset` into `buf`; returns the bytes read (0 at or past EOF).
+    pub fn read(&self, file: &OpenFile, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if !file.readable() {
+            return Err(Errno::EBADF);
+        }
+        let data = match &file.inode.body {
+            Body::File(d) => d,
+            Body::Dir(_) => return Err(Errno::EISDIR),
+            Body::Other => return Err(Errno::EINVAL),
+        };
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let cached = data.read().read_cached(offset, buf);
+        let n = match cached {
+            Some(n) => n,
+            None => {
+                let fs = &self.inner;
+                let mut pm = data.write();
+                let before = pm.cached_pages();
+                let n = pm.read_fill(&*fs.store, file.inode.ino, offset, buf);
+                let grown = pm.cached_pages() as i64 - before as i64;
+                drop(pm);
+                fs.cached_pages.add(grown);
+                if grown > 0 {
+                    fs.enforce_page_budget();
+                }
+                n?
+            }
+        };
+        file.touch_atime();
+        Ok(n)
+    }
+
+    /// Write `data` at `offset` (at end of file for `O_APPEND`); returns the
+    /// bytes written and the offset just past them. Fails with `ENOSPC`
+    /// before changing anything when the new pages do not fit, and `EFBIG`
+    /// at [`FILE_SIZE_MAX`].
+    pub fn write(&self, file: &OpenFile, offset: u64, data: &[u8]) -> Result<(usize, u64)> {
+        if !file.writable() {
+            return Err(Errno::EBADF);
+        }
+        let lock = match &file.inode.body {
+            Body::File(d) => d,
+            Body::Dir(_) => return Err(Errno::EISDIR),
+            Body::Other => return Err(Errno::EINVAL),
+        };
+        if data.is_empty() {
+            return Ok((0, offset));
+        }
+        let fs = &self.inner;
+        let ino = file.inode.ino;
+        let mut pm = lock.write();
+        let off = if file.flags & libc::O_APPEND != 0 {
+            pm.size
+        } else {
+            offset
+        };
+        if off >= FILE_SIZE_MAX {
+            return Err(Errno::EFBIG);
+        }
+        let len = (data.len() as u64).min(FILE_SIZE_MAX - off) as usize;
+        let before = pm.cached_pages();
+        let holes = match pm.prepare(&*fs.store, ino, PageMap::write_range(off, len as u64)) {
+            Ok(h) if fs.free_blocks.try_sub(h) => Ok(h),
+            Ok(_) => Err(Errno::ENOSPC),
+            Err(e) => Err(e),
+        };
+        let holes = match holes {
+            Ok(h) => h,
+            Err(e) => {
+                fs.cached_pages
+                    .add(pm.cached_pages() as i64 - before as i64);
+                return Err(e);
+            }
+        };
+        pm.write(off, &data[..len]);
+        let end = off + len as u64;
+        pm.size = pm.size.max(end);
+        let grown = pm.cached_pages() as i64 - before as i64;
+        {
+            let mut m = file.inode.meta.lock();
+            m.rec.size = pm.size;
+            m.rec.blocks += holes;
+            touch_mc(&file.inode, &mut m, Timespec::now());
+            let kill = privs_to_kill(&file.cred, &m.rec);
+            if kill != 0 {
+                m.rec.perm &= !kill;
+                file.inode.mirror_access(&m.rec);
+            }
+        }
+        drop(pm);
+        fs.cached_pages.add(grown);
+        if grown > 0 {
+            fs.enforce_page_budget();
+        }
+        Ok((len, end))
+    }
+
+    /// `fallocate(2)`: mode 0, [`FALLOC_FL_KEEP_SIZE`],
+    /// `PUNCH_HOLE | KEEP_SIZE`, [`FALLOC_FL_ZERO_RANGE`] (± KEEP_SIZE).
+    pub fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> Result<()> {
+        if offset < 0 || len <= 0 {
+            return Err(Errno::EINVAL);
+        }
+        let known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+        let punch = mode & FALLOC_FL_PUNCH_HOLE != 0;
+        let zero = mode & FALLOC_FL_ZERO_RANGE != 0;
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        if mode & !known != 0 || (punch && !keep) || (punch && zero) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !file.writable() {
+            return Err(Errno::EBADF);
+        }
+        let lock = match (&file.inode.body, file.inode.kind) {
+            (Body::File(d), _) => d,
+            (_, FileKind::Fifo) => return Err(Errno::ESPIPE),
+            (Body::Dir(_), _) => return Err(Errno::EISDIR),
+            _ => return Err(Errno::ENODEV),
+        };
+        let end = offset.checked_add(len).ok_or(Errno::EFBIG)? as u64;
+        if end > FILE_SIZE_MAX {
+            return Err(Errno::EFBIG);
+        }
+        let (off, len) = (offset as u64, len as u64);
+        let fs = &self.inner;
+        let ino = file.inode.ino;
+        let mut pm = lock.write();
+        let before = pm.cached_pages();
+        let result = (|| -> Result<(i64, u64)> {
+            if punch {
+                let freed = pm.punch(&*fs.store, ino, off, len)?;
+                return Ok((-(freed as i64), pm.size));
+            }
+            let range = PageMap::write_range(off, len);
+            let holes = pm.prepare(&*fs.store, ino, range.clone())?;
+            if !fs.free_blocks.try_sub(holes) {
+                return Err(Errno::ENOSPC);
+            }
+            if zero {
+                pm.zero(off, len);
+            }
+            pm.allocate(range);
+            if !keep {
+                pm.size = pm.size.max(end);
+            }
+            Ok((holes as i64, pm.size))
+        })();
+        fs.cached_pages
+            .add(pm.cached_pages() as i64 - before as i64);
+        let (block_delta, size) = result?;
+        if block_delta < 0 {
+            fs.free_blocks.add(-block_delta);
+        }
+        let mut m = file.inode.meta.lock();
+        m.rec.size = size;
+        m.rec.blocks = m.rec.blocks.saturating_add_signed(block_delta);
+        touch_mc(&file.inode, &mut m, Timespec::now());
+        Ok(())
+    }
+
+    /// Make the file's data and metadata durable (one path for every store;
+    /// `datasync` may skip metadata that is not needed to read the data).
+    pub fn fsync(&self, file: &OpenFile, datasync: bool) -> Result<()> {
+        let _ = datasync;
+        self.inner.writeback(&file.inode)?;
+        self.inner.store.sync()
+    }
+
+    /// List directory `file` from `offset` (0 = start; `.` and `..`
+    /// included). `emit` returns `true` when it wants no more entries. The
+    /// directory is not locked while `emit` runs, so it may call back into
+    /// the file system.
+    pub fn readdir(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<()> {
+        let dir = &file.inode;
+        if dir.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        let mut off = offset;
+        if off == 0 {
+            let me = DirEntry {
+                ino: dir.ino,
+                kind: FileKind::Directory,
+                name: b".",
+                next_offset: 1,
+            };
+            if emit(me) {
+                return Ok(());
+            }
+            off = 1;
+        }
+        if off == 1 {
+            let parent = dir.meta.lock().rec.parent;
+            let up = DirEntry {
+                ino: parent,
+                kind: FileKind::Directory,
+                name: b"..",
+                next_offset: 2,
+            };
+            if emit(up) {
+                return Ok(());
+            }
+            off = 2;
+        }
+        loop {
+            let batch = self.inner.dir_read(dir)?.list_after(off, 64);
+            if batch.is_empty() {
+                break;
+            }
+            for (name, slot) in &batch {
+                let e = DirEntry {
+                    ino: slot.ino,
+                    kind: slot.kind,
+                    name,
+                    next_offset: slot.cookie,
+                };
+                if emit(e) {
+                    file.touch_atime();
+                    return Ok(());
+                }
+                off = slot.cookie;
+            }
+        }
+        file.touch_atime();
+        Ok(())
+    }
+
+    /// Change attributes (chmod, chown, truncate, utimens). `handle` is the
+    /// open file the change came through (ftruncate, futimens), if any.
+    /// All checks pass before anything changes.
+    pub fn setattr(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        ch: &SetAttr,
+        handle: Option<&OpenFile>,
+    ) -> Result<Attr> {
+        let fs = &self.inner;
+        let inode = fs.iget(ino)?;
+        {
+            let m = inode.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            let rec = &m.rec;
+            let owner = owner_or_root(cred, rec);
+            if let Some(size) = ch.size {
+                match inode.kind {
+                    FileKind::Directory => return Err(Errno::EISDIR),
+                    FileKind::Regular => {}
+                    _ => return Err(Errno::EINVAL),
+                }
+                match handle {
+                    Some(h) if !h.writable() => return Err(Errno::EINVAL),
+                    Some(_) => {}
+                    None => perm::permission(cred, rec, MAY_WRITE)?,
+                }
+                if size > FILE_SIZE_MAX {
+                    return Err(Errno::EFBIG);
+                }
+            }
+            if !cred.is_root() {
+                if ch.uid.is_some_and(|u| u != rec.uid || cred.uid != rec.uid) {
+                    return Err(Errno::EPERM);
+                }
+                if ch
+                    .gid
+                    .is_some_and(|g| cred.uid != rec.uid || (!cred.in_group(g) && g != rec.gid))
+                {
+                    return Err(Errno::EPERM);
+                }
+            }
+            if ch.mode.is_some() && !owner {
+                return Err(Errno::EPERM);
+            }
+            let explicit = matches!(ch.atime, Some(TimeSet::At(_)))
+                || matches!(ch.mtime, Some(TimeSet::At(_)));
+            let touch = ch.atime == Some(TimeSet::Now) && ch.mtime == Some(TimeSet::Now);
+            if explicit && !owner {
+                return Err(Errno::EPERM);
+            }
+            if touch && !owner && handle.is_none_or(|h| !h.writable()) {
+                perm::permission(cred, rec, MAY_WRITE)?;
+            }
+        }
+        let now = Timespec::now();
+        let pick = |t: TimeSet| match t {
+            TimeSet::Now => now,
+            TimeSet::At(t) => t,
+        };
+        if let Some(size) = ch.size {
+            fs.truncate(cred, &inode, size, ch.mtime.map(pick))?;
+        }
+        let mut m = inode.meta.lock();
+        if ch.uid.is_some() || ch.gid.is_some() {
+            if let Some(u) = ch.uid {
+                m.rec.uid = u;
+            }
+            if let Some(g) = ch.gid {
+                m.rec.gid = g;
+            }
+            if inode.kind != FileKind::Directory {
+                m.rec.perm &= !S_ISUID;
+                let gid = m.rec.gid;
+                if m.rec.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(gid)) {
+                    m.rec.perm &= !S_ISGID;
+                }
+            }
+        }
+        if let Some(mode) = ch.mode {
+            let mut perm = (mode & 0o7777) as u16;
+            if !cred.is_root() && !cred.in_group(m.rec.gid) {
+                perm &= !S_ISGID;
+            }
+            m.rec.perm = perm;
+        }
+        if let Some(t) = ch.atime {
+            m.rec.atime = pick(t);
+        }
+        if let Some(t) = ch.mtime {
+            m.rec.mtime = pick(t);
+        }
+        let changed = ch.mode.is_some()
+            || ch.uid.is_some()
+            || ch.gid.is_some()
+            || ch.size.is_some()
+            || ch.atime.is_some()
+            || ch.mtime.is_some()
+            || ch.ctime.is_some();
+        if changed {
+            touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
+            inode.mirror_access(&m.rec);
+        }
+        Ok(Attr::from_record(&m.rec))
+    }
+}

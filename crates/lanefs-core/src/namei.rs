@@ -1,0 +1,721 @@
+//! Name operations: lookup, create, link, unlink, rmdir, rename.
+//!
+//! Locks taken here, in the mount's order (see `fs`): the rename lock for
+//! cross-directory renames; directory entry locks parent-before-child (and
+//! by inode number for unrelated directories under the rename lock); then
+//! `meta` of the parent before `meta` of the child. Checks follow Linux's
+//! order (`link_path_walk`'s search permission, then `ENAMETOOLONG`, dead
+//! directory, `EEXIST`/`ENOENT`, `may_create`/`may_delete`, type checks), so
+//! that a request with several faults fails with the same errno as on tmpfs.
+
+use std::sync::Arc;
+
+use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
+use parking_lot::{
+    MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLockReadGuard, RwLockWriteGuard,
+};
+
+use crate::dir::{DirIndex, DirectoryIndex, Slot};
+use crate::fs::{
+    check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
+};
+use crate::inode::{Body, Inode, Meta};
+use crate::perm::{self, may_link, sticky_denies};
+use crate::{
+    Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    RENAME_WHITEOUT, SYMLINK_MAX,
+};
+
+/// What a new node is made of.
+pub(crate) struct NewNode<'a> {
+    pub kind: FileKind,
+    pub perm: u16,
+    pub rdev: u64,
+    pub target: &'a [u8],
+    pub lookups: u64,
+    pub opens: u64,
+    /// Creating a device node needs `CAP_MKNOD` (root).
+    pub needs_mknod_cap: bool,
+}
+
+impl FsInner {
+    /// The directory's index under its read lock, loading it if needed.
+    pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockReadGuard<'a, DirIndex>> {
+        let Body::Dir(lock) = &dir.body else {
+            return Err(Errno::ENOTDIR);
+        };
+        loop {
+            match RwLockReadGuard::try_map(lock.read(), |s| s.index.as_ref()) {
+                Ok(g) => return Ok(g),
+                Err(g) => drop(g),
+            }
+            let mut w = lock.write();
+            if w.index.is_none() {
+                w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+            }
+        }
+    }
+
+    /// The directory's index under its write lock, loading it if needed.
+    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockWriteGuard<'a, DirIndex>> {
+        let Body::Dir(lock) = &dir.body else {
+            return Err(Errno::ENOTDIR);
+        };
+        let mut w = lock.write();
+        if w.index.is_none() {
+            w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+        }
+        RwLockWriteGuard::try_map(w, |s| s.index.as_mut()).map_err(|_| Errno::EIO)
+    }
+
+    /// Add entry `name → (ino, kind)` to `dir` (store first, then index).
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_entry(
+        &self,
+        dir: &Inode,
+        idx: &mut DirIndex,
+        dm: &mut Meta,
+        name: &[u8],
+        ino: Ino,
+        kind: FileKind,
+        now: Timespec,
+    ) -> Result<()> {
+        let cookie = dm.rec.next_cookie;
+        self.store.dir_insert(
+            dir.ino,
+            &DirEntryRecord {
+                name: name.to_vec(),
+                ino,
+                kind,
+                cookie,
+            },
+        )?;
+        dm.rec.next_cookie += 1;
+        idx.insert(name, Slot { ino, kind, cookie });
+        dm.rec.size += DIRENT_SIZE;
+        touch_mc(dir, dm, now);
+        Ok(())
+    }
+
+    /// Remove entry `name` from `dir` (store first, then index).
+    pub fn remove_entry(
+        &self,
+        dir: &Inode,
+        idx: &mut DirIndex,
+        dm: &mut Meta,
+        name: &[u8],
+        now: Timespec,
+    ) -> Result<()> {
+        self.store.dir_remove(dir.ino, name)?;
+        idx.remove(name);
+        dm.rec.size = dm.rec.size.saturating_sub(DIRENT_SIZE);
+        touch_mc(dir, dm, now);
+        Ok(())
+    }
+
+    /// Create `name` in `parent` (mknod, mkdir, symlink, O_CREAT).
+    pub fn create_node(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        n: NewNode<'_>,
+    ) -> Result<Arc<Inode>> {
+        let dir = self.dir(parent)?;
+        dir.permission_unlocked(cred, MAY_EXEC)?;
+        if is_dot_or_dotdot(name) {
+            return Err(Errno::EEXIST);
+        }
+        check_name(name)?;
+        let mut idx = self.dir_write(&dir)?;
+        self.create_locked(cred, &dir, &mut idx, name, n)
+    }
+
+    /// Create `name` in `dir`, whose index the caller holds write-locked.
+    pub fn create_locked(
+        &self,
+        cred: &Cred,
+        dir: &Inode,
+        idx: &mut DirIndex,
+        name: &[u8],
+        n: NewNode<'_>,
+    ) -> Result<Arc<Inode>> {
+        let mut dm = dir.meta.lock();
+        if dm.rec.nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if idx.get(name).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+        if n.needs_mknod_cap && !cred.is_root() {
+            return Err(Errno::EPERM);
+        }
+        if n.kind == FileKind::Directory {
+            check_link_room(dm.rec.nlink)?;
+        }
+        let inode = self.alloc_inode(
+            cred, &dm.rec, n.kind, n.perm, n.rdev, n.target, n.lookups, n.opens,
+        )?;
+        let now = Timespec::now();
+        if let Err(e) = self.add_entry(dir, idx, &mut dm, name, inode.ino, n.kind, now) {
+            drop(dm);
+            self.discard_new(&inode);
+            return Err(e);
+        }
+        if n.kind == FileKind::Directory {
+            dm.rec.nlink += 1;
+        }
+        Ok(inode)
+    }
+
+    /// Find `name` in `parent`; add a lookup reference if `counted`.
+    pub fn lookup(&self, cred: &Cred, parent: Ino, name: &[u8], counted: bool) -> Result<Attr> {
+        let dir = self.dir(parent)?;
+        dir.permission_unlocked(cred, MAY_EXEC)?;
+        let attr_of = |inode: &Inode| {
+            let mut m = inode.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            if counted {
+                m.lookups += 1;
+            }
+            Ok(Attr::from_record(&m.rec))
+        };
+        if name == b"." {
+            return attr_of(&dir);
+        }
+        if name == b".." {
+            let up = dir.meta.lock().rec.parent;
+            return attr_of(&*self.iget(up)?);
+        }
+        check_name(name)?;
+        let idx = self.dir_read(&dir)?;
+        let slot = idx.get(name).ok_or(Errno::ENOENT)?;
+        let child = self.iget(slot.ino)?;
+        attr_of(&child)
+    }
+
+    /// Is directory `ancestor` equal to `dir` or above it? Walks parents;
+    /// call under `rename_lock` so the shape cannot change.
+    fn is_ancestor(&self, ancestor: Ino, mut dir: Ino) -> Result<bool> {
+        for _ in 0..100_000 {
+            if dir == ancestor {
+                return Ok(true);
+            }
+            if dir == lanefs_store::ROOT_INO {
+                return Ok(false);
+            }
+            dir = self.iget(dir)?.meta.lock().rec.parent;
+        }
+        Err(Errno::ELOOP)
+    }
+}
+
+impl Fs {
+    /// Find `name` in directory `parent` without taking a lookup reference.
+    /// `.` and `..` are understood.
+    pub fn lookup(&self, cred: &Cred, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.inner.lookup(cred, parent, name, false)
+    }
+
+    /// As [`lookup`](Self::lookup), adding one to the found inode's lookup
+    /// count (give it back with [`forget`](Self::forget)).
+    pub fn lookup_counted(&self, cred: &Cred, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.inner.lookup(cred, parent, name, true)
+    }
+
+    fn created(&self, inode: Arc<Inode>) -> Attr {
+        let m = inode.meta.lock();
+        Attr::from_record(&m.rec)
+    }
+
+    /// Create a node: regular file, fifo, socket, character or block device
+    /// (`mode` carries the type bits; 0 means regular). Counted.
+    pub fn mknod(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        let kind = match mode & libc::S_IFMT {
+            0 => FileKind::Regular,
+            libc::S_IFDIR => return Err(Errno::EPERM),
+            fmt => FileKind::from_mode(fmt).ok_or(Errno::EINVAL)?,
+        };
+        let is_dev = matches!(kind, FileKind::CharDevice | FileKind::BlockDevice);
+        let node = NewNode {
+            kind,
+            perm: creation_perm(kind, mode, umask),
+            rdev: if is_dev { rdev } else { 0 },
+            target: &[],
+            lookups: 1,
+            opens: 0,
+            needs_mknod_cap: is_dev,
+        };
+        Ok(self.created(self.inner.create_node(cred, parent, name, node)?))
+    }
+
+    /// Create a directory. Counted.
+    pub fn mkdir(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> Result<Attr> {
+        let node = NewNode {
+            kind: FileKind::Directory,
+            perm: creation_perm(FileKind::Directory, mode, umask),
+            rdev: 0,
+            target: &[],
+            lookups: 1,
+            opens: 0,
+            needs_mknod_cap: false,
+        };
+        Ok(self.created(self.inner.create_node(cred, parent, name, node)?))
+    }
+
+    /// Create a symbolic link to `target` (1 to 4095 bytes, no NUL). Counted.
+    pub fn symlink(&self, cred: &Cred, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if target.len() > SYMLINK_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        if target.contains(&0) {
+            return Err(Errno::EINVAL);
+        }
+        let node = NewNode {
+            kind: FileKind::Symlink,
+            perm: 0o777,
+            rdev: 0,
+            target,
+            lookups: 1,
+            opens: 0,
+            needs_mknod_cap: false,
+        };
+        Ok(self.created(self.inner.create_node(cred, parent, name, node)?))
+    }
+
+    /// The target of symlink `ino` (`EINVAL` for other kinds).
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let inode = self.inner.iget(ino)?;
+        if inode.kind != FileKind::Symlink {
+            return Err(Errno::EINVAL);
+        }
+        let m = inode.meta.lock();
+        Ok(m.rec.symlink.clone())
+    }
+
+    /// Add a hard link `newparent/newname` to `ino`. Counted.
+    pub fn link(&self, cred: &Cred, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        let fs = &*self.inner;
+        let inode = fs.iget(ino)?;
+        let dir = fs.dir(newparent)?;
+        dir.permission_unlocked(cred, MAY_EXEC)?;
+        if is_dot_or_dotdot(newname) {
+            return Err(Errno::EEXIST);
+        }
+        check_name(newname)?;
+        let mut idx = fs.dir_write(&dir)?;
+        let mut dm = dir.meta.lock();
+        if dm.rec.nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if idx.get(newname).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let mut m = inode.meta.lock();
+        if fs.config.protected_hardlinks && !may_link(cred, &m.rec) {
+            return Err(Errno::EPERM);
+        }
+        perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+        if inode.kind == FileKind::Directory {
+            return Err(Errno::EPERM);
+        }
+        if m.rec.nlink == 0 || m.freed {
+            return Err(Errno::ENOENT);
+        }
+        check_link_room(m.rec.nlink)?;
+        let now = Timespec::now();
+        fs.add_entry(&dir, &mut idx, &mut dm, newname, ino, inode.kind, now)?;
+        m.rec.nlink += 1;
+        m.lookups += 1;
+        touch_c(&inode, &mut m, now);
+        Ok(Attr::from_record(&m.rec))
+    }
+
+    /// Remove a non-directory entry.
+    pub fn unlink(&self, cred: &Cred, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove(cred, parent, name, false)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&self, cred: &Cred, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove(cred, parent, name, true)
+    }
+
+    fn remove(&self, cred: &Cred, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+        let fs = &*self.inner;
+        let dir = fs.dir(parent)?;
+        dir.permission_unlocked(cred, MAY_EXEC)?;
+        match (name, want_dir) {
+            (b".", true) => return Err(Errno::EINVAL),
+            (b"..", true) => return Err(Errno::ENOTEMPTY),
+            (b"." | b"..", false) => return Err(Errno::EISDIR),
+            _ => {}
+        }
+        check_name(name)?;
+        let mut idx = fs.dir_write(&dir)?;
+        let slot = idx.get(name).ok_or(Errno::ENOENT)?;
+        let child = fs.iget(slot.ino)?;
+        {
+            let dm = dir.meta.lock();
+            perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+            let cm = child.meta.lock();
+            if sticky_denies(cred, &dm.rec, &cm.rec) {
+                return Err(Errno::EPERM);
+            }
+        }
+        let is_dir = child.kind == FileKind::Directory;
+        if want_dir && !is_dir {
+            return Err(Errno::ENOTDIR);
+        }
+        if !want_dir && is_dir {
+            return Err(Errno::EISDIR);
+        }
+        let now = Timespec::now();
+        {
+            // A directory is locked after its parent, and kept locked while
+            // it dies, so nothing can be created in it meanwhile.
+            let child_idx = if is_dir {
+                Some(fs.dir_write(&child)?)
+            } else {
+                None
+            };
+            if child_idx.as_ref().is_some_and(|c| c.len() != 0) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            let mut dm = dir.meta.lock();
+            fs.remove_entry(&dir, &mut idx, &mut dm, name, now)?;
+            let mut cm = child.meta.lock();
+            if is_dir {
+                dm.rec.nlink = dm.rec.nlink.saturating_sub(1);
+                cm.rec.nlink = 0;
+            } else {
+                cm.rec.nlink = cm.rec.nlink.saturating_sub(1);
+            }
+            touch_c(&child, &mut cm, now);
+            fs.note_unlinked(child.ino, &cm);
+        }
+        drop(idx);
+        fs.maybe_free(&child);
+        Ok(())
+    }
+
+    /// `renameat2` with [`RENAME_NOREPLACE`] or [`RENAME_EXCHANGE`].
+    pub fn rename(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
+            || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
+        {
+            return Err(Errno::EINVAL);
+        }
+        if flags & RENAME_WHITEOUT != 0 {
+            // Whiteouts serve overlayfs; lanefs does not make them.
+            return Err(Errno::EINVAL);
+        }
+        let fs = &*self.inner;
+        let odir = fs.dir(parent)?;
+        let ndir = fs.dir(newparent)?;
+        odir.permission_unlocked(cred, MAY_EXEC)?;
+        ndir.permission_unlocked(cred, MAY_EXEC)?;
+        if is_dot_or_dotdot(name) {
+            return Err(Errno::EBUSY);
+        }
+        if is_dot_or_dotdot(newname) {
+            return Err(if flags & RENAME_NOREPLACE != 0 {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            });
+        }
+        check_name(name)?;
+        check_name(newname)?;
+        if parent == newparent {
+            let mut idx = fs.dir_write(&odir)?;
+            let victim = self.rename_locked(cred, &odir, &mut idx, None, name, newname, flags)?;
+            drop(idx);
+            if let Some(v) = victim {
+                fs.maybe_free(&v);
+            }
+            return Ok(());
+        }
+        let _shape = fs.rename_lock.lock();
+        // Ancestors first; unrelated directories by inode number.
+        let old_first = if fs.is_ancestor(parent, newparent)? {
+            true
+        } else if fs.is_ancestor(newparent, parent)? {
+            false
+        } else {
+            parent < newparent
+        };
+        let (mut oidx, mut nidx) = if old_first {
+            let o = fs.dir_write(&odir)?;
+            (o, fs.dir_write(&ndir)?)
+        } else {
+            let n = fs.dir_write(&ndir)?;
+            (fs.dir_write(&odir)?, n)
+        };
+        let victim = self.rename_locked(
+            cred,
+            &odir,
+            &mut oidx,
+            Some((&ndir, &mut nidx)),
+            name,
+            newname,
+            flags,
+        )?;
+        drop(oidx);
+        drop(nidx);
+        if let Some(v) = victim {
+            fs.maybe_free(&v);
+        }
+        Ok(())
+    }
+
+    /// The body of rename with the directory locks held. `new` is `None` for
+    /// a rename within `odir`. Returns a replaced inode that may need freeing.
+    #[allow(clippy::too_many_arguments)]
+    fn rename_locked(
+        &self,
+        cred: &Cred,
+        odir: &Inode,
+        oidx: &mut DirIndex,
+        new: Option<(&Inode, &mut DirIndex)>,
+        name: &[u8],
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<Option<Arc<Inode>>> {
+        let fs = &*self.inner;
+        let cross = new.is_some();
+        let (ndir, mut nidx) = match new {
+            Some((d, i)) => (d, Some(i)),
+            None => (odir, None),
+        };
+        macro_rules! nidx {
+            () => {
+                match nidx.as_deref_mut() {
+                    Some(i) => i,
+                    None => &mut *oidx,
+                }
+            };
+        }
+        let odir_dead = odir.meta.lock().rec.nlink == 0;
+        let ndir_dead = ndir.meta.lock().rec.nlink == 0;
+        if odir_dead || ndir_dead {
+            return Err(Errno::ENOENT);
+        }
+        let oslot = oidx.get(name).ok_or(Errno::ENOENT)?;
+        let nslot = nidx!().get(newname);
+        if flags & RENAME_NOREPLACE != 0 && nslot.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if flags & RENAME_EXCHANGE != 0 && nslot.is_none() {
+            return Err(Errno::ENOENT);
+        }
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        let old_is_dir = oslot.kind == FileKind::Directory;
+        let new_is_dir = nslot.is_some_and(|s| s.kind == FileKind::Directory);
+        if cross {
+            // Moving a directory under itself, or onto one of its ancestors.
+            if old_is_dir && fs.is_ancestor(oslot.ino, ndir.ino)? {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(ns) = nslot {
+                if new_is_dir && fs.is_ancestor(ns.ino, odir.ino)? {
+                    return Err(if exchange {
+                        Errno::EINVAL
+                    } else {
+                        Errno::ENOTEMPTY
+                    });
+                }
+            }
+        }
+        if nslot.is_some_and(|s| s.ino == oslot.ino) {
+            return Ok(None);
+        }
+        let old = fs.iget(oslot.ino)?;
+        let target: Option<IRef<'_>> = match nslot {
+            Some(s) => Some(fs.iget(s.ino)?),
+            None => None,
+        };
+        // may_delete(old), then may_create / may_delete(new).
+        {
+            let odm = odir.meta.lock();
+            perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
+            if sticky_denies(cred, &odm.rec, &old.meta.lock().rec) {
+                return Err(Errno::EPERM);
+            }
+        }
+        {
+            let ndm = ndir.meta.lock();
+            perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
+            if let Some(t) = &target {
+                if sticky_denies(cred, &ndm.rec, &t.meta.lock().rec) {
+                    return Err(Errno::EPERM);
+                }
+                // With RENAME_EXCHANGE any two kinds may swap.
+                if !exchange && old_is_dir && !new_is_dir {
+                    return Err(Errno::ENOTDIR);
+                }
+                if !exchange && !old_is_dir && new_is_dir {
+                    return Err(Errno::EISDIR);
+                }
+            }
+        }
+        if cross {
+            if old_is_dir {
+                perm::permission(cred, &old.meta.lock().rec, MAY_WRITE)?;
+            }
+            if exchange && new_is_dir {
+                if let Some(t) = &target {
+                    perm::permission(cred, &t.meta.lock().rec, MAY_WRITE)?;
+                }
+            }
+            if old_is_dir && !new_is_dir {
+                check_link_room(ndir.meta.lock().rec.nlink)?;
+            }
+            if exchange && new_is_dir && !old_is_dir {
+                check_link_room(odir.meta.lock().rec.nlink)?;
+            }
+        }
+        let now = Timespec::now();
+        if exchange {
+            let Some(t) = target else {
+                return Err(Errno::ENOENT);
+            };
+            let ns = nslot.ok_or(Errno::ENOENT)?;
+            fs.store.dir_insert(
+                odir.ino,
+                &DirEntryRecord {
+                    name: name.to_vec(),
+                    ino: ns.ino,
+                    kind: ns.kind,
+                    cookie: oslot.cookie,
+                },
+            )?;
+            fs.store.dir_insert(
+                ndir.ino,
+                &DirEntryRecord {
+                    name: newname.to_vec(),
+                    ino: oslot.ino,
+                    kind: oslot.kind,
+                    cookie: ns.cookie,
+                },
+            )?;
+            oidx.insert(
+                name,
+                Slot {
+                    ino: ns.ino,
+                    kind: ns.kind,
+                    cookie: oslot.cookie,
+                },
+            );
+            nidx!().insert(
+                newname,
+                Slot {
+                    ino: oslot.ino,
+                    kind: oslot.kind,
+                    cookie: ns.cookie,
+                },
+            );
+            if cross && old_is_dir != new_is_dir {
+                let (gain, lose) = if old_is_dir {
+                    (ndir, odir)
+                } else {
+                    (odir, ndir)
+                };
+                gain.meta.lock().rec.nlink += 1;
+                let mut lm = lose.meta.lock();
+                lm.rec.nlink = lm.rec.nlink.saturating_sub(1);
+            }
+            for (inode, dir) in [(&*old, ndir), (&*t, odir)] {
+                let mut m = inode.meta.lock();
+                if inode.kind == FileKind::Directory {
+                    m.rec.parent = dir.ino;
+                }
+                touch_c(inode, &mut m, now);
+            }
+            for d in [odir, ndir] {
+                let mut m = d.meta.lock();
+                touch_mc(d, &mut m, now);
+            }
+            return Ok(None);
+        }
+        // Replace (or create) newname, then drop name.
+        let mut replaced = None;
+        if let Some(t) = target {
+            let t_idx = if new_is_dir {
+                Some(fs.dir_write(&t)?)
+            } else {
+                None
+            };
+            if t_idx.as_ref().is_some_and(|i| i.len() != 0) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            {
+                let mut ndm = ndir.meta.lock();
+                fs.remove_entry(ndir, nidx!(), &mut ndm, newname, now)?;
+                if new_is_dir {
+                    ndm.rec.nlink = ndm.rec.nlink.saturating_sub(1);
+                }
+            }
+            let mut tm = t.meta.lock();
+            tm.rec.nlink = if new_is_dir {
+                0
+            } else {
+                tm.rec.nlink.saturating_sub(1)
+            };
+            touch_c(&t, &mut tm, now);
+            fs.note_unlinked(t.ino, &tm);
+            drop(tm);
+            drop(t_idx);
+            replaced = Some(t.arc());
+        }
+        {
+            let mut ndm = ndir.meta.lock();
+            fs.add_entry(ndir, nidx!(), &mut ndm, newname, oslot.ino, oslot.kind, now)?;
+            if old_is_dir && cross {
+                ndm.rec.nlink += 1;
+            }
+        }
+        {
+            let mut odm = odir.meta.lock();
+            fs.remove_entry(odir, oidx, &mut odm, name, now)?;
+            if old_is_dir && cross {
+                odm.rec.nlink = odm.rec.nlink.saturating_sub(1);
+            }
+        }
+        let mut om = old.meta.lock();
+        if old_is_dir {
+            om.rec.parent = ndir.ino;
+        }
+        touch_c(&old, &mut om, now);
+        Ok(replaced)
+    }
+}

@@ -1,0 +1,86 @@
+//! Permission checks, as Linux's `generic_permission` and friends. Pure
+//! functions of a credential and inode records: no locks.
+
+use lanefs_store::{Errno, FileKind, InodeRecord, Result};
+
+use crate::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
+
+pub(crate) const S_ISUID: u16 = 0o4000;
+pub(crate) const S_ISGID: u16 = 0o2000;
+pub(crate) const S_ISVTX: u16 = 0o1000;
+pub(crate) const S_IXGRP: u16 = 0o010;
+
+/// `inode_permission(mask)`: `EACCES` unless every bit of `mask` is granted.
+/// Root passes read/write always and exec on directories or when any exec
+/// bit is set (`CAP_DAC_OVERRIDE`).
+pub(crate) fn permission(cred: &Cred, rec: &InodeRecord, mask: u32) -> Result<()> {
+    permission_of(cred, rec.kind, rec.perm, rec.uid, rec.gid, mask)
+}
+
+/// [`permission`] from the individual fields.
+pub(crate) fn permission_of(
+    cred: &Cred,
+    kind: FileKind,
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    mask: u32,
+) -> Result<()> {
+    if mask == 0 {
+        return Ok(());
+    }
+    if cred.is_root() {
+        if mask & MAY_EXEC == 0 || kind == FileKind::Directory || perm & 0o111 != 0 {
+            return Ok(());
+        }
+        return Err(Errno::EACCES);
+    }
+    let perm = perm as u32;
+    let bits = if cred.uid == uid {
+        perm >> 6
+    } else if cred.in_group(gid) {
+        perm >> 3
+    } else {
+        perm
+    } & 7;
+    if bits & mask == mask {
+        Ok(())
+    } else {
+        Err(Errno::EACCES)
+    }
+}
+
+/// `inode_owner_or_capable`.
+pub(crate) fn owner_or_root(cred: &Cred, rec: &InodeRecord) -> bool {
+    cred.is_root() || cred.uid == rec.uid
+}
+
+/// The sticky-directory rule of `may_delete`: in a sticky directory only the
+/// file's owner, the directory's owner or root may remove or rename it.
+pub(crate) fn sticky_denies(cred: &Cred, dir: &InodeRecord, victim: &InodeRecord) -> bool {
+    dir.perm & S_ISVTX != 0 && !cred.is_root() && cred.uid != victim.uid && cred.uid != dir.uid
+}
+
+/// `fs.protected_hardlinks`: may `cred` hard-link `rec`?
+pub(crate) fn may_link(cred: &Cred, rec: &InodeRecord) -> bool {
+    if owner_or_root(cred, rec) {
+        return true;
+    }
+    rec.kind == FileKind::Regular
+        && rec.perm & S_ISUID == 0
+        && rec.perm & (S_ISGID | S_IXGRP) != (S_ISGID | S_IXGRP)
+        && permission(cred, rec, MAY_READ | MAY_WRITE).is_ok()
+}
+
+/// Bits a write or truncate by `cred` strips (`file_remove_privs`): setuid,
+/// and setgid when group-exec is set; root keeps them (`CAP_FSETID`).
+pub(crate) fn privs_to_kill(cred: &Cred, rec: &InodeRecord) -> u16 {
+    if cred.is_root() || rec.kind != FileKind::Regular {
+        return 0;
+    }
+    let mut kill = rec.perm & S_ISUID;
+    if rec.perm & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP) {
+        kill |= S_ISGID;
+    }
+    kill
+}

@@ -1,0 +1,166 @@
+//! Extended attributes, with Linux's namespace rules (`xattr_permission`):
+//! `user.*` only on regular files and directories (and in a sticky
+//! directory only its owner may write them), `trusted.*` root only,
+//! `security.*` readable by all and writable by root, `system.*` and
+//! unknown prefixes `EOPNOTSUPP` after the ordinary permission check.
+//! Values live in the inode record, under the inode's `meta` lock.
+
+use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
+
+use crate::fs::touch_c;
+use crate::perm::{self, owner_or_root, S_ISVTX};
+use crate::{
+    Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
+    XATTR_TOTAL_MAX,
+};
+
+const PREFIXES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Errno::ERANGE);
+    }
+    if name.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// `xattr_permission` followed by the handler lookup.
+fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) -> Result<()> {
+    let denied = if write { Errno::EPERM } else { Errno::ENODATA };
+    let mask = if write { MAY_WRITE } else { MAY_READ };
+    if name.starts_with(b"security.") {
+        if write && !cred.is_root() {
+            return Err(Errno::EPERM);
+        }
+    } else if name.starts_with(b"system.") {
+        // No POSIX ACL support: let the permission check speak first.
+    } else if name.starts_with(b"trusted.") {
+        if !cred.is_root() {
+            return Err(denied);
+        }
+    } else if name.starts_with(b"user.") {
+        if rec.kind != FileKind::Regular && rec.kind != FileKind::Directory {
+            return Err(denied);
+        }
+        if write
+            && rec.kind == FileKind::Directory
+            && rec.perm & S_ISVTX != 0
+            && !owner_or_root(cred, rec)
+        {
+            return Err(Errno::EPERM);
+        }
+        perm::permission(cred, rec, mask)?;
+    } else {
+        perm::permission(cred, rec, mask)?;
+    }
+    match PREFIXES.iter().find(|p| name.starts_with(p)) {
+        None => Err(Errno::EOPNOTSUPP),
+        Some(p) if *p == b"system." => Err(Errno::EOPNOTSUPP),
+        Some(p) if name.len() == p.len() => Err(Errno::EINVAL),
+        Some(_) => Ok(()),
+    }
+}
+
+fn total_size(rec: &InodeRecord) -> usize {
+    rec.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+impl Fs {
+    /// Set extended attribute `name` ([`XATTR_CREATE`]: must not exist,
+    /// [`XATTR_REPLACE`]: must exist).
+    pub fn setxattr(
+        &self,
+        cred: &Cred,
+        ino: lanefs_store::Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        check_name(name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Errno::E2BIG);
+        }
+        let inode = self.inner.iget(ino)?;
+        let mut m = inode.meta.lock();
+        if m.freed {
+            return Err(Errno::ENOENT);
+        }
+        xattr_permission(cred, &m.rec, name, true)?;
+        let pos = m
+            .rec
+            .xattrs
+            .binary_search_by(|(k, _)| k.as_slice().cmp(name));
+        let old_len = match pos {
+            Ok(_) if flags & XATTR_CREATE != 0 => return Err(Errno::EEXIST),
+            Err(_) if flags & XATTR_REPLACE != 0 => return Err(Errno::ENODATA),
+            Ok(i) => m.rec.xattrs[i].0.len() + m.rec.xattrs[i].1.len(),
+            Err(_) => 0,
+        };
+        if total_size(&m.rec) - old_len + name.len() + value.len() > XATTR_TOTAL_MAX {
+            return Err(Errno::ENOSPC);
+        }
+        match pos {
+            Ok(i) => m.rec.xattrs[i].1 = value.to_vec(),
+            Err(i) => m.rec.xattrs.insert(i, (name.to_vec(), value.to_vec())),
+        }
+        touch_c(&inode, &mut m, Timespec::now());
+        Ok(())
+    }
+
+    /// The value of extended attribute `name` (`ENODATA` if unset).
+    pub fn getxattr(&self, cred: &Cred, ino: lanefs_store::Ino, name: &[u8]) -> Result<Vec<u8>> {
+        check_name(name)?;
+        let inode = self.inner.iget(ino)?;
+        let m = inode.meta.lock();
+        xattr_permission(cred, &m.rec, name, false)?;
+        match m
+            .rec
+            .xattrs
+            .binary_search_by(|(k, _)| k.as_slice().cmp(name))
+        {
+            Ok(i) => Ok(m.rec.xattrs[i].1.clone()),
+            Err(_) => Err(Errno::ENODATA),
+        }
+    }
+
+    /// Names of the extended attributes of `ino`, each followed by a NUL
+    /// (`trusted.*` only for root).
+    pub fn listxattr(&self, cred: &Cred, ino: lanefs_store::Ino) -> Result<Vec<u8>> {
+        let inode = self.inner.iget(ino)?;
+        let m = inode.meta.lock();
+        let mut out = Vec::new();
+        for (k, _) in &m.rec.xattrs {
+            if k.starts_with(b"trusted.") && !cred.is_root() {
+                continue;
+            }
+            out.extend_from_slice(k);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Remove extended attribute `name` (`ENODATA` if unset).
+    pub fn removexattr(&self, cred: &Cred, ino: lanefs_store::Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let inode = self.inner.iget(ino)?;
+        let mut m = inode.meta.lock();
+        xattr_permission(cred, &m.rec, name, true)?;
+        match m
+            .rec
+            .xattrs
+            .binary_search_by(|(k, _)| k.as_slice().cmp(name))
+        {
+            Ok(i) => {
+                m.rec.xattrs.remove(i);
+                touch_c(&inode, &mut m, Timespec::now());
+                Ok(())
+            }
+            Err(_) => Err(Errno::ENODATA),
+        }
+    }
+}
