@@ -340,7 +340,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                     expect(n as u64 == ops, || format!("t{t} holds {n} files, {ops} were created"))?;
                 }
                 if matches!(w, Workload::Fsmark | Workload::FsmarkSync) && m.ops[0] > 0 {
-                    let size = b.stat("t0/f0").map_err(e)?.size;
+                    let size = b.file_size("t0/f0").map_err(e)?;
                     expect(size == p.fsmark_bytes as u64, || {
                         format!("t0/f0 has {size} bytes, expected {}", p.fsmark_bytes)
                     })?;
@@ -493,7 +493,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                 threads * BLOCK_BYTES
             } as u64;
             let path = if private { "t0/f" } else { "s/f" };
-            let size = b.stat(path).map_err(e)?.size;
+            let size = b.file_size(path).map_err(e)?;
             expect(size == want, || format!("{path} has {size} bytes, expected {want}"))?;
             m
         }
@@ -528,8 +528,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                     if let Some(f) = s.file.take() {
                         b.close(f);
                     }
-                    let f = b.open(&s.paths[0], OpenMode::Truncate).map_err(e)?;
-                    b.close(f);
+                    b.reset(&s.paths[0]).map_err(e)?;
                     s.file = Some(b.open(&s.paths[0], OpenMode::Append).map_err(e)?);
                     Ok(())
                 },
@@ -540,7 +539,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                 }
             }
             for (t, &ops) in m.ops.iter().enumerate() {
-                let size = b.stat(&format!("t{t}/f")).map_err(e)?.size;
+                let size = b.file_size(&format!("t{t}/f")).map_err(e)?;
                 let want = (ops % APPEND_BLOCKS_MAX) * BLOCK_BYTES as u64;
                 expect(size == want, || format!("t{t}/f has {size} bytes after {ops} appends, expected {want}"))?;
             }
@@ -568,7 +567,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                 no_maintenance,
             )?;
             for (t, &ops) in m.ops.iter().enumerate() {
-                let size = b.stat(&format!("t{t}/f")).map_err(e)?.size;
+                let size = b.file_size(&format!("t{t}/f")).map_err(e)?;
                 let want = if ops == 0 || ops % 2 == 0 { BLOCK_BYTES as u64 } else { 0 };
                 expect(size == want, || format!("t{t}/f has {size} bytes after {ops} truncates, expected {want}"))?;
             }

@@ -54,7 +54,7 @@ fn workloads_on_inproc() {
 }
 
 /// A tmpfs directory if the machine has one at /dev/shm, else the temp dir.
-fn scratch() -> PathBuf {
+fn scratch(tag: &str) -> PathBuf {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     let base = if mounts
         .lines()
@@ -64,12 +64,12 @@ fn scratch() -> PathBuf {
     } else {
         std::env::temp_dir()
     };
-    base.join(format!("lanefs-bench-test.{}", std::process::id()))
+    base.join(format!("lanefs-bench-test.{}.{tag}", std::process::id()))
 }
 
 #[test]
 fn workloads_on_syscalls() {
-    let root = scratch();
+    let root = scratch("sys");
     let n = RefCell::new(0);
     let na = all_workloads(|| {
         *n.borrow_mut() += 1;
@@ -176,7 +176,7 @@ fn sample_results() -> Results {
 #[test]
 fn json_schema() {
     let r = sample_results();
-    let dir = scratch();
+    let dir = scratch("json");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("r.json");
     r.write_json(&path).unwrap();
@@ -229,7 +229,7 @@ fn json_schema() {
 #[test]
 fn plot_is_a_png() {
     let r = sample_results();
-    let dir = scratch();
+    let dir = scratch("png");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("p.png");
     lanefs_bench::plot::draw(&r.results, "test", &path).unwrap();

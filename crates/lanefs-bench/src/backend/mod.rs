@@ -104,6 +104,18 @@ pub trait Backend: Sync {
     fn append(&self, file: &mut Self::File, data: &[u8]) -> OpResult<usize>;
     /// `ftruncate`.
     fn truncate(&self, file: &mut Self::File, size: u64) -> OpResult<()>;
+    /// Size of the file at `path`, for post-conditions (default: `stat`).
+    fn file_size(&self, path: &str) -> OpResult<u64> {
+        self.stat(path).map(|m| m.size)
+    }
+    /// Truncate the file at `path` to size 0 (untimed maintenance): open
+    /// it read-write, `ftruncate`, close.
+    fn reset(&self, path: &str) -> OpResult<()> {
+        let mut f = self.open(path, OpenMode::ReadWrite)?;
+        let r = self.truncate(&mut f, 0);
+        self.close(f);
+        r
+    }
     /// Close a file.
     fn close(&self, file: Self::File) {
         drop(file);

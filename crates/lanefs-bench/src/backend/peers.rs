@@ -18,6 +18,9 @@
 //!   `RwLock`, so reads and writes through an open file skip the tree lock.
 //!   Permission bits are kept but no owners, link counts or timestamps
 //!   beyond what `Metadata` shows; `sync_all` does nothing (no store).
+//!   Bug found by the post-conditions: `set_len` and `O_TRUNC` do not
+//!   update the length `metadata` reports (rsfs 0.4.1), so the DWTL / DWAL
+//!   checks read the size through the file instead.
 //!
 //! Shared state: the peer instance itself; its locks are the peer's own.
 
@@ -192,6 +195,13 @@ impl Backend for VfsPeer {
     fn truncate(&self, _file: &mut VfsFile, _size: u64) -> OpResult<()> {
         Err(OpError::new("truncate", "(file)", "not supported by vfs"))
     }
+
+    fn reset(&self, path: &str) -> OpResult<()> {
+        // `create_file` replaces the file with an empty one.
+        let f = self.open(path, OpenMode::Truncate)?;
+        self.close(f);
+        Ok(())
+    }
 }
 
 /// `rsfs` 0.4 `mem::FS`.
@@ -339,6 +349,16 @@ impl Backend for RsfsPeer {
     fn append(&self, file: &mut rsfs::mem::File, data: &[u8]) -> OpResult<usize> {
         file.write(data)
             .map_err(|e| OpError::new("append", "(file)", e))
+    }
+
+    fn file_size(&self, path: &str) -> OpResult<u64> {
+        // rsfs 0.4.1's `set_len` and `O_TRUNC` leave the length that
+        // `metadata` reports stale (the DWTL / DWAL post-conditions found
+        // it), so read the size through the file: seeking to the end uses
+        // the data's real length.
+        let mut f = self.open(path, OpenMode::Read)?;
+        f.seek(SeekFrom::End(0))
+            .map_err(|e| OpError::new("seek", path, e))
     }
 
     fn truncate(&self, file: &mut rsfs::mem::File, size: u64) -> OpResult<()> {
