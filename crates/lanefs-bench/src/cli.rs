@@ -173,7 +173,11 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
                 Workload::parse(w).ok_or_else(|| {
                     format!(
                         "unknown workload {w:?}; known: {}",
-                        Workload::ALL.iter().map(|w| w.name()).collect::<Vec<_>>().join(", ")
+                        Workload::ALL
+                            .iter()
+                            .map(|w| w.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 })
             })
@@ -184,7 +188,12 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
     } else if args.quick {
         vec![1, 2]
     } else {
-        vec![1, std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)]
+        vec![
+            1,
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        ]
     };
     threads.sort_unstable();
     threads.dedup();
@@ -242,7 +251,12 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
     type Key = (usize, usize, usize); // workload index, threads, target index
     let mut samples: HashMap<Key, Vec<(f64, f64)>> = HashMap::new();
     let mut failed: HashMap<Key, (Status, String)> = HashMap::new();
-    let cells = schedule(plan.workloads.len(), &plan.threads, plan.runs, plan.targets.len());
+    let cells = schedule(
+        plan.workloads.len(),
+        &plan.threads,
+        plan.runs,
+        plan.targets.len(),
+    );
     for c in &cells {
         let w = plan.workloads[c.workload];
         let key = (c.workload, c.threads, c.target);
@@ -395,15 +409,21 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(cells as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} eta {eta} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} {elapsed_precise} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     } else {
         indicatif::ProgressBar::hidden()
     };
     let rows = measure(&plan, args.lanefs_threads, &|msg| {
-        bar.inc(if bar.position() == 0 && bar.message().is_empty() { 0 } else { 1 });
+        bar.inc(if bar.position() == 0 && bar.message().is_empty() {
+            0
+        } else {
+            1
+        });
         bar.set_message(msg.to_string());
     });
     bar.finish_and_clear();

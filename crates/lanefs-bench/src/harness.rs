@@ -90,7 +90,8 @@ where
     let results: Vec<Result<(u64, f64, S), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (start, stop, prepare, op, maintain) = (&start, &stop, &prepare, &op, &maintain);
+                let (start, stop, prepare, op, maintain) =
+                    (&start, &stop, &prepare, &op, &maintain);
                 scope.spawn(move || {
                     let prepared = prepare(t);
                     if prepared.is_err() {
@@ -254,7 +255,13 @@ mod tests {
         let r = measure(
             2,
             Duration::from_secs(30),
-            |t| if t == 1 { Err("boom".to_string()) } else { Ok(()) },
+            |t| {
+                if t == 1 {
+                    Err("boom".to_string())
+                } else {
+                    Ok(())
+                }
+            },
             |_, _| Ok(Step::Op),
             |_, _| Ok(()),
         );

@@ -31,7 +31,10 @@ static FONT_OK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 fn font_available() -> bool {
     FONT_ONCE.call_once(|| {
         let env = std::env::var("LANEFS_BENCH_FONT").ok();
-        let candidates = env.iter().map(String::as_str).chain(FONT_PATHS.iter().copied());
+        let candidates = env
+            .iter()
+            .map(String::as_str)
+            .chain(FONT_PATHS.iter().copied());
         for p in candidates {
             if let Ok(bytes) = std::fs::read(p) {
                 // plotters keeps the font for the life of the process.
@@ -58,7 +61,9 @@ fn order<T: Clone + PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
 
 fn rate(rows: &[Row], w: &str, t: &str, n: usize) -> Option<f64> {
     rows.iter()
-        .find(|r| r.workload == w && r.target_label() == t && r.threads == n && r.status == Status::Ok)
+        .find(|r| {
+            r.workload == w && r.target_label() == t && r.threads == n && r.status == Status::Ok
+        })
         .and_then(|r| r.ops_per_sec)
 }
 
@@ -109,7 +114,11 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
                 .x_label_area_size(28)
                 .y_label_area_size(56);
         }
-        let xr = if xmax > xmin { xmin..xmax } else { (xmin - 0.5)..(xmax + 0.5) };
+        let xr = if xmax > xmin {
+            xmin..xmax
+        } else {
+            (xmin - 0.5)..(xmax + 0.5)
+        };
         let mut chart = b.build_cartesian_2d(xr, 0.0..ymax).map_err(err)?;
         let mut mesh = chart.configure_mesh();
         if text {
@@ -161,7 +170,8 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
     let mut ratios: Vec<(usize, usize, f64)> = Vec::new();
     for (wi, wl) in workloads.iter().enumerate() {
         for (oi, t) in others.iter().enumerate() {
-            if let (Some(a), Some(b)) = (rate(rows, wl, &targets[0], nmax), rate(rows, wl, t, nmax)) {
+            if let (Some(a), Some(b)) = (rate(rows, wl, &targets[0], nmax), rate(rows, wl, t, nmax))
+            {
                 if b > 0.0 {
                     ratios.push((wi, oi, a / b));
                 }
@@ -205,7 +215,10 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
             .map_err(err)?;
     }
     chart
-        .draw_series(LineSeries::new(vec![(0.0, 1.0), (groups, 1.0)], BLACK.stroke_width(1)))
+        .draw_series(LineSeries::new(
+            vec![(0.0, 1.0), (groups, 1.0)],
+            BLACK.stroke_width(1),
+        ))
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())

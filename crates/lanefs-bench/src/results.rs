@@ -42,7 +42,9 @@ impl Machine {
         };
         Machine {
             cpu_model,
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             memory_bytes,
             kernel: format!(
                 "{} {}",
@@ -296,7 +298,14 @@ mod tests {
     fn median_and_spread() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        let r = Row::from_samples("MRPL", "inproc", "default", 1, vec![90.0, 110.0, 100.0], vec![1.0; 3]);
+        let r = Row::from_samples(
+            "MRPL",
+            "inproc",
+            "default",
+            1,
+            vec![90.0, 110.0, 100.0],
+            vec![1.0; 3],
+        );
         assert_eq!(r.ops_per_sec, Some(100.0));
         assert!((r.spread.unwrap() - 0.2).abs() < 1e-9);
     }

@@ -45,7 +45,8 @@ fn find<'a>(rows: &'a [Row], w: &str, target: &str, threads: usize) -> Option<&'
 }
 
 fn rate(r: Option<&Row>) -> Option<f64> {
-    r.filter(|r| r.status == Status::Ok).and_then(|r| r.ops_per_sec)
+    r.filter(|r| r.status == Status::Ok)
+        .and_then(|r| r.ops_per_sec)
 }
 
 /// One table per workload, in the order the rows came.
@@ -165,7 +166,11 @@ pub fn render_markdown(t: &Table) -> String {
     let mut out = format!("### {}\n\n", esc(&t.title));
     out.push_str(&format!(
         "| {} |\n",
-        t.header.iter().map(|h| esc(h)).collect::<Vec<_>>().join(" | ")
+        t.header
+            .iter()
+            .map(|h| esc(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
     ));
     out.push_str(&format!(
         "|{}\n",

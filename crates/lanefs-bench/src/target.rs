@@ -55,9 +55,9 @@ impl TargetSpec {
             "tmpfs" => one(TargetSpec::Tmpfs),
             "ext4" => one(TargetSpec::Ext4),
             "lanefs" => one(TargetSpec::Lanefs),
-            "vfs" | "rsfs" if !cfg!(feature = "peers") => Err(format!(
-                "target {s}: built without the `peers` feature"
-            )),
+            "vfs" | "rsfs" if !cfg!(feature = "peers") => {
+                Err(format!("target {s}: built without the `peers` feature"))
+            }
             "vfs" => one(TargetSpec::Vfs),
             "rsfs" => one(TargetSpec::Rsfs),
             _ => {
@@ -192,8 +192,17 @@ impl Managed {
             .map_err(|e| format!("{}: {e}", img.display()))?;
         drop(f);
         // One inode per 4 KiB so the create/unlink budgets fit.
-        run_cmd(Command::new("mkfs.ext4").args(["-q", "-F", "-i", "4096"]).arg(&img))?;
-        run_cmd(Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt))?;
+        run_cmd(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-i", "4096"])
+                .arg(&img),
+        )?;
+        run_cmd(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt),
+        )?;
         Ok(m)
     }
 
@@ -231,7 +240,10 @@ impl Managed {
                 }
             }
             if t0.elapsed() > MOUNT_WAIT_MAX {
-                return Err(format!("lanefs mount: {} not mounted after {MOUNT_WAIT_MAX:?}", mnt.display()));
+                return Err(format!(
+                    "lanefs mount: {} not mounted after {MOUNT_WAIT_MAX:?}",
+                    mnt.display()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -272,7 +284,10 @@ impl Drop for Managed {
         if !is_mounted(&mnt) {
             let _ = std::fs::remove_dir_all(&self.scratch);
         } else {
-            eprintln!("lanefs bench: {} is still mounted; unmount it by hand", mnt.display());
+            eprintln!(
+                "lanefs bench: {} is still mounted; unmount it by hand",
+                mnt.display()
+            );
         }
     }
 }
@@ -329,7 +344,8 @@ impl Target {
     /// Run one cell on a fresh instance of this target.
     pub fn run_cell(&mut self, w: Workload, threads: usize, p: &Params) -> CellOutcome {
         self.runs += 1;
-        let outcome = |b: &dyn Fn() -> Option<&'static str>, r: &dyn Fn() -> Result<Measurement, String>| {
+        let outcome = |b: &dyn Fn() -> Option<&'static str>,
+                       r: &dyn Fn() -> Result<Measurement, String>| {
             if let Some(why) = b() {
                 return CellOutcome::NotApplicable(why.to_string());
             }

@@ -211,7 +211,12 @@ fn no_maintenance<F>(_: usize, _: &mut ThreadState<F>) -> Result<(), String> {
 
 /// Run `w` with `threads` workers on a fresh backend instance, check its
 /// post-condition, and return the per-worker counts.
-pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result<Measurement, String> {
+pub fn run<B: Backend>(
+    b: &B,
+    w: Workload,
+    threads: usize,
+    p: &Params,
+) -> Result<Measurement, String> {
     if let Some(why) = b.unsupported(w) {
         return Err(format!("n/a: {why}"));
     }
@@ -244,7 +249,9 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                             mkdirs(b, &dir)?;
                             make_files(b, &dir, "f", PRIVATE_FILES)?
                         }
-                        Workload::Mrpm => (0..SHARED_FILES).map(|i| format!("{shared}/f{i}")).collect(),
+                        Workload::Mrpm => (0..SHARED_FILES)
+                            .map(|i| format!("{shared}/f{i}"))
+                            .collect(),
                         _ => vec![format!("{shared}/f0")],
                     };
                     Ok(s)
@@ -285,7 +292,10 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                 |_, s| {
                     let n = b.readdir(&s.paths[0]).map_err(e)?;
                     if n != READDIR_ENTRIES {
-                        return Err(format!("{}: {n} entries, expected {READDIR_ENTRIES}", s.paths[0]));
+                        return Err(format!(
+                            "{}: {n} entries, expected {READDIR_ENTRIES}",
+                            s.paths[0]
+                        ));
                     }
                     Ok(Step::Op)
                 },
@@ -304,11 +314,19 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                 d,
                 |t| {
                     let mut s = st(t);
-                    let dir = if shared { "s".to_string() } else { format!("t{t}") };
+                    let dir = if shared {
+                        "s".to_string()
+                    } else {
+                        format!("t{t}")
+                    };
                     if !shared {
                         mkdirs(b, &dir)?;
                     }
-                    s.paths = vec![if shared { format!("s/t{t}.") } else { format!("{dir}/f") }];
+                    s.paths = vec![if shared {
+                        format!("s/t{t}.")
+                    } else {
+                        format!("{dir}/f")
+                    }];
                     Ok(s)
                 },
                 |_, s| {
@@ -337,7 +355,9 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
             } else {
                 for (t, &ops) in m.ops.iter().enumerate() {
                     let n = b.readdir(&format!("t{t}")).map_err(e)?;
-                    expect(n as u64 == ops, || format!("t{t} holds {n} files, {ops} were created"))?;
+                    expect(n as u64 == ops, || {
+                        format!("t{t} holds {n} files, {ops} were created")
+                    })?;
                 }
                 if matches!(w, Workload::Fsmark | Workload::FsmarkSync) && m.ops[0] > 0 {
                     let size = b.file_size("t0/f0").map_err(e)?;
@@ -392,7 +412,9 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
             } else {
                 for (t, &ops) in m.ops.iter().enumerate() {
                     let n = b.readdir(&format!("t{t}")).map_err(e)? as u64;
-                    expect(n == left(ops), || format!("t{t} holds {n} files, expected {}", left(ops)))?;
+                    expect(n == left(ops), || {
+                        format!("t{t} holds {n} files, expected {}", left(ops))
+                    })?;
                 }
             }
             m
@@ -460,10 +482,18 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                     } else {
                         "s/f".to_string()
                     };
-                    let mode = if write { OpenMode::ReadWrite } else { OpenMode::Read };
+                    let mode = if write {
+                        OpenMode::ReadWrite
+                    } else {
+                        OpenMode::Read
+                    };
                     s.file = Some(b.open(&path, mode).map_err(e)?);
                     // The block this thread touches.
-                    s.n = if matches!(w, Workload::Drbm | Workload::Dwom) { t as u64 } else { 0 };
+                    s.n = if matches!(w, Workload::Drbm | Workload::Dwom) {
+                        t as u64
+                    } else {
+                        0
+                    };
                     s.paths = vec![path];
                     Ok(s)
                 },
@@ -479,22 +509,25 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
                         r.map_err(e)?
                     };
                     if n != BLOCK_BYTES {
-                        return Err(format!("{}: {n} bytes at {off}, expected {BLOCK_BYTES}", s.paths[0]));
+                        return Err(format!(
+                            "{}: {n} bytes at {off}, expected {BLOCK_BYTES}",
+                            s.paths[0]
+                        ));
                     }
                     Ok(Step::Op)
                 },
                 no_maintenance,
             )?;
-            let want = if private {
-                BLOCK_BYTES
-            } else if w == Workload::Drbh {
+            let want = if private || w == Workload::Drbh {
                 BLOCK_BYTES
             } else {
                 threads * BLOCK_BYTES
             } as u64;
             let path = if private { "t0/f" } else { "s/f" };
             let size = b.file_size(path).map_err(e)?;
-            expect(size == want, || format!("{path} has {size} bytes, expected {want}"))?;
+            expect(size == want, || {
+                format!("{path} has {size} bytes, expected {want}")
+            })?;
             m
         }
         Workload::Dwal => {
@@ -541,7 +574,9 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
             for (t, &ops) in m.ops.iter().enumerate() {
                 let size = b.file_size(&format!("t{t}/f")).map_err(e)?;
                 let want = (ops % APPEND_BLOCKS_MAX) * BLOCK_BYTES as u64;
-                expect(size == want, || format!("t{t}/f has {size} bytes after {ops} appends, expected {want}"))?;
+                expect(size == want, || {
+                    format!("t{t}/f has {size} bytes after {ops} appends, expected {want}")
+                })?;
             }
             m
         }
@@ -568,8 +603,14 @@ pub fn run<B: Backend>(b: &B, w: Workload, threads: usize, p: &Params) -> Result
             )?;
             for (t, &ops) in m.ops.iter().enumerate() {
                 let size = b.file_size(&format!("t{t}/f")).map_err(e)?;
-                let want = if ops == 0 || ops % 2 == 0 { BLOCK_BYTES as u64 } else { 0 };
-                expect(size == want, || format!("t{t}/f has {size} bytes after {ops} truncates, expected {want}"))?;
+                let want = if ops == 0 || ops % 2 == 0 {
+                    BLOCK_BYTES as u64
+                } else {
+                    0
+                };
+                expect(size == want, || {
+                    format!("t{t}/f has {size} bytes after {ops} truncates, expected {want}")
+                })?;
             }
             m
         }

@@ -78,7 +78,10 @@ fn workloads_on_syscalls() {
         SysFs::open(&dir).unwrap()
     });
     std::fs::remove_dir_all(&root).unwrap();
-    assert!(na.is_empty(), "syscalls must express every workload: {na:?}");
+    assert!(
+        na.is_empty(),
+        "syscalls must express every workload: {na:?}"
+    );
 }
 
 #[cfg(feature = "peers")]
@@ -180,14 +183,22 @@ fn json_schema() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("r.json");
     r.write_json(&path).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(v["schema"], SCHEMA);
     for key in ["cpu_model", "cores", "memory_bytes", "kernel"] {
         assert!(!v["machine"][key].is_null(), "machine.{key}");
     }
     assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
     assert!(v["commit"].is_string());
-    for key in ["targets", "workloads", "threads", "duration_secs", "runs", "seed"] {
+    for key in [
+        "targets",
+        "workloads",
+        "threads",
+        "duration_secs",
+        "runs",
+        "seed",
+    ] {
         assert!(!v["options"][key].is_null(), "options.{key}");
     }
     let rows = v["results"].as_array().unwrap();

@@ -78,7 +78,15 @@ impl Inproc {
         let (parent, name) = self.walk_parent(op, path)?;
         let (_, file, _) = self
             .fs
-            .open_at(&self.cred, parent, name.as_bytes(), flags, 0o644, 0o022, false)
+            .open_at(
+                &self.cred,
+                parent,
+                name.as_bytes(),
+                flags,
+                0o644,
+                0o022,
+                false,
+            )
             .map_err(|e| err(op, path, e))?;
         Ok(file)
     }

@@ -276,11 +276,7 @@ impl Backend for RsfsPeer {
     fn create(&self, path: &str) -> OpResult<()> {
         use rsfs::{GenFS, OpenOptions};
         let f = with_abs("create", path, |p| {
-            self.fs
-                .new_openopts()
-                .write(true)
-                .create_new(true)
-                .open(p)
+            self.fs.new_openopts().write(true).create_new(true).open(p)
         })?
         .map_err(|e| OpError::new("create", path, e))?;
         drop(f);
@@ -290,11 +286,7 @@ impl Backend for RsfsPeer {
     fn create_write(&self, path: &str, data: &[u8], fsync: bool) -> OpResult<()> {
         use rsfs::{File, GenFS, OpenOptions};
         let mut f = with_abs("create", path, |p| {
-            self.fs
-                .new_openopts()
-                .write(true)
-                .create_new(true)
-                .open(p)
+            self.fs.new_openopts().write(true).create_new(true).open(p)
         })?
         .map_err(|e| OpError::new("create", path, e))?;
         f.write_all(data)
