@@ -23,6 +23,8 @@ const FONT_PATHS: &[&str] = &[
 const PANEL_W: u32 = 420;
 const PANEL_H: u32 = 300;
 const PANELS_PER_ROW: u32 = 4;
+/// Height of the full-width ratio panel at the bottom.
+const RATIO_H: u32 = 380;
 
 static FONT_ONCE: Once = Once::new();
 static FONT_OK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -81,11 +83,11 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
     if workloads.is_empty() {
         return Err("plot: no results".into());
     }
-    let panels = workloads.len() as u32 + 1;
+    let panels = workloads.len() as u32;
     let rows_n = panels.div_ceil(PANELS_PER_ROW);
     let top = if text { 40 } else { 0 };
     let w = PANEL_W * PANELS_PER_ROW;
-    let h = PANEL_H * rows_n + top;
+    let h = PANEL_H * rows_n + RATIO_H + top;
     let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let body = if text {
@@ -95,7 +97,8 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
     } else {
         root.clone()
     };
-    let areas = body.split_evenly((rows_n as usize, PANELS_PER_ROW as usize));
+    let (grid, ratio_area) = body.split_vertically(PANEL_H * rows_n);
+    let areas = grid.split_evenly((rows_n as usize, PANELS_PER_ROW as usize));
     let color = |i: usize| Palette99::pick(i).to_rgba();
     let xmax = *threads.last().unwrap_or(&1) as f64;
     let xmin = *threads.first().unwrap_or(&1) as f64;
@@ -163,8 +166,8 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
                 .map_err(err)?;
         }
     }
-    // Ratio bars: first target ÷ each other target, at the most threads.
-    let area = &areas[workloads.len()];
+    // Ratio bars: first target ÷ each other target, at the most threads,
+    // on a log scale around 1 (bars go up where the first target is faster).
     let nmax = *threads.last().unwrap_or(&1);
     let others: Vec<&String> = targets.iter().skip(1).collect();
     let mut ratios: Vec<(usize, usize, f64)> = Vec::new();
@@ -178,29 +181,32 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
             }
         }
     }
-    let rmax = ratios.iter().map(|r| r.2).fold(1.0f64, f64::max) * 1.15;
+    let hi = ratios.iter().map(|r| r.2).fold(2.0f64, f64::max) * 1.5;
+    let lo = ratios.iter().map(|r| r.2).fold(0.5f64, f64::min) / 2.0;
     let groups = workloads.len() as f64;
-    let mut b = ChartBuilder::on(area);
-    b.margin(8);
+    let mut b = ChartBuilder::on(&ratio_area);
+    b.margin(10);
     if text {
         b.caption(
-            format!("{} ÷ others, {nmax} threads", targets[0]),
+            format!(
+                "{} ÷ each other target at {nmax} threads (log scale; above 1: {} is faster)",
+                targets[0], targets[0]
+            ),
             ("sans-serif", 16),
         )
-        .x_label_area_size(28)
-        .y_label_area_size(40);
+        .x_label_area_size(10)
+        .y_label_area_size(50);
     }
-    let mut chart = b.build_cartesian_2d(0.0..groups, 0.0..rmax).map_err(err)?;
-    let names = workloads.clone();
-    let name_of = move |x: &f64| names.get(x.floor() as usize).cloned().unwrap_or_default();
+    let mut chart = b
+        .build_cartesian_2d(0.0..groups, (lo..hi).log_scale())
+        .map_err(err)?;
     let mut mesh = chart.configure_mesh();
-    mesh.disable_x_mesh();
+    mesh.disable_x_mesh().x_labels(0);
     if text {
-        mesh.x_labels(workloads.len().min(12))
-            .x_label_formatter(&name_of)
-            .label_style(("sans-serif", 9));
+        mesh.y_label_formatter(&|y| format!("{y:.2}x"))
+            .label_style(("sans-serif", 11));
     } else {
-        mesh.x_labels(0).y_labels(0);
+        mesh.y_labels(0);
     }
     mesh.draw().map_err(err)?;
     let k = others.len().max(1) as f64;
@@ -209,7 +215,7 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
         let x1 = x0 + 0.8 / k;
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(x0, 0.0), (x1, r)],
+                [(x0, 1.0), (x1, r)],
                 color(oi + 1).filled(),
             )))
             .map_err(err)?;
@@ -220,6 +226,30 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
             BLACK.stroke_width(1),
         ))
         .map_err(err)?;
+    if text {
+        let style = ("sans-serif", 11).into_font().color(&BLACK);
+        chart
+            .draw_series(workloads.iter().enumerate().map(|(wi, wl)| {
+                Text::new(wl.clone(), (wi as f64 + 0.1, lo * 1.08), style.clone())
+            }))
+            .map_err(err)?;
+        for (oi, t) in others.iter().enumerate() {
+            let c = color(oi + 1);
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(err)?
+                .label(format!("{} ÷ {t}", targets[0]))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 12))
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(err)?;
+    }
     root.present().map_err(err)?;
     Ok(())
 }

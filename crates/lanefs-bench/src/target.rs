@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// How long to wait for a FUSE mount to appear.
 const MOUNT_WAIT_MAX: Duration = Duration::from_secs(20);
+/// `--capacity` and `--inodes` of the managed lanefs mount.
+const LANEFS_CAPACITY: &str = "8G";
+const LANEFS_INODES: &str = "4194304";
 /// Size of the managed tmpfs.
 const TMPFS_SIZE: &str = "16g";
 /// Size of the managed ext4 image (sparse).
@@ -212,7 +215,13 @@ impl Managed {
         let scratch = scratch_dir("lanefs")?;
         let mnt = scratch.join("mnt");
         let mut cmd = Command::new(&bin);
-        cmd.arg("mount").arg("--memory").arg(&mnt).arg("-f");
+        // Room for the create / fs_mark budgets (the memory store's defaults
+        // are 1 GiB and 1M inodes).
+        cmd.arg("mount")
+            .arg("--memory")
+            .args(["--capacity", LANEFS_CAPACITY, "--inodes", LANEFS_INODES])
+            .arg(&mnt)
+            .arg("-f");
         if let Some(n) = threads {
             cmd.arg("--threads").arg(n.to_string());
         }
