@@ -342,8 +342,33 @@ pub fn render_text(r: &Results) -> String {
     out
 }
 
+/// `plot` as a link from a report written into directory `base`: relative
+/// when the plot lies below `base`, else as recorded.
+fn plot_link(plot: &str, base: Option<&std::path::Path>) -> String {
+    let abs = |p: &std::path::Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(p)
+        }
+    };
+    match base {
+        Some(b) => abs(std::path::Path::new(plot))
+            .strip_prefix(abs(b))
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| plot.to_string()),
+        None => plot.to_string(),
+    }
+}
+
 /// The Markdown report of several results files.
 pub fn render_report(files: &[(PathBuf, Results)]) -> String {
+    render_report_in(files, None)
+}
+
+/// As [`render_report`], with plot links relative to directory `base`
+/// (where the report is written).
+pub fn render_report_in(files: &[(PathBuf, Results)], base: Option<&std::path::Path>) -> String {
     let mut out = String::from("# lanefs bench report\n\n");
     for (path, r) in files {
         out.push_str(&format!("## {}\n\n", path.display()));
@@ -360,7 +385,10 @@ pub fn render_report(files: &[(PathBuf, Results)]) -> String {
             r.options.files_per_thread
         ));
         if let Some(p) = &r.plot {
-            out.push_str(&format!("![scaling curves and ratio bars]({p})\n\n"));
+            out.push_str(&format!(
+                "![scaling curves and ratio bars]({})\n\n",
+                plot_link(p, base)
+            ));
         }
         for t in table::tables(&r.results, &describe) {
             out.push_str(&table::render_markdown(&t));
@@ -387,7 +415,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         for p in &r.results {
             files.push((p.clone(), Results::read_json(p)?));
         }
-        let md = render_report(&files);
+        let base = r.out.as_ref().map(|o| {
+            o.parent()
+                .map(|p| p.to_path_buf())
+                .unwrap_or_else(|| PathBuf::from("."))
+        });
+        let md = render_report_in(&files, base.as_deref());
         return match &r.out {
             Some(o) => std::fs::write(o, md).map_err(|e| format!("{}: {e}", o.display())),
             None => {

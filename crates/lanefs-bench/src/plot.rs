@@ -229,9 +229,11 @@ pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<(), String> {
     if text {
         let style = ("sans-serif", 11).into_font().color(&BLACK);
         chart
-            .draw_series(workloads.iter().enumerate().map(|(wi, wl)| {
-                Text::new(wl.clone(), (wi as f64 + 0.1, lo * 1.08), style.clone())
-            }))
+            .draw_series(
+                workloads.iter().enumerate().map(|(wi, wl)| {
+                    Text::new(wl.clone(), (wi as f64 + 0.1, lo * 1.08), style.clone())
+                }),
+            )
             .map_err(err)?;
         for (oi, t) in others.iter().enumerate() {
             let c = color(oi + 1);

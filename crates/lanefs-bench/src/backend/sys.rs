@@ -142,15 +142,17 @@ impl Backend for SysFs {
 
     fn readdir(&self, path: &str) -> OpResult<usize> {
         let fd = self.openat("readdir", path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let mut buf = [0u8; DIRENT_BUF_BYTES];
+        // Not zeroed: glibc's readdir does not clear its buffer either, and
+        // a 32 KiB memset per call would be charged to the kernel.
+        let mut buf = std::mem::MaybeUninit::<[u8; DIRENT_BUF_BYTES]>::uninit();
         let mut count = 0usize;
         loop {
-            // SAFETY: `buf` is writable for its whole length; `fd` is open.
+            // SAFETY: `buf` is writable for DIRENT_BUF_BYTES bytes; `fd` is open.
             let n = unsafe {
                 libc::syscall(
                     libc::SYS_getdents64,
                     fd.0,
-                    buf.as_mut_ptr(),
+                    buf.as_mut_ptr().cast::<u8>(),
                     DIRENT_BUF_BYTES,
                 )
             };
@@ -160,12 +162,15 @@ impl Backend for SysFs {
             if n == 0 {
                 break;
             }
-            let n = n as usize;
+            // SAFETY: the kernel initialised the first `n` (<= DIRENT_BUF_BYTES)
+            // bytes of `buf`; only those are read.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
             let mut at = 0usize;
             // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
-            while at < n {
-                let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
-                let name = &buf[at + 19..at + reclen];
+            while at < bytes.len() {
+                let reclen = u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]) as usize;
+                let name = &bytes[at + 19..at + reclen];
                 let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
                 if name != b"." && name != b".." {
                     count += 1;
