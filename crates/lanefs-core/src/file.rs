@@ -164,6 +164,9 @@ impl FsInner {
             return Err(Errno::EINVAL);
         };
         let mut pm = data.write();
+        if inode.meta.lock().freed {
+            return Err(Errno::ENOENT);
+        }
         let before = pm.cached_pages();
         let freed = pm.truncate(&*self.store, inode.ino, size);
         self.cached_pages

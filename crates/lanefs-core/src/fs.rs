@@ -15,8 +15,9 @@
 //!    two unrelated directories (only under `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
 //! 4. icache shard locks
-//! 5. `Inode::meta` — parent's before child's when both are held; taken
-//!    only with `try_lock` under a shard lock
+//! 5. `Inode::meta` — a directory's before that of an inode linked (or
+//!    being linked) in it; a non-directory's meta is always innermost;
+//!    taken only with `try_lock` under a shard lock
 //! 6. leaf locks: orphan-table shards, store-internal locks, counters' slow
 //!    path, the reclaim registry.
 
@@ -320,6 +321,9 @@ impl FsInner {
         let found = self
             .icache
             .get_or_load(ino, &mut || match self.store.read_inode(ino)? {
+                // An unlinked inode is never evicted (it is freed or pinned),
+                // so a record with no links is one being freed right now.
+                Some(rec) if rec.nlink == 0 => Ok(None),
                 Some(rec) if rec.ino == ino => {
                     loaded = true;
                     Ok(Some(Inode::new(rec, false)))
@@ -422,10 +426,11 @@ impl FsInner {
     /// Undo `alloc_inode` for an inode that was never linked.
     pub fn discard_new(&self, inode: &Inode) {
         inode.meta.lock().freed = true;
-        self.icache.remove(inode.ino);
-        self.cached_inodes.add(-1);
         if let Err(e) = self.store.free_ino(inode.ino) {
             tracing::error!(ino = inode.ino, "store refused to free a new inode: {e}");
+        }
+        if self.icache.remove(inode) {
+            self.cached_inodes.add(-1);
         }
         self.free_inodes.add(1);
     }
@@ -455,11 +460,16 @@ impl FsInner {
             Body::Dir(d) => d.write().index = None,
             Body::Other => {}
         }
-        self.icache.remove(inode.ino);
-        self.cached_inodes.add(-1);
+        // Free in the store while the dead inode still holds its cache slot:
+        // a concurrent `iget` finds it (and sees `freed`) instead of loading
+        // a stale record. Then give up the slot, unless a new inode that
+        // reused the number already took it.
         self.orphans.remove(inode.ino);
         if let Err(e) = self.store.free_ino(inode.ino) {
             tracing::error!(ino = inode.ino, "store refused to free an inode: {e}");
+        }
+        if self.icache.remove(inode) {
+            self.cached_inodes.add(-1);
         }
         self.free_blocks.add(blocks as i64);
         self.free_inodes.add(1);

@@ -39,7 +39,9 @@ pub(crate) trait InodeCache: Send + Sync {
     ) -> Result<Option<Arc<Inode>>>;
     /// Insert a new inode, replacing any stale entry of the same number.
     fn insert(&self, inode: Arc<Inode>);
-    fn remove(&self, ino: Ino);
+    /// Remove `inode` if it is the cached object for its number (a new inode
+    /// may already have taken the number). Returns whether it was removed.
+    fn remove(&self, inode: &Inode) -> bool;
     /// Offer up to `nr` entries (from shard `start` on) to `try_evict`,
     /// which writes back and returns `true` to have the entry removed.
     /// Returns the number removed.
@@ -105,8 +107,15 @@ impl InodeCache for ShardedInodeCache {
         self.shard(inode.ino).write().insert(inode.ino, inode);
     }
 
-    fn remove(&self, ino: Ino) {
-        self.shard(ino).write().remove(&ino);
+    fn remove(&self, inode: &Inode) -> bool {
+        let mut shard = self.shard(inode.ino).write();
+        match shard.get(&inode.ino) {
+            Some(cached) if std::ptr::eq(Arc::as_ptr(cached), inode) => {
+                shard.remove(&inode.ino);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn evict(

@@ -9,6 +9,14 @@
 //! `forget` or close. The Rust API crate (`lanefs`) builds paths and `File`
 //! types on top.
 //!
+//! **Contract:** an inode number passed to a call must be *held* by the
+//! caller — by a lookup reference it has not forgotten yet, or by an open
+//! [`OpenFile`] — as the kernel holds a FUSE node id. An unheld number may
+//! be freed and reused at any moment; calls on it fail with `ENOENT` or act
+//! on whatever now has that number (known issue: truncating an unheld,
+//! concurrently freed file can leave the free-block counter a few blocks
+//! high; `Fs::check` reports it).
+//!
 //! See `docs/ARCHITECTURE.md` for the layers and the whole lock order.
 
 mod types;

@@ -318,6 +318,7 @@ impl Fs {
     pub fn link(&self, cred: &Cred, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         let fs = &*self.inner;
         let inode = fs.iget(ino)?;
+        let dir_owner_of_target = inode.meta.lock().rec.uid;
         let dir = fs.dir(newparent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         if is_dot_or_dotdot(newname) {
@@ -332,14 +333,20 @@ impl Fs {
         if idx.get(newname).is_some() {
             return Err(Errno::EEXIST);
         }
+        if inode.kind == FileKind::Directory {
+            // Never linked; answer as Linux would without locking its meta
+            // (it may be `dir` itself): may_linkat, may_create, then EPERM.
+            if fs.config.protected_hardlinks && !cred.is_root() && cred.uid != dir_owner_of_target {
+                return Err(Errno::EPERM);
+            }
+            perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+            return Err(Errno::EPERM);
+        }
         let mut m = inode.meta.lock();
         if fs.config.protected_hardlinks && !may_link(cred, &m.rec) {
             return Err(Errno::EPERM);
         }
         perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
-        if inode.kind == FileKind::Directory {
-            return Err(Errno::EPERM);
-        }
         if m.rec.nlink == 0 || m.freed {
             return Err(Errno::ENOENT);
         }

@@ -242,3 +242,23 @@ fn permissions_sticky_and_setgid() {
     drop(f);
     checked(&fs);
 }
+
+#[test]
+fn link_edges_do_not_deadlock() {
+    let (fs, _) = fresh(1024, 100);
+    let r = Cred::root();
+    let alice = Cred::user(1000, 1000);
+    let d = fs.mkdir(&r, ROOT_INO, b"d", 0o777, 0).unwrap();
+    assert_eq!(fs.link(&r, d.ino, d.ino, b"self"), Err(Errno::EPERM));
+    assert_eq!(fs.link(&alice, d.ino, d.ino, b"self"), Err(Errno::EPERM));
+    assert_eq!(fs.link(&r, d.ino, ROOT_INO, b"d"), Err(Errno::EEXIST));
+    let f = fs.mknod(&r, d.ino, b"f", 0o600, 0, 0).unwrap();
+    assert_eq!(
+        fs.link(&alice, f.ino, d.ino, b"g"),
+        Err(Errno::EPERM),
+        "protected_hardlinks"
+    );
+    let g = fs.link(&r, f.ino, d.ino, b"g").unwrap();
+    assert_eq!(g.nlink, 2);
+    checked(&fs);
+}

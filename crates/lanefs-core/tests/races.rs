@@ -1,0 +1,161 @@
+//! Threads race every name operation over a tiny namespace (so they collide
+//! constantly), with shrinks in between; afterwards the store must be
+//! consistent and, once everything is removed, empty. A deadlock shows up as
+//! a hang (the test harness' timeout).
+
+use std::sync::Arc;
+
+use lanefs_core::*;
+
+const NAMES: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+}
+
+fn dir_inos(fs: &Fs) -> Vec<Ino> {
+    let r = Cred::root();
+    let mut out = vec![ROOT_INO];
+    for n in NAMES {
+        if let Ok(a) = fs.lookup(&r, ROOT_INO, n) {
+            if a.kind == FileKind::Directory {
+                out.push(a.ino);
+            }
+        }
+    }
+    out
+}
+
+fn worker(fs: Fs, seed: u64, ops: usize) {
+    let r = Cred::root();
+    let mut rng = Rng(seed);
+    let mut open: Vec<OpenFile> = Vec::new();
+    for _ in 0..ops {
+        let dirs = dir_inos(&fs);
+        let (d1, d2) = (rng.pick(&dirs), rng.pick(&dirs));
+        let (n1, n2) = (rng.pick(&NAMES), rng.pick(&NAMES));
+        match rng.next() % 12 {
+            0 => {
+                if let Ok(a) = fs.mkdir(&r, d1, n1, 0o755, 0) {
+                    fs.forget(a.ino, 1);
+                }
+            }
+            1 => {
+                if let Ok(a) = fs.mknod(&r, d1, n1, 0o644, 0, 0) {
+                    fs.forget(a.ino, 1);
+                }
+            }
+            2 => {
+                let _ = fs.unlink(&r, d1, n1);
+            }
+            3 => {
+                let _ = fs.rmdir(&r, d1, n1);
+            }
+            4 => {
+                let flags = [0, RENAME_NOREPLACE, RENAME_EXCHANGE][(rng.next() % 3) as usize];
+                let _ = fs.rename(&r, d1, n1, d2, n2, flags);
+            }
+            5 => {
+                if let Ok(a) = fs.lookup(&r, d1, n1) {
+                    if let Ok(l) = fs.link(&r, a.ino, d2, n2) {
+                        fs.forget(l.ino, 1);
+                    }
+                }
+            }
+            6 | 7 => {
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                if let Ok((_, f, _)) = fs.open_at(&r, d1, n1, flags, 0o644, 0, false) {
+                    let off = rng.next() % 20_000;
+                    let _ = fs.write(&f, off, &[rng.next() as u8; 5000]);
+                    if open.len() < 8 {
+                        open.push(f);
+                    }
+                }
+            }
+            8 => {
+                if let Some(f) = open.pop() {
+                    let mut buf = [0u8; 3000];
+                    let _ = fs.read(&f, rng.next() % 20_000, &mut buf);
+                    let _ = fs.fallocate(&f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 9000);
+                }
+            }
+            9 => {
+                // The API contract: hold a lookup reference while using a number.
+                if let Ok(a) = fs.lookup_counted(&r, d1, n1) {
+                    let ch = SetAttr {
+                        size: Some(rng.next() % 10_000),
+                        ..Default::default()
+                    };
+                    let _ = fs.setattr(&r, a.ino, &ch, None);
+                    fs.forget(a.ino, 1);
+                }
+            }
+            10 => {
+                if let Ok(f) = fs.open(&r, d1, libc::O_RDONLY) {
+                    let _ = fs.readdir(&f, 0, &mut |_| false);
+                }
+            }
+            _ => {
+                fs.shrink();
+            }
+        }
+    }
+}
+
+fn remove_all(fs: &Fs, dir: Ino) {
+    let r = Cred::root();
+    let f = fs.open(&r, dir, libc::O_RDONLY).unwrap();
+    let mut entries = Vec::new();
+    fs.readdir(&f, 2, &mut |e| {
+        entries.push((e.name.to_vec(), e.ino, e.kind));
+        false
+    })
+    .unwrap();
+    drop(f);
+    for (name, ino, kind) in entries {
+        if kind == FileKind::Directory {
+            remove_all(fs, ino);
+            fs.rmdir(&r, dir, &name).unwrap();
+        } else {
+            fs.unlink(&r, dir, &name).unwrap();
+        }
+    }
+}
+
+#[test]
+fn racing_name_operations_stay_consistent() {
+    let store = Arc::new(MemoryStore::default());
+    let config = FsConfig {
+        cache_inodes_max: 8,
+        cache_pages_max: 16,
+        ..FsConfig::default()
+    };
+    let fs = Fs::new(store.clone(), config).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let fs = fs.clone();
+            std::thread::spawn(move || worker(fs, 0x9E37_79B9 + t * 7919, 4000))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    if let Err(p) = fs.check() {
+        panic!("inconsistent after races: {p:#?}");
+    }
+    remove_all(&fs, ROOT_INO);
+    if let Err(p) = fs.check() {
+        panic!("inconsistent after cleanup: {p:#?}");
+    }
+    assert_eq!(store.inode_records(), 1, "only the root is left");
+    assert_eq!(store.page_records(), 0);
+}

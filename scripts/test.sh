@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README's second command and CI run it:
+# installs what the tests need (as root on Debian), checks formatting and
+# lints, then runs every test (unit, property, differential against a kernel
+# tmpfs, FUSE integration on real mounts, bench harness) in release mode.
+# Exits non-zero when anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+echo "== cargo test (release)"
+cargo test --workspace --all-features --release
