@@ -4,7 +4,7 @@
 //!
 //! Text needs a TrueType font: `$LANEFS_BENCH_FONT`, else DejaVu Sans from
 //! Debian's `fonts-dejavu-core` (scripts/setup-bench.sh installs it). With
-//! no font the plot is drawn without any text.
+//! no font (or `LANEFS_BENCH_FONT=none`) the plot is drawn without text.
 //!
 //! Shared state: plotters' font registry, filled once under a `Once`.
 
@@ -33,6 +33,9 @@ static FONT_OK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 fn font_available() -> bool {
     FONT_ONCE.call_once(|| {
         let env = std::env::var("LANEFS_BENCH_FONT").ok();
+        if env.as_deref() == Some("none") {
+            return;
+        }
         let candidates = env
             .iter()
             .map(String::as_str)
