@@ -4,7 +4,7 @@
 //! renders a Markdown report of earlier runs.
 
 use crate::harness::schedule;
-use crate::results::{git_commit, Machine, Options, Results, Row, Status, SCHEMA};
+use crate::results::{git_commit, loadavg, Machine, Options, Results, Row, Status, SCHEMA};
 use crate::table;
 use crate::target::{CellOutcome, Target, TargetSpec};
 use crate::workload::{Params, Workload};
@@ -326,10 +326,12 @@ fn describe(name: &str) -> String {
 /// The terminal form of a results set.
 pub fn render_text(r: &Results) -> String {
     let mut out = format!(
-        "lanefs bench {} at {}\nmachine: {}\noptions: {} s windows, {} runs (median ±spread = (max-min)/median), seed {}, {} files/thread\n\n",
+        "lanefs bench {} at {}\nmachine: {}\nload average: {} at start, {} at end\noptions: {} s windows, {} runs (median ±spread = (max-min)/median), seed {}, {} files/thread\n\n",
         r.tool_version,
         r.commit,
         r.machine.summary(),
+        r.loadavg_start,
+        r.loadavg_end,
         r.options.duration_secs,
         r.options.runs,
         r.options.seed,
@@ -374,6 +376,10 @@ pub fn render_report_in(files: &[(PathBuf, Results)], base: Option<&std::path::P
         out.push_str(&format!("## {}\n\n", path.display()));
         out.push_str(&format!("- machine: {}\n", r.machine.summary()));
         out.push_str(&format!("- commit: `{}`\n", r.commit));
+        out.push_str(&format!(
+            "- load average: {} at start, {} at end\n",
+            r.loadavg_start, r.loadavg_end
+        ));
         out.push_str(&format!("- command: `{}`\n", r.options.command_line));
         out.push_str(&format!(
             "- targets: {}; threads: {:?}; {} s windows; {} runs (median, ±spread = (max−min)/median); seed {}; {} files/thread\n\n",
@@ -438,6 +444,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    let loadavg_start = loadavg();
     let cells = plan.workloads.len() * plan.threads.len() * plan.runs * plan.targets.len();
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(cells as u64);
@@ -467,6 +474,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         started_unix,
         machine: Machine::detect(),
         options: plan.options.clone(),
+        loadavg_start,
+        loadavg_end: loadavg(),
         plot: None,
         results: rows,
     };

@@ -67,6 +67,13 @@ impl Machine {
     }
 }
 
+/// The first three fields of `/proc/loadavg`.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 /// The git commit of the working directory, `-dirty` if it has changes to
 /// tracked files; `unknown` outside a repository.
 pub fn git_commit() -> String {
@@ -236,6 +243,12 @@ pub struct Results {
     pub started_unix: u64,
     pub machine: Machine,
     pub options: Options,
+    /// `/proc/loadavg` when the run started and when it ended: other load
+    /// on the machine makes every number, scaling above all, less certain.
+    #[serde(default)]
+    pub loadavg_start: String,
+    #[serde(default)]
+    pub loadavg_end: String,
     /// The plot drawn for this run, if any (path as given).
     #[serde(default)]
     pub plot: Option<String>,

@@ -171,6 +171,8 @@ fn sample_results() -> Results {
         options: Options {
             ..plan.options.clone()
         },
+        loadavg_start: String::new(),
+        loadavg_end: String::new(),
         plot: None,
         results: rows,
     }
