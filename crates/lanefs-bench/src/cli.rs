@@ -260,6 +260,10 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
     for c in &cells {
         let w = plan.workloads[c.workload];
         let key = (c.workload, c.threads, c.target);
+        if crate::harness::interrupted() {
+            failed.insert(key, (Status::Error, "interrupted".into()));
+            continue;
+        }
         progress(&format!(
             "{} {}t run {}/{} {}",
             w.name(),
@@ -276,6 +280,9 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
             Err(e) => CellOutcome::Failed(format!("target set-up failed: {e}")),
         };
         match outcome {
+            CellOutcome::Ok(_) if crate::harness::interrupted() => {
+                failed.insert(key, (Status::Error, "interrupted".into()));
+            }
             CellOutcome::Ok(m) => samples
                 .entry(key)
                 .or_default()
@@ -440,11 +447,14 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     let plan = plan(&args)?;
+    crate::harness::catch_interrupts();
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let loadavg_start = loadavg();
+    // The commit of the code being measured: taken before, not after.
+    let commit = git_commit();
     let cells = plan.workloads.len() * plan.threads.len() * plan.runs * plan.targets.len();
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(cells as u64);
@@ -470,7 +480,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let mut results = Results {
         schema: SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        commit: git_commit(),
+        commit,
         started_unix,
         machine: Machine::detect(),
         options: plan.options.clone(),
@@ -502,6 +512,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         .count();
     if errors > 0 {
         eprintln!("lanefs bench: {errors} result(s) failed; see the notes above");
+    }
+    if crate::harness::interrupted() {
+        return Err("interrupted".into());
     }
     Ok(())
 }

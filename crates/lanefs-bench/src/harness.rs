@@ -34,6 +34,34 @@ pub enum Step {
     Exhausted,
 }
 
+/// Set by the SIGINT / SIGTERM handler; read by the coordinator between
+/// polls and by the CLI between cells, so that an interrupted run still
+/// unmounts what it mounted. `Relaxed`: a flag, ordering nothing else.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Catch SIGINT and SIGTERM: the run stops at the next poll and tears down
+/// its targets instead of dying with mounts left behind.
+pub fn catch_interrupts() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: `on_signal` is an `extern "C"` function that only stores to an
+    // atomic, which is async-signal-safe; installing it replaces the default
+    // action of two signals and touches no other state.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`catch_interrupts`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
 /// How often the coordinator looks at the stop flag while it waits.
 const STOP_POLL: Duration = Duration::from_millis(2);
 
@@ -134,7 +162,7 @@ where
         let deadline = Instant::now() + duration;
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || interrupted() {
                 break;
             }
             std::thread::sleep(STOP_POLL.min(deadline - now));
