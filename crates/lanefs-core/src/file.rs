@@ -51,6 +51,15 @@ impl OpenFile {
         matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
+    /// Strip setuid/setgid after a data change by this handle's opener.
+    fn kill_privs(&self, m: &mut crate::inode::Meta) {
+        let kill = privs_to_kill(&self.cred, &m.rec);
+        if kill != 0 {
+            m.rec.perm &= !kill;
+            self.inode.mirror_access(&m.rec);
+        }
+    }
+
     /// Relatime: bring atime past mtime/ctime after an access.
     fn touch_atime(&self) {
         if self.flags & libc::O_NOATIME != 0 || !self.inode.atime_stale.load(Ordering::Relaxed) {
@@ -249,6 +258,7 @@ impl Fs {
                     let node = NewNode {
                         kind: FileKind::Regular,
                         perm: creation_perm(FileKind::Regular, mode, umask),
+                        requested: creation_perm(FileKind::Regular, mode, 0),
                         rdev: 0,
                         target: &[],
                         lookups: 0,
@@ -352,11 +362,7 @@ impl Fs {
             m.rec.size = pm.size;
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, Timespec::now());
-            let kill = privs_to_kill(&file.cred, &m.rec);
-            if kill != 0 {
-                m.rec.perm &= !kill;
-                file.inode.mirror_access(&m.rec);
-            }
+            file.kill_privs(&mut m);
         }
         drop(pm);
         fs.cached_pages.add(grown);
@@ -426,6 +432,8 @@ impl Fs {
         m.rec.size = size;
         m.rec.blocks = m.rec.blocks.saturating_add_signed(block_delta);
         touch_mc(&file.inode, &mut m, Timespec::now());
+        // `file_modified`, as a write.
+        file.kill_privs(&mut m);
         Ok(())
     }
 
@@ -548,9 +556,11 @@ impl Fs {
             if ch.mode.is_some() && !owner {
                 return Err(Errno::EPERM);
             }
-            let explicit = matches!(ch.atime, Some(TimeSet::At(_)))
-                || matches!(ch.mtime, Some(TimeSet::At(_)));
+            // Only "both UTIME_NOW" is the touch case that write permission
+            // allows; any other time change needs the owner (Linux's
+            // ATTR_TIMES_SET rule).
             let touch = ch.atime == Some(TimeSet::Now) && ch.mtime == Some(TimeSet::Now);
+            let explicit = !touch && (ch.atime.is_some() || ch.mtime.is_some());
             if explicit && !owner {
                 return Err(Errno::EPERM);
             }

@@ -33,6 +33,7 @@ use crate::counters::{Counter, PercpuCounter};
 use crate::dir::FIRST_COOKIE;
 use crate::icache::{InodeCache, ShardedInodeCache};
 use crate::inode::{Body, Inode, Meta};
+use crate::namei::NewNode;
 use crate::orphan::{OrphanTable, ShardedOrphanTable};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
@@ -356,12 +357,7 @@ impl FsInner {
         &self,
         cred: &Cred,
         parent_rec: &InodeRecord,
-        kind: FileKind,
-        perm: u16,
-        rdev: u64,
-        symlink: &[u8],
-        lookups: u64,
-        opens: u64,
+        n: &NewNode<'_>,
     ) -> Result<Arc<Inode>> {
         if !self.free_inodes.try_sub(1) {
             return Err(Errno::ENOSPC);
@@ -374,13 +370,14 @@ impl FsInner {
             }
         };
         let now = Timespec::now();
-        let mut perm = perm & 0o7777;
+        let (kind, rdev, symlink) = (n.kind, n.rdev, n.target);
+        let mut perm = n.perm & 0o7777;
         let mut gid = cred.gid;
         if parent_rec.perm & S_ISGID != 0 {
             gid = parent_rec.gid;
             if kind == FileKind::Directory {
                 perm |= S_ISGID;
-            } else if perm & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP)
+            } else if n.requested & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP)
                 && !cred.is_root()
                 && !cred.in_group(parent_rec.gid)
             {
@@ -415,8 +412,8 @@ impl FsInner {
         let inode = Arc::new(Inode::new(rec, true));
         {
             let mut m = inode.meta.lock();
-            m.lookups = lookups;
-            m.opens = opens;
+            m.lookups = n.lookups;
+            m.opens = n.opens;
         }
         self.icache.insert(inode.clone());
         self.cached_inodes.add(1);
@@ -438,27 +435,34 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
+        let freeable = |m: &Meta| {
+            !m.freed && m.rec.nlink == 0 && m.lookups == 0 && m.opens == 0 && inode.ino != ROOT_INO
+        };
+        if !freeable(&inode.meta.lock()) {
+            return;
+        }
+        // The data lock first (lock order), so that `rec.blocks` is read
+        // after any truncate or punch in flight has accounted its pages.
+        let mut data = match &inode.body {
+            Body::File(d) => Some(d.write()),
+            _ => None,
+        };
         let blocks = {
             let mut m = inode.meta.lock();
-            if m.freed
-                || m.rec.nlink != 0
-                || m.lookups != 0
-                || m.opens != 0
-                || inode.ino == ROOT_INO
-            {
+            if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
             m.rec.blocks
         };
-        match &inode.body {
-            Body::File(d) => {
-                let n = d.write().discard();
-                self.cached_pages.add(-(n as i64));
-            }
-            Body::Dir(d) => d.write().index = None,
-            Body::Other => {}
+        if let Some(pm) = data.as_mut() {
+            let n = pm.discard();
+            self.cached_pages.add(-(n as i64));
+        }
+        drop(data);
+        if let Body::Dir(d) = &inode.body {
+            d.write().index = None;
         }
         // Free in the store while the dead inode still holds its cache slot:
         // a concurrent `iget` finds it (and sees `freed`) instead of loading
@@ -557,11 +561,11 @@ impl FsInner {
         let Some(m) = inode.meta.try_lock() else {
             return false;
         };
-        if m.lookups != 0 || m.opens != 0 {
+        // A freed inode keeps its slot until `maybe_free` has removed its
+        // record from the store; evicting it earlier would let an `iget`
+        // reload the stale record as a zombie.
+        if m.lookups != 0 || m.opens != 0 || m.freed {
             return false;
-        }
-        if m.freed {
-            return true;
         }
         drop(m);
         let (pages, _) = self.drop_caches_of(inode);

@@ -13,9 +13,8 @@
 //! caller — by a lookup reference it has not forgotten yet, or by an open
 //! [`OpenFile`] — as the kernel holds a FUSE node id. An unheld number may
 //! be freed and reused at any moment; calls on it fail with `ENOENT` or act
-//! on whatever now has that number (known issue: truncating an unheld,
-//! concurrently freed file can leave the free-block counter a few blocks
-//! high; `Fs::check` reports it).
+//! on whatever now has that number, never corrupting anything (the race
+//! tests use unheld numbers on purpose).
 //!
 //! See `docs/ARCHITECTURE.md` for the layers and the whole lock order.
 

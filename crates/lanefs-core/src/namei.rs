@@ -29,7 +29,11 @@ use crate::{
 /// What a new node is made of.
 pub(crate) struct NewNode<'a> {
     pub kind: FileKind,
+    /// Permission bits after the umask.
     pub perm: u16,
+    /// Permission bits as requested, before the umask (Linux strips a
+    /// non-member's setgid by looking at these).
+    pub requested: u16,
     pub rdev: u64,
     pub target: &'a [u8],
     pub lookups: u64,
@@ -154,9 +158,7 @@ impl FsInner {
         if n.kind == FileKind::Directory {
             check_link_room(dm.rec.nlink)?;
         }
-        let inode = self.alloc_inode(
-            cred, &dm.rec, n.kind, n.perm, n.rdev, n.target, n.lookups, n.opens,
-        )?;
+        let inode = self.alloc_inode(cred, &dm.rec, &n)?;
         let now = Timespec::now();
         if let Err(e) = self.add_entry(dir, idx, &mut dm, name, inode.ino, n.kind, now) {
             drop(dm);
@@ -251,11 +253,14 @@ impl Fs {
         let node = NewNode {
             kind,
             perm: creation_perm(kind, mode, umask),
+            requested: creation_perm(kind, mode, 0),
             rdev: if is_dev { rdev } else { 0 },
             target: &[],
             lookups: 1,
             opens: 0,
-            needs_mknod_cap: is_dev,
+            // A 0/0 character device is an overlayfs whiteout, which Linux
+            // 5.8+ lets anyone make.
+            needs_mknod_cap: is_dev && !(kind == FileKind::CharDevice && rdev == 0),
         };
         Ok(self.created(self.inner.create_node(cred, parent, name, node)?))
     }
@@ -272,6 +277,7 @@ impl Fs {
         let node = NewNode {
             kind: FileKind::Directory,
             perm: creation_perm(FileKind::Directory, mode, umask),
+            requested: creation_perm(FileKind::Directory, mode, 0),
             rdev: 0,
             target: &[],
             lookups: 1,
@@ -295,6 +301,7 @@ impl Fs {
         let node = NewNode {
             kind: FileKind::Symlink,
             perm: 0o777,
+            requested: 0o777,
             rdev: 0,
             target,
             lookups: 1,

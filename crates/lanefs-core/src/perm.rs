@@ -72,14 +72,15 @@ pub(crate) fn may_link(cred: &Cred, rec: &InodeRecord) -> bool {
         && permission(cred, rec, MAY_READ | MAY_WRITE).is_ok()
 }
 
-/// Bits a write or truncate by `cred` strips (`file_remove_privs`): setuid,
-/// and setgid when group-exec is set; root keeps them (`CAP_FSETID`).
+/// Bits a write or truncate by `cred` strips (`file_remove_privs`, Linux
+/// 6.2+ `setattr_should_drop_sgid`): setuid; setgid when group-exec is set
+/// or the writer is not in the file's group. Root keeps them (`CAP_FSETID`).
 pub(crate) fn privs_to_kill(cred: &Cred, rec: &InodeRecord) -> u16 {
     if cred.is_root() || rec.kind != FileKind::Regular {
         return 0;
     }
     let mut kill = rec.perm & S_ISUID;
-    if rec.perm & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP) {
+    if rec.perm & S_ISGID != 0 && (rec.perm & S_IXGRP != 0 || !cred.in_group(rec.gid)) {
         kill |= S_ISGID;
     }
     kill
