@@ -1,19 +1,20 @@
 //! `lanefs bench`: workloads, targets and reports.
+//!
+//! * [`workload`] — the fxmark-style matrix and fs_mark, written once against
+//!   [`backend::Backend`];
+//! * [`backend`] — the engine through the Rust API, syscalls on any
+//!   directory, and the peer libraries;
+//! * [`target`] — what `--target` names, with the managed mounts;
+//! * [`harness`] — timing one cell (start barrier, stop flag) and the
+//!   interleaved schedule;
+//! * [`results`], [`table`], [`plot`] — JSON/CSV, tables, PNG;
+//! * [`cli`] — `lanefs bench` and `lanefs bench report`.
 
-pub mod cli {
-    //! The `lanefs bench` subcommand: argument parsing and entry point.
-
-    /// Arguments of `lanefs bench`.
-    #[derive(clap::Args, Debug, Clone)]
-    pub struct BenchArgs {
-        /// Short profile (under 2 minutes on 2 cores).
-        #[arg(long)]
-        pub quick: bool,
-    }
-
-    /// Run `lanefs bench` with parsed arguments.
-    pub fn run(args: BenchArgs) -> Result<(), String> {
-        let _ = args;
-        Err("lanefs bench: not implemented yet".into())
-    }
-}
+pub mod backend;
+pub mod cli;
+pub mod harness;
+pub mod plot;
+pub mod results;
+pub mod table;
+pub mod target;
+pub mod workload;

@@ -1,0 +1,240 @@
+//! The in-process engine through the Rust API (`lanefs::Fs`).
+//!
+//! Every path operation walks the path the way the kernel's path walk
+//! would: one `lookup` per component from the root (uncounted, like an
+//! RCU-mode walk that takes no references), then the operation on the last
+//! component: `getattr` for stat, `open_at` for open and create, `unlink`,
+//! `rename`, `open` + `readdir` for listing. File operations use the open
+//! handle (`read`, `write`, `setattr` with the handle for ftruncate,
+//! `fsync`). Nothing is cached by the benchmark between operations.
+//!
+//! Shared state: the `Fs` (shared inside, by design) and a root credential
+//! that is only read.
+
+use super::{Backend, Meta, OpError, OpResult, OpenMode};
+use lanefs::{Cred, Errno, FileKind, Fs, Ino, OpenFile, SetAttr, ROOT_INO};
+
+/// Which engine configuration runs (milestone 2 adds the seeds' "before"
+/// designs as variants).
+pub const VARIANTS: &[&str] = &["default"];
+
+/// The engine, one fresh instance per run.
+pub struct Inproc {
+    fs: Fs,
+    cred: Cred,
+}
+
+/// An open file and where the next `append` goes.
+pub struct InprocFile {
+    file: OpenFile,
+}
+
+fn err(op: &str, path: &str, e: Errno) -> OpError {
+    OpError::new(op, path, format!("{e:?}"))
+}
+
+impl Inproc {
+    /// A fresh in-memory engine of `variant`.
+    pub fn new(variant: &str) -> Result<Inproc, String> {
+        if !VARIANTS.contains(&variant) {
+            return Err(format!(
+                "unknown inproc variant {variant:?} (known: {})",
+                VARIANTS.join(", ")
+            ));
+        }
+        Ok(Inproc {
+            fs: Fs::new_in_memory(),
+            cred: Cred::root(),
+        })
+    }
+
+    /// The engine, for checks.
+    pub fn fs(&self) -> &Fs {
+        &self.fs
+    }
+
+    /// Walk every component of `path`; the inode of the last one.
+    fn walk(&self, op: &str, path: &str) -> OpResult<Ino> {
+        let mut ino = ROOT_INO;
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            ino = self
+                .fs
+                .lookup(&self.cred, ino, comp.as_bytes())
+                .map_err(|e| err(op, path, e))?
+                .ino;
+        }
+        Ok(ino)
+    }
+
+    /// Walk to the parent of `path`; its inode and the last name.
+    fn walk_parent<'p>(&self, op: &str, path: &'p str) -> OpResult<(Ino, &'p str)> {
+        match path.rsplit_once('/') {
+            Some((dir, name)) => Ok((self.walk(op, dir)?, name)),
+            None => Ok((ROOT_INO, path)),
+        }
+    }
+
+    fn open_at(&self, op: &str, path: &str, flags: i32) -> OpResult<OpenFile> {
+        let (parent, name) = self.walk_parent(op, path)?;
+        let (_, file, _) = self
+            .fs
+            .open_at(
+                &self.cred,
+                parent,
+                name.as_bytes(),
+                flags,
+                0o644,
+                0o022,
+                false,
+            )
+            .map_err(|e| err(op, path, e))?;
+        Ok(file)
+    }
+}
+
+impl Backend for Inproc {
+    type File = InprocFile;
+
+    fn kind(&self) -> &'static str {
+        "inproc"
+    }
+
+    fn mkdir(&self, path: &str) -> OpResult<()> {
+        let (parent, name) = self.walk_parent("mkdir", path)?;
+        let attr = self
+            .fs
+            .mkdir(&self.cred, parent, name.as_bytes(), 0o755, 0o022)
+            .map_err(|e| err("mkdir", path, e))?;
+        // mkdir returns a counted entry (as FUSE MKDIR); a syscall caller
+        // holds no reference afterwards, so give it back.
+        self.fs.forget(attr.ino, 1);
+        Ok(())
+    }
+
+    fn stat(&self, path: &str) -> OpResult<Meta> {
+        let ino = self.walk("stat", path)?;
+        let attr = self.fs.getattr(ino).map_err(|e| err("stat", path, e))?;
+        Ok(Meta {
+            size: attr.size,
+            is_dir: attr.kind == FileKind::Directory,
+        })
+    }
+
+    fn readdir(&self, path: &str) -> OpResult<usize> {
+        let ino = self.walk("readdir", path)?;
+        let dir = self
+            .fs
+            .open(&self.cred, ino, libc::O_RDONLY)
+            .map_err(|e| err("opendir", path, e))?;
+        let mut count = 0usize;
+        let mut offset = 0u64;
+        loop {
+            let mut got = 0usize;
+            self.fs
+                .readdir(&dir, offset, &mut |entry| {
+                    got += 1;
+                    offset = entry.next_offset;
+                    if entry.name != b"." && entry.name != b".." {
+                        count += 1;
+                    }
+                    false
+                })
+                .map_err(|e| err("readdir", path, e))?;
+            if got == 0 {
+                break;
+            }
+        }
+        Ok(count)
+    }
+
+    fn create(&self, path: &str) -> OpResult<()> {
+        let file = self.open_at(
+            "create",
+            path,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+        )?;
+        drop(file);
+        Ok(())
+    }
+
+    fn create_write(&self, path: &str, data: &[u8], fsync: bool) -> OpResult<()> {
+        let file = self.open_at(
+            "create",
+            path,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+        )?;
+        let (n, _) = self
+            .fs
+            .write(&file, 0, data)
+            .map_err(|e| err("write", path, e))?;
+        if n != data.len() {
+            return Err(OpError::new("write", path, "short write"));
+        }
+        if fsync {
+            self.fs
+                .fsync(&file, false)
+                .map_err(|e| err("fsync", path, e))?;
+        }
+        Ok(())
+    }
+
+    fn unlink(&self, path: &str) -> OpResult<()> {
+        let (parent, name) = self.walk_parent("unlink", path)?;
+        self.fs
+            .unlink(&self.cred, parent, name.as_bytes())
+            .map_err(|e| err("unlink", path, e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> OpResult<()> {
+        let (p1, n1) = self.walk_parent("rename", from)?;
+        let (p2, n2) = self.walk_parent("rename", to)?;
+        self.fs
+            .rename(&self.cred, p1, n1.as_bytes(), p2, n2.as_bytes(), 0)
+            .map_err(|e| err("rename", from, e))
+    }
+
+    fn open(&self, path: &str, mode: OpenMode) -> OpResult<InprocFile> {
+        let flags = match mode {
+            OpenMode::Read => libc::O_RDONLY,
+            OpenMode::ReadWrite => libc::O_RDWR,
+            OpenMode::Append => libc::O_WRONLY | libc::O_APPEND,
+            OpenMode::Truncate => libc::O_WRONLY | libc::O_TRUNC | libc::O_CREAT,
+        };
+        Ok(InprocFile {
+            file: self.open_at("open", path, flags)?,
+        })
+    }
+
+    fn pread(&self, file: &mut InprocFile, offset: u64, buf: &mut [u8]) -> OpResult<usize> {
+        self.fs
+            .read(&file.file, offset, buf)
+            .map_err(|e| err("read", "(file)", e))
+    }
+
+    fn pwrite(&self, file: &mut InprocFile, offset: u64, data: &[u8]) -> OpResult<usize> {
+        self.fs
+            .write(&file.file, offset, data)
+            .map(|(n, _)| n)
+            .map_err(|e| err("write", "(file)", e))
+    }
+
+    fn append(&self, file: &mut InprocFile, data: &[u8]) -> OpResult<usize> {
+        // The file is O_APPEND: the engine writes at end of file whatever
+        // the offset says, as the kernel does.
+        self.fs
+            .write(&file.file, 0, data)
+            .map(|(n, _)| n)
+            .map_err(|e| err("append", "(file)", e))
+    }
+
+    fn truncate(&self, file: &mut InprocFile, size: u64) -> OpResult<()> {
+        let changes = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        self.fs
+            .setattr(&self.cred, file.file.ino(), &changes, Some(&file.file))
+            .map(|_| ())
+            .map_err(|e| err("ftruncate", "(file)", e))
+    }
+}

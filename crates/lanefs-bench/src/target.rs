@@ -1,0 +1,404 @@
+//! Targets: what a workload runs against, and the managed ones' set-up and
+//! tear-down.
+//!
+//! * `inproc` — the engine in this process ([`Inproc`]), one fresh instance
+//!   per run, of the variant named by `--variant`;
+//! * `PATH` or `LABEL=PATH` — any existing directory, through syscalls;
+//! * `tmpfs`, `ext4`, `lanefs` — managed: the tool mounts a fresh file
+//!   system before the first cell and unmounts it after the last (also when
+//!   a cell fails or the run errors out: [`Managed`] unmounts on drop);
+//! * `vfs`, `rsfs` — peer libraries in process (cargo feature `peers`).
+//!
+//! Each run of a syscall target works in a fresh directory
+//! `lanefs-bench.PID.N` under the target's root, removed afterwards (untimed).
+//!
+//! Shared state: none; a `Target` is used by the coordinating thread only.
+
+use crate::backend::inproc::Inproc;
+use crate::backend::sys::SysFs;
+use crate::backend::Backend;
+use crate::harness::Measurement;
+use crate::workload::{self, Params, Workload};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long to wait for a FUSE mount to appear.
+const MOUNT_WAIT_MAX: Duration = Duration::from_secs(20);
+/// `--capacity` and `--inodes` of the managed lanefs mount.
+const LANEFS_CAPACITY: &str = "8G";
+const LANEFS_INODES: &str = "4194304";
+/// Size of the managed tmpfs.
+const TMPFS_SIZE: &str = "16g";
+/// Size of the managed ext4 image (sparse).
+const EXT4_IMAGE_BYTES: u64 = 8 << 30;
+
+/// A target as named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetSpec {
+    Inproc { variant: String },
+    Path { label: String, path: PathBuf },
+    Tmpfs,
+    Ext4,
+    Lanefs,
+    Vfs,
+    Rsfs,
+}
+
+impl TargetSpec {
+    /// Parse one `--target` value. `inproc` expands to one target per
+    /// variant, so it takes them.
+    pub fn parse(s: &str, variants: &[String]) -> Result<Vec<TargetSpec>, String> {
+        let one = |t| Ok(vec![t]);
+        match s {
+            "inproc" => Ok(variants
+                .iter()
+                .map(|v| TargetSpec::Inproc { variant: v.clone() })
+                .collect()),
+            "tmpfs" => one(TargetSpec::Tmpfs),
+            "ext4" => one(TargetSpec::Ext4),
+            "lanefs" => one(TargetSpec::Lanefs),
+            "vfs" | "rsfs" if !cfg!(feature = "peers") => {
+                Err(format!("target {s}: built without the `peers` feature"))
+            }
+            "vfs" => one(TargetSpec::Vfs),
+            "rsfs" => one(TargetSpec::Rsfs),
+            _ => {
+                let (label, path) = match s.split_once('=') {
+                    Some((l, p)) if !l.is_empty() && !l.contains('/') => (l.to_string(), p),
+                    _ => (s.to_string(), s),
+                };
+                let path = PathBuf::from(path);
+                if !path.is_dir() {
+                    return Err(format!(
+                        "target {s:?}: not a known target (inproc, tmpfs, ext4, lanefs, vfs, rsfs) nor a directory"
+                    ));
+                }
+                one(TargetSpec::Path { label, path })
+            }
+        }
+    }
+
+    /// The name in results.
+    pub fn name(&self) -> String {
+        match self {
+            TargetSpec::Inproc { .. } => "inproc".into(),
+            TargetSpec::Path { label, .. } => label.clone(),
+            TargetSpec::Tmpfs => "tmpfs".into(),
+            TargetSpec::Ext4 => "ext4".into(),
+            TargetSpec::Lanefs => "lanefs".into(),
+            TargetSpec::Vfs => "vfs".into(),
+            TargetSpec::Rsfs => "rsfs".into(),
+        }
+    }
+
+    /// The engine variant, `-` for targets that are not the engine.
+    pub fn variant(&self) -> String {
+        match self {
+            TargetSpec::Inproc { variant } => variant.clone(),
+            _ => "-".into(),
+        }
+    }
+}
+
+/// A mount this tool made; unmounted (and its directories removed) on drop.
+pub struct Managed {
+    mountpoint: PathBuf,
+    /// Directory to remove after unmounting (holds the mountpoint, images).
+    scratch: PathBuf,
+    lanefs: Option<(PathBuf, Child)>,
+}
+
+fn run_cmd(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?}: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Is `dir` a mount point right now (per /proc/self/mountinfo)?
+pub fn is_mounted(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = dir.to_string_lossy();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| m.replace("\\040", " ") == want)
+}
+
+fn scratch_dir(kind: &str) -> Result<PathBuf, String> {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("lanefs-bench.{kind}.{}.{n}", std::process::id()));
+    std::fs::create_dir_all(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The lanefs binary: this executable when it is `lanefs`, else `$LANEFS_BIN`.
+pub fn lanefs_bin() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("LANEFS_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    if exe.file_name().is_some_and(|n| n == "lanefs") {
+        Ok(exe)
+    } else {
+        Err("target lanefs: set LANEFS_BIN to the lanefs binary (or run as `lanefs bench`)".into())
+    }
+}
+
+impl Managed {
+    /// Mount a fresh tmpfs.
+    pub fn tmpfs() -> Result<Managed, String> {
+        let scratch = scratch_dir("tmpfs")?;
+        let mnt = scratch.join("mnt");
+        let m = Managed {
+            mountpoint: mnt.clone(),
+            scratch,
+            lanefs: None,
+        };
+        run_cmd(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o"])
+                .arg(format!("size={TMPFS_SIZE},mode=0755"))
+                .arg("lanefs-bench")
+                .arg(&mnt),
+        )?;
+        Ok(m)
+    }
+
+    /// Make an ext4 image and loop-mount it.
+    pub fn ext4() -> Result<Managed, String> {
+        let scratch = scratch_dir("ext4")?;
+        let mnt = scratch.join("mnt");
+        let img = scratch.join("ext4.img");
+        let m = Managed {
+            mountpoint: mnt.clone(),
+            scratch,
+            lanefs: None,
+        };
+        let f = std::fs::File::create(&img).map_err(|e| format!("{}: {e}", img.display()))?;
+        f.set_len(EXT4_IMAGE_BYTES)
+            .map_err(|e| format!("{}: {e}", img.display()))?;
+        drop(f);
+        // One inode per 4 KiB so the create/unlink budgets fit.
+        run_cmd(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-i", "4096"])
+                .arg(&img),
+        )?;
+        run_cmd(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt),
+        )?;
+        Ok(m)
+    }
+
+    /// Spawn `lanefs mount --memory DIR -f` and wait until it is mounted.
+    pub fn lanefs(threads: Option<usize>) -> Result<Managed, String> {
+        let bin = lanefs_bin()?;
+        let scratch = scratch_dir("lanefs")?;
+        let mnt = scratch.join("mnt");
+        let mut cmd = Command::new(&bin);
+        // Room for the create / fs_mark budgets (the memory store's defaults
+        // are 1 GiB and 1M inodes).
+        cmd.arg("mount")
+            .arg("--memory")
+            .args(["--capacity", LANEFS_CAPACITY, "--inodes", LANEFS_INODES])
+            .arg(&mnt)
+            .arg("-f");
+        if let Some(n) = threads {
+            cmd.arg("--threads").arg(n.to_string());
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        let mut m = Managed {
+            mountpoint: mnt.clone(),
+            scratch,
+            lanefs: Some((bin, child)),
+        };
+        let t0 = Instant::now();
+        while !is_mounted(&mnt) {
+            if let Some((_, child)) = m.lanefs.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let mut err = String::new();
+                    if let Some(mut s) = child.stderr.take() {
+                        use std::io::Read;
+                        let _ = s.read_to_string(&mut err);
+                    }
+                    return Err(format!("lanefs mount exited with {status}: {}", err.trim()));
+                }
+            }
+            if t0.elapsed() > MOUNT_WAIT_MAX {
+                return Err(format!(
+                    "lanefs mount: {} not mounted after {MOUNT_WAIT_MAX:?}",
+                    mnt.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(m)
+    }
+
+    /// Where the file system is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        let mnt = self.mountpoint.clone();
+        if let Some((bin, mut child)) = self.lanefs.take() {
+            if is_mounted(&mnt) && run_cmd(Command::new(&bin).arg("umount").arg(&mnt)).is_err() {
+                let _ = run_cmd(Command::new("fusermount3").arg("-uz").arg(&mnt));
+            }
+            let t0 = Instant::now();
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if t0.elapsed() > Duration::from_secs(5) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        } else if is_mounted(&mnt) {
+            if let Err(e) = run_cmd(Command::new("umount").arg(&mnt)) {
+                eprintln!("lanefs bench: {e}; trying a lazy unmount");
+                let _ = run_cmd(Command::new("umount").arg("-l").arg(&mnt));
+            }
+        }
+        if !is_mounted(&mnt) {
+            let _ = std::fs::remove_dir_all(&self.scratch);
+        } else {
+            eprintln!(
+                "lanefs bench: {} is still mounted; unmount it by hand",
+                mnt.display()
+            );
+        }
+    }
+}
+
+/// A target ready to make fresh instances.
+pub struct Target {
+    pub spec: TargetSpec,
+    /// Root directory of syscall targets.
+    root: Option<PathBuf>,
+    /// Keeps a managed mount alive; dropped last.
+    _managed: Option<Managed>,
+    runs: usize,
+}
+
+/// What one cell of one target came to.
+#[derive(Debug)]
+pub enum CellOutcome {
+    Ok(Measurement),
+    NotApplicable(String),
+    Failed(String),
+}
+
+impl Target {
+    /// Set the target up (mounting managed file systems).
+    pub fn open(spec: TargetSpec, lanefs_threads: Option<usize>) -> Result<Target, String> {
+        let (root, managed) = match &spec {
+            TargetSpec::Path { path, .. } => (Some(path.clone()), None),
+            TargetSpec::Tmpfs => {
+                let m = Managed::tmpfs()?;
+                (Some(m.mountpoint().to_path_buf()), Some(m))
+            }
+            TargetSpec::Ext4 => {
+                let m = Managed::ext4()?;
+                (Some(m.mountpoint().to_path_buf()), Some(m))
+            }
+            TargetSpec::Lanefs => {
+                let m = Managed::lanefs(lanefs_threads)?;
+                (Some(m.mountpoint().to_path_buf()), Some(m))
+            }
+            TargetSpec::Inproc { variant } => {
+                Inproc::new(variant)?;
+                (None, None)
+            }
+            TargetSpec::Vfs | TargetSpec::Rsfs => (None, None),
+        };
+        Ok(Target {
+            spec,
+            root,
+            _managed: managed,
+            runs: 0,
+        })
+    }
+
+    /// Run one cell on a fresh instance of this target.
+    pub fn run_cell(&mut self, w: Workload, threads: usize, p: &Params) -> CellOutcome {
+        self.runs += 1;
+        let outcome = |b: &dyn Fn() -> Option<&'static str>,
+                       r: &dyn Fn() -> Result<Measurement, String>| {
+            if let Some(why) = b() {
+                return CellOutcome::NotApplicable(why.to_string());
+            }
+            match r() {
+                Ok(m) => CellOutcome::Ok(m),
+                Err(e) => CellOutcome::Failed(e),
+            }
+        };
+        match &self.spec {
+            TargetSpec::Inproc { variant } => match Inproc::new(variant) {
+                Ok(b) => outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p)),
+                Err(e) => CellOutcome::Failed(e),
+            },
+            #[cfg(feature = "peers")]
+            TargetSpec::Vfs => {
+                let b = crate::backend::peers::VfsPeer::new();
+                outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p))
+            }
+            #[cfg(feature = "peers")]
+            TargetSpec::Rsfs => {
+                let b = crate::backend::peers::RsfsPeer::new();
+                outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p))
+            }
+            #[cfg(not(feature = "peers"))]
+            TargetSpec::Vfs | TargetSpec::Rsfs => {
+                CellOutcome::Failed("built without the `peers` feature".into())
+            }
+            TargetSpec::Path { .. } | TargetSpec::Tmpfs | TargetSpec::Ext4 | TargetSpec::Lanefs => {
+                let Some(root) = &self.root else {
+                    return CellOutcome::Failed("no root directory".into());
+                };
+                let dir = root.join(format!("lanefs-bench.{}.{}", std::process::id(), self.runs));
+                if let Err(e) = std::fs::create_dir(&dir) {
+                    return CellOutcome::Failed(format!("{}: {e}", dir.display()));
+                }
+                let r = match SysFs::open(&dir) {
+                    Ok(b) => outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p)),
+                    Err(e) => CellOutcome::Failed(e),
+                };
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    eprintln!("lanefs bench: removing {}: {e}", dir.display());
+                }
+                r
+            }
+        }
+    }
+}
