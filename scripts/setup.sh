@@ -23,9 +23,18 @@ if [ ! -c /dev/fuse ]; then
   echo "scripts/setup.sh: warning: /dev/fuse is missing; FUSE mounts will fail" >&2
 fi
 
-# Rust toolchain (rustup) if cargo is not there yet.
-if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
-  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+# Rust toolchain (rustup, with rustfmt and clippy for scripts/test.sh) if
+# cargo is not there yet; linked into /usr/local/bin so that the same shell
+# (the README's one-line commands) finds it without re-reading PATH.
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile default
+  fi
+  for b in cargo rustc rustup rustfmt cargo-fmt cargo-clippy clippy-driver rustdoc; do
+    if [ -x "$HOME/.cargo/bin/$b" ]; then
+      ln -sf "$HOME/.cargo/bin/$b" "/usr/local/bin/$b"
+    fi
+  done
 fi
 
 echo "scripts/setup.sh: done"

@@ -109,3 +109,44 @@ impl HandleTable {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanefs_core::{Cred, Fs};
+
+    fn open_root(fs: &Fs) -> Handle {
+        Handle {
+            file: fs.open(&Cred::root(), 1, libc::O_RDONLY).unwrap(),
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn insert_get_remove_from_many_threads() {
+        let fs = Fs::new_in_memory();
+        let t = std::sync::Arc::new(HandleTable::default());
+        let fhs: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    let t = t.clone();
+                    let fs = fs.clone();
+                    s.spawn(move || (0..500).map(|_| t.insert(open_root(&fs))).collect())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u64> = fhs.into_iter().flatten().collect();
+        assert_eq!(t.len(), 2000);
+        assert!(all.iter().all(|&fh| fh != 0 && t.get(fh).is_some()));
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 2000, "handle numbers must be unique");
+        for fh in &all {
+            assert!(t.remove(*fh).is_some());
+            assert!(t.get(*fh).is_none());
+            assert!(t.remove(*fh).is_none());
+        }
+        assert!(t.is_empty());
+    }
+}

@@ -20,6 +20,9 @@
 //! * There are no adapter atomics on the request path: handle numbers come
 //!   from the per-shard counter under the shard lock; lookup counts are kept
 //!   by the engine (`lookup_counted` / `forget`).
+//! * `Handler::invalidate_attr` (`OnceLock`): written once by `mount`
+//!   before the session serves requests, read-only afterwards (the
+//!   `OnceLock` gives the release/acquire pairing).
 //! * fuser's own `Mutex<Option<Mount>>` (only when mounting through
 //!   `fusermount3`) is taken at unmount only.
 //!
