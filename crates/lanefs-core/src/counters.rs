@@ -13,12 +13,16 @@
 //!   from a shard to `global` with two atomic adds; the total is preserved
 //!   whatever interleaving, so `sum` is exact when nobody is adding.
 //! * `global` (Relaxed): folded value; an estimate off by < `batch` per shard.
+//! * `folds_started`, `folds_finished` (SeqCst): bracket every fold. An
+//!   exact sum retries until no fold started before it finished
+//!   (`started` read after the sum equals `finished` read before it), so it
+//!   never sees a value in flight between a shard and `global`.
 //! * `slow` (mutex): serializes exact reservations near the limit so two of
 //!   them cannot both take the last blocks.
 //!   Fast-path reservations only happen while the estimate exceeds the
 //!   request plus twice the worst-case error, so they cannot cross zero.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -43,6 +47,8 @@ pub struct PercpuCounter {
     global: AtomicI64,
     shards: Box<[Shard]>,
     batch: i64,
+    folds_started: AtomicU64,
+    folds_finished: AtomicU64,
     slow: Mutex<()>,
 }
 
@@ -55,6 +61,8 @@ impl PercpuCounter {
             global: AtomicI64::new(value),
             shards: (0..SHARDS).map(|_| Shard(AtomicI64::new(0))).collect(),
             batch: batch.max(1),
+            folds_started: AtomicU64::new(0),
+            folds_finished: AtomicU64::new(0),
             slow: Mutex::new(()),
         }
     }
@@ -72,8 +80,10 @@ impl Counter for PercpuCounter {
         let shard = &self.shards[lane() % self.shards.len()].0;
         let local = shard.fetch_add(delta, Ordering::Relaxed) + delta;
         if local >= self.batch || local <= -self.batch {
-            shard.fetch_sub(local, Ordering::Relaxed);
-            self.global.fetch_add(local, Ordering::Relaxed);
+            self.folds_started.fetch_add(1, Ordering::SeqCst);
+            shard.fetch_sub(local, Ordering::SeqCst);
+            self.global.fetch_add(local, Ordering::SeqCst);
+            self.folds_finished.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -97,12 +107,15 @@ impl Counter for PercpuCounter {
     }
 
     fn sum(&self) -> i64 {
-        let local: i64 = self
-            .shards
-            .iter()
-            .map(|s| s.0.load(Ordering::Relaxed))
-            .sum();
-        self.global.load(Ordering::Relaxed) + local
+        loop {
+            let finished = self.folds_finished.load(Ordering::SeqCst);
+            let local: i64 = self.shards.iter().map(|s| s.0.load(Ordering::SeqCst)).sum();
+            let total = self.global.load(Ordering::SeqCst) + local;
+            if self.folds_started.load(Ordering::SeqCst) == finished {
+                return total;
+            }
+            std::hint::spin_loop();
+        }
     }
 }
 

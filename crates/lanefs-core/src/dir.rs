@@ -15,7 +15,9 @@
 //! exactly once, whatever is inserted or removed meanwhile, and across
 //! evictions of the index. Cookies 0, 1 and 2 are the start, `.` and `..`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use lanefs_store::{DirEntryRecord, FileKind, Ino};
 
@@ -43,7 +45,9 @@ pub(crate) trait DirectoryIndex: Sized {
     fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)>;
 }
 
-/// Hash map by name plus a cookie-ordered map for listing.
+/// Hash map by name plus a cookie-ordered map for listing. Names hash with
+/// foldhash (randomly seeded per map, so names chosen to collide cannot be
+/// precomputed; several times cheaper than SipHash on short names).
 #[derive(Default)]
 pub(crate) struct HashDirIndex {
     by_name: HashMap<Box<[u8]>, Slot>,

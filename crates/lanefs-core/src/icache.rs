@@ -18,9 +18,9 @@
 //! Milestone 2 replaces the shard locks on the lookup path with an
 //! epoch-protected lock-free table (seed 000) behind this same trait.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt};
 use lanefs_store::{Ino, Result};
 use parking_lot::RwLock;
 

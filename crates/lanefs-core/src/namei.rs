@@ -72,6 +72,25 @@ impl FsInner {
         RwLockWriteGuard::try_map(w, |s| s.index.as_mut()).map_err(|_| Errno::EIO)
     }
 
+    /// For a directory about to lose its last name (rmdir, rename over it):
+    /// lock its entries (after its parent's, per the lock order) and keep
+    /// them locked while it dies, so nothing is created in it meanwhile.
+    /// `ENOTEMPTY` if it has entries; `None` for a non-directory.
+    pub fn lock_empty_victim<'a>(
+        &self,
+        victim: &'a Inode,
+        is_dir: bool,
+    ) -> Result<Option<MappedRwLockWriteGuard<'a, DirIndex>>> {
+        if !is_dir {
+            return Ok(None);
+        }
+        let idx = self.dir_write(victim)?;
+        if idx.len() != 0 {
+            return Err(Errno::ENOTEMPTY);
+        }
+        Ok(Some(idx))
+    }
+
     /// Add entry `name → (ino, kind)` to `dir` (store first, then index).
     #[allow(clippy::too_many_arguments)]
     pub fn add_entry(
@@ -407,16 +426,7 @@ impl Fs {
         }
         let now = Timespec::now();
         {
-            // A directory is locked after its parent, and kept locked while
-            // it dies, so nothing can be created in it meanwhile.
-            let child_idx = if is_dir {
-                Some(fs.dir_write(&child)?)
-            } else {
-                None
-            };
-            if child_idx.as_ref().is_some_and(|c| c.len() != 0) {
-                return Err(Errno::ENOTEMPTY);
-            }
+            let _victim_lock = fs.lock_empty_victim(&child, is_dir)?;
             let mut dm = dir.meta.lock();
             fs.remove_entry(&dir, &mut idx, &mut dm, name, now)?;
             let mut cm = child.meta.lock();
@@ -684,14 +694,7 @@ impl Fs {
         // Replace (or create) newname, then drop name.
         let mut replaced = None;
         if let Some(t) = target {
-            let t_idx = if new_is_dir {
-                Some(fs.dir_write(&t)?)
-            } else {
-                None
-            };
-            if t_idx.as_ref().is_some_and(|i| i.len() != 0) {
-                return Err(Errno::ENOTEMPTY);
-            }
+            let t_idx = fs.lock_empty_victim(&t, new_is_dir)?;
             {
                 let mut ndm = ndir.meta.lock();
                 fs.remove_entry(ndir, nidx!(), &mut ndm, newname, now)?;

@@ -43,6 +43,23 @@ impl PageCache for PageMap {
     }
 }
 
+/// The pieces of `[offset, offset + len)` page by page: `(page index,
+/// offset in the page, offset in the range, length)`.
+fn chunks(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = offset + done as u64;
+        let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+        let chunk = (PAGE_SIZE - in_page).min(len - done);
+        let piece = (idx, in_page, done, chunk);
+        done += chunk;
+        Some(piece)
+    })
+}
+
 /// Page indexes covering `[offset, offset + len)`; empty when `len == 0`.
 fn page_range(offset: u64, len: u64) -> std::ops::Range<u64> {
     if len == 0 {
@@ -64,14 +81,9 @@ impl PageMap {
     /// Uncached pages count as misses even if they are holes.
     pub fn read_cached(&self, offset: u64, buf: &mut [u8]) -> Option<usize> {
         let n = self.readable(offset, buf.len());
-        let mut done = 0;
-        while done < n {
-            let pos = offset + done as u64;
-            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
-            let chunk = (PAGE_SIZE - in_page).min(n - done);
+        for (idx, in_page, done, chunk) in chunks(offset, n) {
             let page = self.pages.get(&idx)?;
             buf[done..done + chunk].copy_from_slice(&page.data[in_page..in_page + chunk]);
-            done += chunk;
         }
         Some(n)
     }
@@ -86,11 +98,7 @@ impl PageMap {
         buf: &mut [u8],
     ) -> Result<usize> {
         let n = self.readable(offset, buf.len());
-        let mut done = 0;
-        while done < n {
-            let pos = offset + done as u64;
-            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
-            let chunk = (PAGE_SIZE - in_page).min(n - done);
+        for (idx, in_page, done, chunk) in chunks(offset, n) {
             let out = &mut buf[done..done + chunk];
             if !self.pages.contains_key(&idx) {
                 self.load(store, ino, idx)?;
@@ -99,7 +107,6 @@ impl PageMap {
                 Some(p) => out.copy_from_slice(&p.data[in_page..in_page + chunk]),
                 None => out.fill(0),
             }
-            done += chunk;
         }
         Ok(n)
     }
@@ -154,15 +161,10 @@ impl PageMap {
     /// [`prepare`](Self::prepare)d (and its holes reserved): holes become
     /// new zero-filled dirty pages. Does not change `size`.
     pub fn write(&mut self, offset: u64, data: &[u8]) {
-        let mut done = 0;
-        while done < data.len() {
-            let pos = offset + done as u64;
-            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
-            let chunk = (PAGE_SIZE - in_page).min(data.len() - done);
+        for (idx, in_page, done, chunk) in chunks(offset, data.len()) {
             let page = self.page_mut(idx);
             page.data[in_page..in_page + chunk].copy_from_slice(&data[done..done + chunk]);
             page.dirty = true;
-            done += chunk;
         }
     }
 
