@@ -84,8 +84,35 @@ pub struct TmpfsMount {
 }
 
 impl TmpfsMount {
+    /// Detach tmpfs mounts this harness left behind in processes that no
+    /// longer exist (a test process killed mid-run cannot unmount).
+    fn reap_stale() {
+        let Ok(mounts) = fs::read_to_string("/proc/self/mounts") else {
+            return;
+        };
+        let prefix = std::env::temp_dir().join("lanefs-difftest-");
+        let prefix = prefix.to_string_lossy().into_owned();
+        for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
+            let Some(rest) = target.strip_prefix(prefix.as_str()) else {
+                continue;
+            };
+            let Some(pid) = rest.split('-').next() else {
+                continue;
+            };
+            if pid.parse::<u32>().is_err() || Path::new("/proc").join(pid).exists() {
+                continue;
+            }
+            if let Ok(c) = cstr(target.as_bytes()) {
+                // SAFETY: valid NUL-terminated path.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+                let _ = fs::remove_dir(target);
+            }
+        }
+    }
+
     /// Mount a new tmpfs on a new directory under the system temp dir.
     pub fn new() -> io::Result<TmpfsMount> {
+        TmpfsMount::reap_stale();
         static COUNT: AtomicU64 = AtomicU64::new(0);
         let n = COUNT.fetch_add(1, Ordering::Relaxed);
         let dir =

@@ -987,15 +987,20 @@ impl Filesystem {
             if !excl {
                 if let Ok(attr) = self.core().lookup(&self.cred, p.dir.ino, name) {
                     match attr.kind {
-                        FileKind::Symlink if flags & libc::O_NOFOLLOW != 0 => {
-                            return Err(Errno::ELOOP)
-                        }
-                        FileKind::Symlink => {
+                        FileKind::Symlink if flags & libc::O_NOFOLLOW == 0 => {
                             p = w.follow_last(p, attr.ino)?;
                             continue;
                         }
                         FileKind::Directory => return Err(Errno::EISDIR),
-                        _ => {}
+                        // protected_regular / protected_fifos: not
+                        // implemented (docs/SEMANTICS.md).
+                        FileKind::Regular | FileKind::Fifo => {}
+                        _ => {
+                            self.may_create_in_sticky(p.dir.ino, &attr)?;
+                            if attr.kind == FileKind::Symlink {
+                                return Err(Errno::ELOOP);
+                            }
+                        }
                     }
                 }
             }
@@ -1011,6 +1016,23 @@ impl Filesystem {
             )?;
             return Ok(File::new(self.clone(), handle, attr.kind, flags));
         }
+    }
+
+    /// Linux's `may_create_in_sticky` for an `O_CREAT` open that found an
+    /// existing symlink (with `O_NOFOLLOW`), socket or device node: in a
+    /// sticky world-writable directory, only the node's owner or the
+    /// directory's owner may open it (root included: no capability
+    /// overrides this rule).
+    fn may_create_in_sticky(&self, dir: Ino, node: &Attr) -> Result<()> {
+        let d = self.core().getattr(dir)?;
+        let dir_mode = d.perm as u32;
+        if dir_mode & libc::S_ISVTX == 0 || node.uid == d.uid || node.uid == self.cred.uid {
+            return Ok(());
+        }
+        if dir_mode & 0o002 != 0 {
+            return Err(Errno::EACCES);
+        }
+        Ok(())
     }
 
     /// The whole content of file `path`.

@@ -1091,3 +1091,30 @@ fn divergence_atime_is_relatime_without_the_daily_refresh() -> io::Result<()> {
     assert_eq!(fs.metadata("/f")?.atime(), future);
     Ok(())
 }
+
+#[test]
+fn o_creat_on_a_foreign_symlink_in_a_sticky_dir_is_eacces() -> io::Result<()> {
+    // Linux's may_create_in_sticky (independent of the protected_* sysctls
+    // for symlinks, sockets and devices); found by the differential test.
+    let fs = fs();
+    fs.create_dir("/tmp")?;
+    fs.set_permissions("/tmp", 0o1777)?;
+    alice(&fs).symlink("target", "/tmp/link")?;
+    let open = |v: &Filesystem| {
+        v.open_flags(
+            "/tmp/link",
+            libc::O_CREAT | libc::O_NOFOLLOW | libc::O_WRONLY,
+            0o644,
+        )
+    };
+    assert_eq!(errno(open(&bob(&fs))), Errno::EACCES);
+    assert_eq!(errno(open(&fs)), Errno::EACCES, "root too");
+    assert_eq!(
+        errno(open(&alice(&fs))),
+        Errno::ELOOP,
+        "the link's owner gets ELOOP"
+    );
+    fs.set_permissions("/tmp", 0o777)?;
+    assert_eq!(errno(open(&bob(&fs))), Errno::ELOOP, "not sticky: ELOOP");
+    Ok(())
+}
