@@ -13,7 +13,7 @@ apt-get update
 apt-get install -y --no-install-recommends \
   ca-certificates curl build-essential pkg-config \
   fuse3 libfuse3-dev kmod util-linux e2fsprogs procps \
-  fio stress-ng fsmark dbench
+  fio stress-ng fsmark dbench fonts-dejavu-core
 
 # /dev/fuse: load the module if the kernel has it as one.
 if [ ! -e /dev/fuse ]; then
