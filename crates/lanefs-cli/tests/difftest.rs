@@ -464,20 +464,8 @@ fn snapshot(root: &Path, rel: &Path, out: &mut BTreeMap<String, String>) {
 #[test]
 fn syscalls_match_tmpfs() {
     require_tool("mount");
-    let ops: u64 = std::env::var("LANEFS_DIFF_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50_000);
-    let seed: u64 = std::env::var("LANEFS_DIFF_SEED")
-        .ok()
-        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let ops = env_count("LANEFS_DIFF_OPS", 50_000);
+    let seed = env_seed("LANEFS_DIFF_SEED");
     eprintln!("difftest: {ops} ops, seed {seed:#x} (LANEFS_DIFF_SEED to replay)");
     let m = TestMount::with("diff", &["-o", "allow_other,default_permissions"], &[]);
     let tdir = m.base.join("tmpfs");

@@ -395,20 +395,8 @@ impl Fsx {
 
 #[test]
 fn fsx_random_ops_match_model() {
-    let ops: u64 = std::env::var("LANEFS_FSX_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
-    let seed: u64 = std::env::var("LANEFS_FSX_SEED")
-        .ok()
-        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let ops = env_count("LANEFS_FSX_OPS", 100_000);
+    let seed = env_seed("LANEFS_FSX_SEED");
     eprintln!("fsx: {ops} ops, seed {seed:#x}");
     let m = TestMount::new("fsx");
     let path = m.path("fsx.data");

@@ -22,6 +22,30 @@ pub fn unique_dir(name: &str) -> PathBuf {
 }
 
 /// Path of an external tool; the test FAILS (not skips) when it is missing.
+/// A count from environment variable `var`, or `default`.
+#[allow(dead_code)]
+pub fn env_count(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A seed from environment variable `var` (hex, `0x` optional), or a fresh
+/// odd one from the clock; print it so a failure can be replayed.
+#[allow(dead_code)]
+pub fn env_seed(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
+                | 1
+        })
+}
+
 pub fn require_tool(name: &str) -> PathBuf {
     for dir in std::env::var("PATH").unwrap_or_default().split(':') {
         let p = Path::new(dir).join(name);
