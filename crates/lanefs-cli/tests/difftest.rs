@@ -38,22 +38,6 @@ impl Drop for Tmpfs {
     }
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
-        v[self.below(v.len() as u64) as usize]
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Op {
     Create(String, u32, bool),

@@ -94,24 +94,6 @@ fn fio_verify_crc32c() {
     );
 }
 
-/// xorshift64*: a small deterministic generator (seed printed on failure).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
-
 const FSX_FILE_BYTES_MAX: u64 = 512 << 10;
 const FSX_OP_BYTES_MAX: u64 = 64 << 10;
 const PAGE: u64 = 4096;

@@ -46,6 +46,33 @@ pub fn env_seed(var: &str) -> u64 {
         })
 }
 
+/// xorshift64*: a small deterministic generator (tests print its seed).
+#[allow(dead_code)]
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n`; 0 when `n` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    pub fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
 pub fn require_tool(name: &str) -> PathBuf {
     for dir in std::env::var("PATH").unwrap_or_default().split(':') {
         let p = Path::new(dir).join(name);
