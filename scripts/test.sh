@@ -17,3 +17,7 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 echo "== cargo test (release)"
 cargo test --workspace --all-features --release
+
+echo "== model checks (shuttle; LANEFS_SHUTTLE_ITERS=${LANEFS_SHUTTLE_ITERS:-1000} per check)"
+RUSTFLAGS="--cfg lanefs_shuttle" CARGO_TARGET_DIR=target/shuttle \
+    cargo test -p lanefs-core --lib --release -- model_

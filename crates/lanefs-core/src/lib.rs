@@ -39,6 +39,8 @@ mod orphan;
 mod pcache;
 mod perm;
 mod reclaim;
+pub(crate) mod sync;
+mod variants;
 mod xattr;
 
 pub use counters::{Counter, PercpuCounter};
@@ -47,6 +49,9 @@ pub use fs::Fs;
 pub use lane::lane;
 pub use orphan::{OrphanTable, ShardedOrphanTable};
 pub use reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
+pub use variants::{
+    CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
+};
 
 /// Counts from a cache shrink, for tests and stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

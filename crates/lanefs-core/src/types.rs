@@ -186,6 +186,9 @@ pub struct FsConfig {
     /// Linux's `fs.protected_hardlinks`: only owners (or root) may hard-link
     /// files they could not read and write.
     pub protected_hardlinks: bool,
+    /// Which design each seed mechanism uses (the production set by
+    /// default; the seeds' "before" designs for benchmarks and tests).
+    pub variants: crate::Variants,
 }
 
 impl Default for FsConfig {
@@ -197,6 +200,7 @@ impl Default for FsConfig {
             cache_inodes_max: 1 << 20,
             cache_pages_max: 1 << 18,
             protected_hardlinks: true,
+            variants: crate::Variants::default(),
         }
     }
 }

@@ -1,0 +1,109 @@
+//! The synchronisation seam: every lock-free structure of the core takes its
+//! atomics, `Arc`, locks and spin hints from here, so that one build flag
+//! swaps them all for a model checker's.
+//!
+//! * Normal builds: `std` atomics and `Arc`, `parking_lot` locks.
+//! * `RUSTFLAGS="--cfg lanefs_shuttle"`: `shuttle`'s, whose every operation
+//!   is a scheduling point. Each lock-free module keeps its model checks in
+//!   a `#[cfg(all(test, lanefs_shuttle))]` module of tests named `model_*`,
+//!   which explore interleavings of the real structure; `scripts/test.sh`
+//!   runs them (`cargo test -p lanefs-core --lib model_`) in their own
+//!   target directory, with [`model_iterations`] as the budget
+//!   (`LANEFS_SHUTTLE_ITERS`, default 1000).
+//!
+//! The lock wrappers keep `parking_lot`'s shape (`lock()` returns the guard
+//! directly) under both builds, so structure code is written once.
+//! Memory reclamation (crossbeam-epoch) is not swapped: under shuttle all
+//! model threads share one OS thread and so one epoch participant, which
+//! only ever delays frees (never frees early).
+
+// Each structure takes what it needs; not every build uses every name.
+#![allow(unused_imports, dead_code)]
+
+#[cfg(not(lanefs_shuttle))]
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+#[cfg(not(lanefs_shuttle))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(lanefs_shuttle)]
+pub(crate) use shuttle::sync::atomic::{
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+#[cfg(lanefs_shuttle)]
+pub(crate) use shuttle::sync::Arc;
+
+/// A hint inside a retry loop: lets a model checker run another thread.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(lanefs_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(lanefs_shuttle))]
+    std::hint::spin_loop();
+}
+
+/// Give up the CPU while waiting for another thread (a state change that
+/// takes longer than a few spins, such as an inode being freed).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(lanefs_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(lanefs_shuttle))]
+    std::thread::yield_now();
+}
+
+#[cfg(not(lanefs_shuttle))]
+pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+#[cfg(lanefs_shuttle)]
+pub(crate) use model_locks::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `parking_lot`-shaped wrappers over shuttle's locks (poisoning is
+/// impossible in a model run that stops at the first panic).
+#[cfg(lanefs_shuttle)]
+mod model_locks {
+    pub(crate) use shuttle::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+    #[derive(Default)]
+    pub(crate) struct Mutex<T>(shuttle::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub fn new(v: T) -> Self {
+            Mutex(shuttle::sync::Mutex::new(v))
+        }
+        pub fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
+    }
+
+    #[derive(Default)]
+    pub(crate) struct RwLock<T>(shuttle::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub fn new(v: T) -> Self {
+            RwLock(shuttle::sync::RwLock::new(v))
+        }
+        pub fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(|e| e.into_inner())
+        }
+        pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(|e| e.into_inner())
+        }
+        pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
+            self.0.try_write().ok()
+        }
+    }
+}
+
+/// Iterations for one model check: `LANEFS_SHUTTLE_ITERS`, default 1000.
+#[cfg(lanefs_shuttle)]
+pub(crate) fn model_iterations() -> usize {
+    std::env::var("LANEFS_SHUTTLE_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
