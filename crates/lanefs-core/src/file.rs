@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::DirectoryIndex;
 use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
 use crate::inode::{Body, Inode};
 use crate::namei::NewNode;
@@ -56,7 +55,6 @@ impl OpenFile {
         let kill = privs_to_kill(&self.cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            self.inode.mirror_access(&m.rec);
         }
     }
 
@@ -193,7 +191,6 @@ impl FsInner {
         let kill = privs_to_kill(cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            inode.mirror_access(&m.rec);
         }
         Ok(())
     }
@@ -614,7 +611,6 @@ impl Fs {
             || ch.ctime.is_some();
         if changed {
             touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
-            inode.mirror_access(&m.rec);
         }
         Ok(Attr::from_record(&m.rec))
     }

@@ -230,8 +230,19 @@ impl Fs {
         &self.inner.store
     }
 
-    /// Attributes of `ino`.
+    /// Attributes of `ino`. A cached inode answers from its attribute
+    /// mirror without a lock (see `attr_seq`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                if a.freed() {
+                    return Err(Errno::ENOENT);
+                }
+                return Ok(a.attr(inode.ino, inode.kind));
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         if m.freed {
@@ -244,6 +255,13 @@ impl Fs {
     /// [`MAY_WRITE`](crate::MAY_WRITE), [`MAY_EXEC`](crate::MAY_EXEC)
     /// (0 = exists).
     pub fn access(&self, cred: &Cred, ino: Ino, mask: u32) -> Result<()> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         perm::permission(cred, &m.rec, mask)
@@ -310,6 +328,28 @@ impl Fs {
 }
 
 impl FsInner {
+    /// TEMPORARY (helper `icache` replaces it with the lock-free cache's
+    /// version at merge): the cached inode `ino` as a guard-scoped
+    /// reference, or `None` on a miss (the caller falls back to `iget`).
+    /// Sound with today's cache: the `Arc` cloned from the cache is dropped
+    /// through `guard.defer`, so the inode outlives the guard's epoch.
+    pub(crate) fn iget_rcu<'g>(
+        &'g self,
+        ino: Ino,
+        guard: &'g crossbeam_epoch::Guard,
+    ) -> Option<&'g Inode> {
+        if ino == ROOT_INO {
+            return Some(&self.root);
+        }
+        let inode = self.icache.get(ino)?;
+        let ptr = Arc::as_ptr(&inode);
+        guard.defer(move || drop(inode));
+        // SAFETY: the clone `inode` keeps the allocation alive until the
+        // deferred drop runs, which is after every guard pinned now
+        // (including `guard`, which bounds the returned lifetime) is gone.
+        Some(unsafe { &*ptr })
+    }
+
     /// The inode `ino`, from the cache or the store.
     pub fn iget(&self, ino: Ino) -> Result<IRef<'_>> {
         if ino == ROOT_INO {
@@ -462,7 +502,7 @@ impl FsInner {
         }
         drop(data);
         if let Body::Dir(d) = &inode.body {
-            d.write().index = None;
+            d.lock().take();
         }
         // Free in the store while the dead inode still holds its cache slot:
         // a concurrent `iget` finds it (and sees `freed`) instead of loading
@@ -543,10 +583,10 @@ impl FsInner {
                 (n, false)
             }
             Body::Dir(d) => {
-                let Some(mut ds) = d.try_write() else {
+                let Some(mut change) = d.try_lock() else {
                     return (0, false);
                 };
-                (0, ds.index.take().is_some())
+                (0, change.take())
             }
             Body::Other => (0, false),
         }

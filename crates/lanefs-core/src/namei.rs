@@ -10,12 +10,7 @@
 
 use std::sync::Arc;
 
-use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
-use parking_lot::{
-    MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLockReadGuard, RwLockWriteGuard,
-};
-
-use crate::dir::{DirIndex, DirectoryIndex, Slot};
+use crate::dir::{DirIndex, DirRead, DirWrite, Slot};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
@@ -25,6 +20,7 @@ use crate::{
     Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
     RENAME_WHITEOUT, SYMLINK_MAX,
 };
+use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
 
 /// What a new node is made of.
 pub(crate) struct NewNode<'a> {
@@ -43,33 +39,31 @@ pub(crate) struct NewNode<'a> {
 }
 
 impl FsInner {
-    /// The directory's index under its read lock, loading it if needed.
-    pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockReadGuard<'a, DirIndex>> {
-        let Body::Dir(lock) = &dir.body else {
+    /// The directory's index for lock-free reading, loading it if needed
+    /// (the load takes the directory's change lock).
+    pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<DirRead<'a>> {
+        let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
         loop {
-            match RwLockReadGuard::try_map(lock.read(), |s| s.index.as_ref()) {
-                Ok(g) => return Ok(g),
-                Err(g) => drop(g),
+            if let Some(r) = state.reader() {
+                return Ok(r);
             }
-            let mut w = lock.write();
-            if w.index.is_none() {
-                w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+            let mut w = state.lock();
+            if w.index().is_none() {
+                w.install(DirIndex::from_records(self.store.dir_read(dir.ino)?));
             }
         }
     }
 
-    /// The directory's index under its write lock, loading it if needed.
-    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockWriteGuard<'a, DirIndex>> {
-        let Body::Dir(lock) = &dir.body else {
+    /// The directory's change lock with its index loaded.
+    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<DirWrite<'a>> {
+        let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
-        let mut w = lock.write();
-        if w.index.is_none() {
-            w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
-        }
-        RwLockWriteGuard::try_map(w, |s| s.index.as_mut()).map_err(|_| Errno::EIO)
+        state
+            .lock()
+            .loaded(|| Ok(DirIndex::from_records(self.store.dir_read(dir.ino)?)))
     }
 
     /// For a directory about to lose its last name (rmdir, rename over it):
@@ -80,7 +74,7 @@ impl FsInner {
         &self,
         victim: &'a Inode,
         is_dir: bool,
-    ) -> Result<Option<MappedRwLockWriteGuard<'a, DirIndex>>> {
+    ) -> Result<Option<DirWrite<'a>>> {
         if !is_dir {
             return Ok(None);
         }
@@ -96,7 +90,7 @@ impl FsInner {
     pub fn add_entry(
         &self,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         dm: &mut Meta,
         name: &[u8],
         ino: Ino,
@@ -124,7 +118,7 @@ impl FsInner {
     pub fn remove_entry(
         &self,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         dm: &mut Meta,
         name: &[u8],
         now: Timespec,
@@ -159,7 +153,7 @@ impl FsInner {
         &self,
         cred: &Cred,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         name: &[u8],
         n: NewNode<'_>,
     ) -> Result<Arc<Inode>> {
@@ -192,6 +186,9 @@ impl FsInner {
 
     /// Find `name` in `parent`; add a lookup reference if `counted`.
     pub fn lookup(&self, cred: &Cred, parent: Ino, name: &[u8], counted: bool) -> Result<Attr> {
+        if let Some(r) = self.walk_rcu(cred, parent, &[name], counted) {
+            return r;
+        }
         let dir = self.dir(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         let attr_of = |inode: &Inode| {
@@ -208,7 +205,15 @@ impl FsInner {
             return attr_of(&dir);
         }
         if name == b".." {
-            let up = dir.meta.lock().rec.parent;
+            // A dead directory's `..` is ENOENT: its recorded parent number
+            // is held by nobody and may have been reused (docs/SEMANTICS.md).
+            let up = {
+                let dm = dir.meta.lock();
+                if dm.rec.nlink == 0 {
+                    return Err(Errno::ENOENT);
+                }
+                dm.rec.parent
+            };
             return attr_of(&*self.iget(up)?);
         }
         check_name(name)?;
@@ -525,12 +530,12 @@ impl Fs {
     /// The body of rename with the directory locks held. `new` is `None` for
     /// a rename within `odir`. Returns a replaced inode that may need freeing.
     #[allow(clippy::too_many_arguments)]
-    fn rename_locked(
+    fn rename_locked<'d>(
         &self,
         cred: &Cred,
         odir: &Inode,
-        oidx: &mut DirIndex,
-        new: Option<(&Inode, &mut DirIndex)>,
+        oidx: &mut DirWrite<'d>,
+        new: Option<(&Inode, &mut DirWrite<'d>)>,
         name: &[u8],
         newname: &[u8],
         flags: u32,
