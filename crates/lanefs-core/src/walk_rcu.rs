@@ -45,6 +45,9 @@ use crate::{Attr, Cred, Fs, MAY_EXEC};
 
 /// Whole-walk retries after a failed validation before giving up.
 pub const RCU_WALK_RETRIES: usize = 4;
+/// Most components callers pass in one RCU-walk without allocating (a
+/// longer path takes the reference walk).
+pub const MAX_RCU_COMPONENTS: usize = 64;
 
 /// What one attempt ended with.
 enum Attempt<'g> {
