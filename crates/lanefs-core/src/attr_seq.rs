@@ -184,16 +184,20 @@ impl MetaLock {
     }
 
     pub fn lock(&self) -> MetaGuard<'_> {
+        let guard = self.mutex.lock();
+        held::enter();
         MetaGuard {
-            guard: self.mutex.lock(),
+            guard,
             attr: &self.attr,
             changed: false,
         }
     }
 
     pub fn try_lock(&self) -> Option<MetaGuard<'_>> {
+        let guard = self.mutex.try_lock()?;
+        held::enter();
         Some(MetaGuard {
-            guard: self.mutex.try_lock()?,
+            guard,
             attr: &self.attr,
             changed: false,
         })
@@ -231,7 +235,44 @@ impl Drop for MetaGuard<'_> {
         if self.changed {
             self.attr.publish(&self.guard.rec, self.guard.freed);
         }
+        held::leave();
     }
+}
+
+/// How many `meta` locks this thread holds, in debug builds, so that code
+/// that must not run under any `meta` (an icache insert or load: shard
+/// locks come before `meta` in the lock order) can assert it.
+mod held {
+    #[cfg(debug_assertions)]
+    thread_local!(static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+
+    #[inline]
+    pub(super) fn enter() {
+        #[cfg(debug_assertions)]
+        HELD.with(|h| h.set(h.get() + 1));
+    }
+
+    #[inline]
+    pub(super) fn leave() {
+        #[cfg(debug_assertions)]
+        HELD.with(|h| {
+            debug_assert!(h.get() > 0, "meta released more often than taken");
+            h.set(h.get() - 1)
+        });
+    }
+
+    /// `meta` locks held by this thread (always 0 in release builds).
+    pub(crate) fn count() -> usize {
+        #[cfg(debug_assertions)]
+        return HELD.with(|h| h.get());
+        #[cfg(not(debug_assertions))]
+        0
+    }
+}
+
+/// `meta` locks held by this thread (debug builds; 0 in release builds).
+pub(crate) fn metas_held() -> usize {
+    held::count()
 }
 
 #[cfg(all(test, not(lanefs_shuttle)))]

@@ -235,9 +235,7 @@ impl Fs {
             (self.open(cred, target.ino, flags)?, false)
         } else if !creat {
             check_name(name)?;
-            let idx = fs.dir_read(&dir)?;
-            let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-            let child = fs.iget(slot.ino)?.arc();
+            let child = fs.lookup_child(&dir, name)?.arc();
             (fs.open_inode(cred, child, flags, false, counted)?, false)
         } else {
             check_name(name)?;

@@ -11,8 +11,9 @@
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
-//! 2. directory entry locks (`Body::Dir`): ancestors before descendants;
-//!    two unrelated directories (only under `rename_lock`) by inode number
+//! 2. directory entry locks (`DirState::change`; lookups take none):
+//!    ancestors before descendants; two unrelated directories (only under
+//!    `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
 //! 4. icache shard locks
 //! 5. `Inode::meta` — a directory's before that of an inode linked (or
@@ -358,6 +359,11 @@ impl FsInner {
         if ino == 0 {
             return Err(Errno::ENOENT);
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache load under meta (lock order: shard locks before meta)"
+        );
         let mut loaded = false;
         let found = self
             .icache
@@ -455,6 +461,11 @@ impl FsInner {
             m.lookups = n.lookups;
             m.opens = n.opens;
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache insert under meta (lock order: shard locks before meta)"
+        );
         self.icache.insert(inode.clone());
         self.cached_inodes.add(1);
         Ok(inode)
