@@ -676,12 +676,6 @@ mod model {
             .expect("loaded by the test")
     }
 
-    fn wr(d: &DirState) -> DirWrite<'_> {
-        d.lock()
-            .loaded(|| Err::<DirIndex, ()>(()))
-            .expect("loaded by the model")
-    }
-
     fn slot(ino: Ino, cookie: u64) -> Slot {
         Slot {
             ino,
