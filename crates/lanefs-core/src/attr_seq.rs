@@ -144,7 +144,7 @@ impl AttrSeq {
     fn publish(&self, rec: &InodeRecord, freed: bool) {
         let w = encode(rec, freed);
         let s = self.seq.load(Ordering::Relaxed);
-        debug_assert!(s % 2 == 0, "two mirror writers at once");
+        debug_assert!(s & 1 == 0, "two mirror writers at once");
         self.seq.store(s + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         for (slot, v) in self.words.iter().zip(w) {
@@ -157,7 +157,7 @@ impl AttrSeq {
     pub fn read(&self) -> AttrSnapshot {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
-            if s1 % 2 == 0 {
+            if s1 & 1 == 0 {
                 let words = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s1 {

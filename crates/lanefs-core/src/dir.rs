@@ -396,7 +396,7 @@ impl DirState {
     /// is in progress.
     pub fn read_begin(&self) -> Option<u64> {
         let s = self.seq.load(Ordering::Acquire);
-        (s % 2 == 0).then_some(s)
+        (s & 1 == 0).then_some(s)
     }
 
     /// Did no entry get removed or replaced since `read_begin` gave `s`?
@@ -492,7 +492,7 @@ impl DirWrite<'_> {
     fn write_begin(&self) -> u64 {
         let seq = &self.change.state.seq;
         let s = seq.load(Ordering::Relaxed);
-        debug_assert!(s % 2 == 0, "nested directory change");
+        debug_assert!(s & 1 == 0, "nested directory change");
         seq.store(s + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         s
