@@ -11,10 +11,12 @@
 //! its [`Superblock`].
 
 mod errno;
+mod lane;
 mod memory;
 mod record;
 
 pub use errno::{Errno, Result};
+pub use lane::lane;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use record::{DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO};
 
