@@ -6,7 +6,8 @@
 //! * `MetaLock::mutex` is the inode's `meta` mutex (see `inode`): it
 //!   protects the record and the life-cycle fields. Every change of them is
 //!   made through a [`MetaGuard`], whose `DerefMut` marks it changed and
-//!   whose drop republishes the mirror *before* the mutex is released — so
+//!   whose drop republishes the mirror *before* the mutex is released (and
+//!   writes nothing when the attribute words did not change) — so
 //!   mirror writers are serialised by `meta`, and call sites stay as they
 //!   were (`inode.meta.lock()`).
 //! * `AttrSeq::seq` (seqcount): odd while a writer is copying, even
@@ -143,6 +144,17 @@ impl AttrSeq {
     /// [`MetaGuard`]'s drop, which runs under it).
     fn publish(&self, rec: &InodeRecord, freed: bool) {
         let w = encode(rec, freed);
+        // Only the writer stores words, so Relaxed loads see its own last
+        // values: a change of life-cycle fields alone (lookup counts, opens,
+        // dirty) writes nothing, keeping readers' cache lines shared.
+        if self
+            .words
+            .iter()
+            .zip(w)
+            .all(|(slot, v)| slot.load(Ordering::Relaxed) == v)
+        {
+            return;
+        }
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "two mirror writers at once");
         self.seq.store(s + 1, Ordering::Relaxed);
