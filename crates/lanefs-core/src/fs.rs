@@ -4,9 +4,15 @@
 //! * `rename_lock` (mutex): held by cross-directory renames only, for the
 //!   whole rename. It keeps the tree's shape (directories' parents) stable
 //!   while a rename checks ancestry and locks two directories.
-//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: per-lane
-//!   counters (see `counters`); reservations happen before any change, so a
-//!   failed reservation (`ENOSPC`) leaves nothing half-done.
+//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: counters
+//!   of the configured design (see `counters`); reservations happen before
+//!   any change, so a failed reservation (`ENOSPC`) leaves nothing half-done.
+//!   The two cache counters also charge the process-wide cache budget
+//!   (`reclaim::pressure`), checked by the budget functions below.
+//! * `orphans`: the configured orphan table; an orphan's slot lives in its
+//!   `Meta::orphan_slot` from `note_unlinked` to `maybe_free`.
+//! * `shrinker` (mutex): this mount's id in the process-wide registry of its
+//!   reclaim design, taken once at drop to unregister.
 //! * `evict_cursor` (Relaxed): spreads eviction scans over icache shards.
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:

@@ -27,7 +27,8 @@ fn fill(fs: &Fs, name: &[u8], pages: usize) {
         .open_at(&Cred::root(), ROOT_INO, name, CREAT, 0o644, 0, false)
         .unwrap();
     for p in 0..pages {
-        fs.write(&f, (p * PAGE_SIZE) as u64, &[7u8; PAGE_SIZE]).unwrap();
+        fs.write(&f, (p * PAGE_SIZE) as u64, &[7u8; PAGE_SIZE])
+            .unwrap();
     }
 }
 
@@ -51,9 +52,15 @@ fn process_budget_reclaims_across_mounts_on_every_design() {
         // registry to scan, which shrinks b too.
         fill(&a, b"af", 250);
         let b_after = b.cache_counts().1;
-        assert!(b_after < b_pages, "{v}: b kept {b_after} of {b_pages} pages");
+        assert!(
+            b_after < b_pages,
+            "{v}: b kept {b_after} of {b_pages} pages"
+        );
         let total = process_cached_objects();
-        assert!(total <= (LIMIT + LIMIT / 8) as i64, "{v}: {total} cached in the process");
+        assert!(
+            total <= (LIMIT + LIMIT / 8) as i64,
+            "{v}: {total} cached in the process"
+        );
         // Nothing was lost: the data reads back from the store.
         let root = Cred::root();
         let attr = b.lookup(&root, ROOT_INO, b"bf").unwrap();
@@ -70,5 +77,9 @@ fn process_budget_reclaims_across_mounts_on_every_design() {
         drop((a, b));
         assert_eq!(registry(v.reclaim).len(), registered_before, "{v}");
     }
-    assert_eq!(process_cached_objects(), 0, "dropped mounts leave the total");
+    assert_eq!(
+        process_cached_objects(),
+        0,
+        "dropped mounts leave the total"
+    );
 }
