@@ -252,6 +252,11 @@ impl<P: LockPolicy> Table<P> {
     fn each_node(&self, f: &mut dyn FnMut(&Node)) {
         let guard = epoch::pin();
         for b in self.buckets.iter() {
+            // An empty bucket is skipped without its lock (a snapshot: an
+            // insert racing this walk may or may not be seen either way).
+            if b.head.load(Ordering::Acquire).is_null() {
+                continue;
+            }
             let _l = self.lock(P::LOOKUP, b);
             let mut p = b.head.load(Ordering::Acquire);
             while !p.is_null() {
