@@ -802,3 +802,62 @@ pub(crate) fn check_link_room(nlink: u32) -> Result<()> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (eviction cliff): with pinned inodes filling the budget,
+    /// each cold `iget` used to write-lock every shard and scan the whole
+    /// cache. Now eviction work is bounded by what it evicts: each pinned
+    /// inode is looked at once (then leaves the LRU until released).
+    #[test]
+    fn eviction_work_does_not_grow_with_pinned_inodes() {
+        const BUDGET: usize = 64;
+        const PINNED: usize = 2_000;
+        const COLD: usize = 2_000;
+        let config = FsConfig {
+            cache_inodes_max: BUDGET,
+            ..FsConfig::default()
+        };
+        let fs = Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap();
+        let r = Cred::root();
+        for i in 0..PINNED {
+            // Counted: keeps a lookup reference (pinned).
+            fs.mknod(&r, ROOT_INO, format!("p{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap();
+        }
+        let mut cold = Vec::new();
+        for i in 0..COLD {
+            let a = fs
+                .mknod(&r, ROOT_INO, format!("c{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap();
+            fs.forget(a.ino, 1);
+            cold.push(a.ino);
+        }
+        fs.shrink();
+        let before = fs.inner.lru.popped.load(Ordering::Relaxed);
+        for &ino in &cold {
+            fs.getattr(ino).unwrap();
+        }
+        let pops = fs.inner.lru.popped.load(Ordering::Relaxed) - before;
+        assert!(
+            pops <= 2 * COLD + EVICT_POPS_MIN,
+            "{pops} LRU entries examined for {COLD} cold lookups with {PINNED} pinned"
+        );
+        assert!(fs.cache_counts().0 <= PINNED + BUDGET + EVICT_BATCH_MIN);
+    }
+
+    /// `iget_rcu` finds the root and live cached inodes, without a reference.
+    #[test]
+    fn iget_rcu_takes_no_reference() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let a = fs.mknod(&r, ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+        let guard = crossbeam_epoch::pin();
+        assert_eq!(fs.inner.iget_rcu(ROOT_INO, &guard).unwrap().ino, ROOT_INO);
+        let i = fs.inner.iget_rcu(a.ino, &guard).unwrap();
+        assert_eq!((i.ino, i.life.refs()), (a.ino, 0));
+        assert!(fs.inner.iget_rcu(a.ino + 1000, &guard).is_none());
+    }
+}

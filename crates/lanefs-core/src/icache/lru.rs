@@ -25,6 +25,9 @@ pub(crate) struct InodeLru {
     shards: Box<[Mutex<VecDeque<Arc<Inode>>>]>,
     /// Where the next scan starts (Relaxed: only spreads scans).
     cursor: AtomicUsize,
+    /// Entries popped so far (tests count eviction work with it).
+    #[cfg(test)]
+    pub popped: AtomicUsize,
 }
 
 impl InodeLru {
@@ -34,6 +37,8 @@ impl InodeLru {
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
             cursor: AtomicUsize::new(0),
+            #[cfg(test)]
+            popped: AtomicUsize::new(0),
         }
     }
 
@@ -47,6 +52,8 @@ impl InodeLru {
     /// The oldest entry of some shard (this lane's first), or `None` when
     /// every shard is empty.
     pub fn pop(&self) -> Option<Arc<Inode>> {
+        #[cfg(test)]
+        self.popped.fetch_add(1, Ordering::Relaxed);
         let start = crate::lane().wrapping_add(self.cursor.fetch_add(1, Ordering::Relaxed));
         (0..LRU_SHARDS).find_map(|k| self.shards[(start + k) % LRU_SHARDS].lock().pop_front())
     }

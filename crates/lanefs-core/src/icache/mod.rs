@@ -116,3 +116,9 @@ impl Backoff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model;
