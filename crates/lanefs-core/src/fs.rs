@@ -22,9 +22,12 @@
 //!   back holding no cache lock (lookups of that number wait), then unhashes
 //!   it. The inode budget (`cache_inodes_max`) is enforced after each load
 //!   and after each creation, once the creator's reference is dropped.
-//! * Freeing (`maybe_free`) marks the inode DEAD and unhashes it *before*
-//!   the store frees its number, so a new inode reusing the number never
-//!   meets the old entry; counters are credited only if the store freed it.
+//! * Freeing (`maybe_free`) marks the inode DEAD, frees it in the store,
+//!   then unhashes it (by identity) and only then credits the counters (and
+//!   only if the store freed it). While it is DEAD and hashed, a racing
+//!   `iget` waits instead of reloading a stale record, and a new inode that
+//!   already got the number back from the store waits to be inserted
+//!   instead of replacing the entry (which made `cached_inodes` drift).
 //! * `iget` and `IRef` drops must not happen with any `meta` held: they may
 //!   wait on a FREEING inode whose evictor takes that inode's `meta`.
 //!
@@ -528,13 +531,14 @@ impl FsInner {
     pub fn discard_new(&self, inode: &Inode) {
         inode.meta.lock().freed = true;
         inode.life.kill();
-        // Unhash before the store may hand the number out again.
+        let freed = self.store.free_ino(inode.ino);
+        // The store never had its record: once unhashed, lookups miss.
         let removed = self.icache.remove(inode);
         debug_assert!(removed, "a new inode left the cache while referenced");
         if removed {
             self.cached_inodes.add(-1);
         }
-        match self.store.free_ino(inode.ino) {
+        match freed {
             Ok(()) => self.free_inodes.add(1),
             // The store still holds the number: credit nothing.
             Err(e) => tracing::error!(ino = inode.ino, "store refused to free a new inode: {e}"),
@@ -564,14 +568,14 @@ impl FsInner {
             Body::File(d) => Some(d.write()),
             _ => None,
         };
-        let blocks = {
+        let (blocks, rec) = {
             let mut m = inode.meta.lock();
             if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
-            m.rec.blocks
+            (m.rec.blocks, m.rec.clone())
         };
         if let Some(pm) = data.as_mut() {
             let n = pm.discard();
@@ -581,22 +585,26 @@ impl FsInner {
         if let Body::Dir(d) = &inode.body {
             d.write().index = None;
         }
-        // DEAD, then unhashed, then freed in the store: the number cannot
-        // be reused while the old entry is hashed, and a racing `iget` that
-        // misses reads a record with no links (or none) and answers ENOENT.
+        // DEAD (lookups wait), freed in the store, then unhashed: a racing
+        // `iget` never reloads the store's possibly stale record, and a new
+        // inode reusing the number waits for this entry to leave.
         inode.life.kill();
+        self.orphans.remove(inode.ino);
+        let freed = self.store.free_ino(inode.ino);
+        if let Err(e) = &freed {
+            tracing::error!(ino = inode.ino, "store refused to free an inode: {e}");
+            // Leave a record with no links, which a reload treats as gone.
+            let _ = self.store.write_inode(&rec);
+        }
         if self.icache.remove(inode) {
             self.cached_inodes.add(-1);
         }
-        self.orphans.remove(inode.ino);
-        match self.store.free_ino(inode.ino) {
-            Ok(()) => {
-                self.free_blocks.add(blocks as i64);
-                self.free_inodes.add(1);
-            }
-            // The store still holds the number and its pages: credit nothing.
-            Err(e) => tracing::error!(ino = inode.ino, "store refused to free an inode: {e}"),
+        if freed.is_ok() {
+            self.free_blocks.add(blocks as i64);
+            self.free_inodes.add(1);
         }
+        // Otherwise the store still holds the number and its pages: credit
+        // nothing.
     }
 
     /// The last lookup or open count of a linked inode went: if nothing

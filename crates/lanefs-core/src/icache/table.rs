@@ -393,10 +393,15 @@ impl<P: LockPolicy> InodeCache for Table<P> {
             let guard = epoch::pin();
             if let Some(n) = Self::find(b, ino, &guard) {
                 // Only a LOADING placeholder of an iget racing the creation
-                // of this number can be here (a freed number is unhashed
-                // before the store may hand it out again); it will miss.
+                // of this number (it will miss), or the DEAD inode that
+                // last had the number (its freer unhashes it right after
+                // the store freed it) can be here.
                 debug_assert!(
-                    n.inode.load(Ordering::Acquire).is_null(),
+                    {
+                        let p = n.inode.load(Ordering::Acquire);
+                        // SAFETY: as in `hit`.
+                        p.is_null() || unsafe { &*p }.life.state() == super::State::Dead
+                    },
                     "inode {ino} inserted twice"
                 );
                 drop((l, guard));
