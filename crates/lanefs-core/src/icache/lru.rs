@@ -16,15 +16,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::inode::Inode;
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::Mutex;
+#[cfg(test)]
+use crate::sync::{AtomicUsize, Ordering};
 
 /// Number of LRU shards (a power of two).
 pub(crate) const LRU_SHARDS: usize = 16;
 
 pub(crate) struct InodeLru {
     shards: Box<[Mutex<VecDeque<Arc<Inode>>>]>,
-    /// Where the next scan starts (Relaxed: only spreads scans).
-    cursor: AtomicUsize,
     /// Entries popped so far (tests count eviction work with it).
     #[cfg(test)]
     pub popped: AtomicUsize,
@@ -36,7 +36,6 @@ impl InodeLru {
             shards: (0..LRU_SHARDS)
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
-            cursor: AtomicUsize::new(0),
             #[cfg(test)]
             popped: AtomicUsize::new(0),
         }
@@ -54,7 +53,8 @@ impl InodeLru {
     pub fn pop(&self) -> Option<Arc<Inode>> {
         #[cfg(test)]
         self.popped.fetch_add(1, Ordering::Relaxed);
-        let start = crate::lane().wrapping_add(self.cursor.fetch_add(1, Ordering::Relaxed));
+        // This lane's shard first: no shared write beyond the shard locks.
+        let start = crate::lane();
         (0..LRU_SHARDS).find_map(|k| self.shards[(start + k) % LRU_SHARDS].lock().pop_front())
     }
 

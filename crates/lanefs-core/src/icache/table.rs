@@ -324,16 +324,20 @@ impl<P: LockPolicy> InodeCache for Table<P> {
                 }
                 Some(Hit::Miss) | None => {}
             }
-            let placeholder = Box::new(Node {
-                ino,
-                inode: AtomicPtr::new(ptr::null_mut()),
-                next: AtomicPtr::new(ptr::null_mut()),
-            });
+            let placeholder = || {
+                Box::new(Node {
+                    ino,
+                    inode: AtomicPtr::new(ptr::null_mut()),
+                    next: AtomicPtr::new(ptr::null_mut()),
+                })
+            };
             if P::ONE_SECTION && P::LOOKUP == P::INSERT && lookup_lock.is_some() {
                 // Same lock, still held: the miss is current.
-                break Self::push(b, placeholder);
+                break Self::push(b, placeholder());
             }
             drop(lookup_lock);
+            // Allocated between the two sections, as Linux's `iget_locked`.
+            let placeholder = placeholder();
             // 2. Insert under the insert lock, re-checking for a racing insert.
             let _insert_lock = self.lock(P::INSERT, b);
             if Self::find(b, ino, &guard).is_some() {
