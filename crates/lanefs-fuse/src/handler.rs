@@ -35,6 +35,10 @@ use crate::handles::{Handle, HandleTable};
 /// fault is ever injected.
 pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 
+const S_ISUID: u16 = 0o4000;
+const S_ISGID: u16 = 0o2000;
+const S_IXGRP: u16 = 0o010;
+
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
 /// Size of a `fuse_dirent` header.
@@ -231,15 +235,55 @@ impl Handler {
         let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
         let cred = cred_for(caller);
         if *changes == SetAttr::default() {
-            // What `chown(f, -1, -1)` becomes (the kernel sends ATTR_CTIME
-            // as an empty SETATTR): Linux updates ctime.
-            let touch = SetAttr {
-                ctime: Some(lanefs_core::Timespec::now()),
-                ..Default::default()
-            };
-            return self.fs.setattr(&cred, ino, &touch, file);
+            return self.chown_no_ids(&cred, ino, file);
         }
         self.fs.setattr(&cred, ino, changes, file)
+    }
+
+    /// An empty SETATTR: what `chown(f, -1, -1)` becomes (the kernel
+    /// sends ATTR_CTIME alone, and under `FUSE_HANDLE_KILLPRIV_V2` drops
+    /// the ATTR_KILL_SUID/SGID that `chown_common` adds, leaving them to
+    /// us). Linux: on a non-directory setuid goes, setgid too when
+    /// group-exec is set or the caller is outside the group
+    /// (`setattr_should_drop_sgid`); ctime moves.
+    ///
+    /// The same empty SETATTR is also what `file_remove_privs` sends
+    /// before a write by a caller without `CAP_FSETID` (ATTR_FORCE alone);
+    /// the two cannot be told apart on the wire. Linux refuses the chown
+    /// to a non-owner when bits would drop (EPERM) but lets the write go
+    /// on, so for a non-owner only ctime moves here (the WRITE that
+    /// follows drops the bits by the writer's rules): the one divergence
+    /// left is that a non-owner's `chown(f, -1, -1)` of a setuid/setgid
+    /// file succeeds instead of failing with EPERM.
+    fn chown_no_ids(
+        &self,
+        cred: &lanefs_core::Cred,
+        ino: Ino,
+        file: Option<&lanefs_core::OpenFile>,
+    ) -> Result<Attr> {
+        let a = self.fs.getattr(ino)?;
+        let mut kill = 0u16;
+        if a.kind != lanefs_core::FileKind::Directory {
+            kill = a.perm & S_ISUID;
+            if a.perm & S_ISGID != 0
+                && (a.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(a.gid)))
+            {
+                kill |= S_ISGID;
+            }
+        }
+        let owner = cred.is_root() || cred.uid == a.uid;
+        let ch = if kill != 0 && owner {
+            SetAttr {
+                mode: Some((a.perm & !kill) as u32),
+                ..Default::default()
+            }
+        } else {
+            SetAttr {
+                ctime: Some(lanefs_core::Timespec::now()),
+                ..Default::default()
+            }
+        };
+        self.fs.setattr(cred, ino, &ch, file)
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -389,7 +433,7 @@ impl Handler {
     /// Linux decides the setuid/setgid kill by the *writer*
     /// (`file_remove_privs` runs as the writing task), the engine by the
     /// handle's opener; when they differ the result is corrected here (see
-    /// [`Handler::kill_as_writer`]).
+    /// `Handler::kill_as_writer`).
     pub fn write(
         &self,
         caller: &Caller,
@@ -437,7 +481,7 @@ impl Handler {
         };
         let r = f()?;
         if let Some(before) = before {
-            let special = before.perm & 0o6000;
+            let special = before.perm & (S_ISUID | S_ISGID);
             if before.kind == lanefs_core::FileKind::Regular && special != 0 {
                 let cred = cred_for(writer);
                 let mut kill = 0u16;
@@ -450,7 +494,7 @@ impl Handler {
                     }
                 }
                 let now = self.fs.getattr(ino)?;
-                let want = (before.perm & !kill) | (now.perm & !0o6000);
+                let want = (now.perm & !(S_ISUID | S_ISGID)) | (special & !kill);
                 if now.perm != want {
                     let ch = SetAttr {
                         mode: Some(want as u32),

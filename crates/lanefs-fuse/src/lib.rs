@@ -1,14 +1,18 @@
 //! lanefs FUSE adapter: kernel requests to engine calls.
 //!
-//! Layout:
+//! Layout (docs/FUSE.md has the picture and the reasons):
 //!
-//! * [`handler`]: the transport-neutral request handler. It maps a decoded
-//!   request to [`lanefs_core::Fs`] calls and returns a reply value; it owns
-//!   the open-file table and the lookup-count discipline.
+//! * [`proto`]: the kernel protocol structures and constants (fuse.h 7.42).
+//! * [`wire`]: zero-copy request decoding, reply and notification encoding.
+//! * [`dispatch`]: INIT negotiation; decoded request -> [`Handler`] call ->
+//!   encoded reply. Transport-neutral.
+//! * [`handler`]: the request handler over [`lanefs_core::Fs`]; it owns the
+//!   open-file table and the lookup-count discipline.
+//! * [`transport_dev`]: `/dev/fuse`, one cloned fd per worker thread.
+//! * [`transport_uring`]: FUSE-over-io_uring, one pinned ring per CPU.
 //! * [`handles`]: the sharded `fh -> OpenFile` table.
 //! * [`cred`]: caller credentials (supplementary groups from `/proc`).
-//! * [`transport_fuser`]: the classic `/dev/fuse` transport on fuser 0.18
-//!   (`n_threads` event loops, each on its own cloned fd).
+//! * `fusermount`: non-root mounting through `fusermount3`.
 //! * this file: mount options, `mount(2)` and unmount.
 //!
 //! # Locking rules (the whole adapter)
@@ -23,8 +27,10 @@
 //! * `Handler::invalidate_attr` (`OnceLock`): written once by `mount`
 //!   before the session serves requests, read-only afterwards (the
 //!   `OnceLock` gives the release/acquire pairing).
-//! * fuser's own `Mutex<Option<Mount>>` (only when mounting through
-//!   `fusermount3`) is taken at unmount only.
+//! * `dispatch::Session`: immutable after INIT, shared by `Arc`.
+//! * Each transport worker owns its fd or ring and its buffers; the
+//!   session fd is shared read-only (the kernel makes each `/dev/fuse`
+//!   write atomic).
 //!
 //! Lock order: engine locks (taken inside `Fs` calls) and the handle shard
 //! locks are never held at the same time; the adapter takes at most one
@@ -37,6 +43,7 @@ pub mod handler;
 pub mod handles;
 pub mod proto;
 pub mod transport_dev;
+pub mod transport_uring;
 pub mod wire;
 
 use std::ffi::CString;
@@ -224,6 +231,9 @@ impl std::str::FromStr for Transport {
     }
 }
 
+/// `/dev/fuse` workers beside the io_uring queues.
+const URING_DEV_THREADS: usize = 1;
+
 /// Where the kernel says whether FUSE-over-io_uring may be used.
 pub const ENABLE_URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
@@ -256,7 +266,13 @@ impl Mounted {
     /// Serve requests on the configured threads until the file system is
     /// unmounted (returns `Ok` then).
     pub fn run(self) -> io::Result<()> {
-        transport_dev::run(self.fd, self.handler, self.session, self.threads)
+        if self.session.uring {
+            // /dev/fuse then only carries FORGET, INTERRUPT and what comes
+            // before the rings are registered: one worker is enough.
+            transport_uring::run(self.fd, self.handler, self.session, URING_DEV_THREADS)
+        } else {
+            transport_dev::run(self.fd, self.handler, self.session, self.threads)
+        }
     }
 }
 
@@ -296,10 +312,13 @@ pub fn mount(
             "--transport uring: the kernel does not offer FUSE-over-io_uring (is {ENABLE_URING_PARAM} Y?)"
         ));
     }
-    // The io_uring transport is not in this build yet: serve on /dev/fuse.
-    let transport = "dev";
+    let transport = if session.uring { "uring" } else { "dev" };
     session.transport = transport;
-    session.threads = opts.threads.max(1);
+    session.threads = if session.uring {
+        transport_uring::possible_cpus().map_or(1, |c| c.len())
+    } else {
+        opts.threads.max(1)
+    };
     let fd = Arc::new(fd);
     let notifier = transport_dev::Notifier::new(fd.clone());
     handler.set_attr_invalidator(Box::new(move |ino| {
