@@ -57,9 +57,11 @@ struct MountArgs {
     /// Stay in the foreground (otherwise return once the mount is ready).
     #[arg(short, long)]
     foreground: bool,
-    /// Mount options: ro, allow_other, default_permissions, fsname=NAME,
-    /// subtype=NAME, nonempty, noatime, entry_timeout=S, attr_timeout=S,
-    /// negative_timeout=S, nokeep_cache, ...
+    /// Mount options: ro, allow_other or allow_root (both imply
+    /// default_permissions; no_default_permissions opts out),
+    /// default_permissions, fsname=NAME, subtype=NAME, nonempty, noexec,
+    /// nosuid/suid, nodev/dev, noatime, sync, dirsync, entry_timeout=S,
+    /// attr_timeout=S, negative_timeout=S, nokeep_cache, cache_dir, ...
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Request-serving threads (default: number of CPUs).

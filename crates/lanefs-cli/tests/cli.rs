@@ -460,3 +460,40 @@ on_both_transports!(
     pre_1970_times_and_noop_chown_ctime,
     root_write_keeps_suid_sgid,
 );
+
+/// `-o cache_dir`: listings come from the kernel's directory cache, and
+/// every change made through the mount (create, unlink, rename, mkdir)
+/// shows in the next listing.
+fn cached_dir_listing_sees_every_change() {
+    let m = TestMount::with("cachedir", &["-o", "cache_dir"], &[]);
+    let d = m.path("d");
+    std::fs::create_dir(&d).unwrap();
+    let list = || {
+        let mut v: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    for i in 0..64 {
+        std::fs::write(d.join(format!("f{i:02}")), b"x").unwrap();
+    }
+    assert_eq!(list().len(), 64);
+    assert_eq!(list().len(), 64, "second listing (from the cache)");
+    std::fs::write(d.join("new"), b"").unwrap();
+    assert!(list().contains(&"new".to_string()), "create not seen");
+    std::fs::remove_file(d.join("f00")).unwrap();
+    assert!(!list().contains(&"f00".to_string()), "unlink not seen");
+    std::fs::rename(d.join("f01"), d.join("g01")).unwrap();
+    let l = list();
+    assert!(
+        l.contains(&"g01".to_string()) && !l.contains(&"f01".to_string()),
+        "rename not seen: {l:?}"
+    );
+    std::fs::create_dir(d.join("sub")).unwrap();
+    assert!(list().contains(&"sub".to_string()), "mkdir not seen");
+    assert_eq!(list().len(), 65);
+}
+
+on_both_transports!(cached_dir_listing_sees_every_change);

@@ -433,7 +433,9 @@ fn serve(
         Op::Flush(_) => return Err(Errno::ENOSYS),
         Op::Opendir(arg) => {
             let o = h.opendir(&c, ino, arg.flags as i32)?;
-            out.push(&open_out(&o, 0));
+            // keep_cache on a directory = its listing may be cached.
+            let extra = if o.keep_cache { FOPEN_CACHE_DIR } else { 0 };
+            out.push(&open_out(&o, extra));
         }
         Op::Readdir(arg) => {
             let limit = arg.size.min(s.max_write) as usize;

@@ -59,6 +59,12 @@ pub struct CacheConfig {
     pub negative_ttl: Duration,
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
+    /// Let the kernel cache directory listings across opens
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR, `-o cache_dir`).
+    /// Correct while every change of a directory goes through this kernel,
+    /// which drops its cached listing itself when it creates, removes or
+    /// renames an entry.
+    pub cache_dir: bool,
 }
 
 impl Default for CacheConfig {
@@ -68,6 +74,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
+            cache_dir: false,
         }
     }
 }
@@ -544,7 +551,7 @@ impl Handler {
         });
         Ok(Opened {
             fh,
-            keep_cache: false,
+            keep_cache: self.config.cache.cache_dir,
         })
     }
 

@@ -150,6 +150,8 @@ impl MountOptions {
                 ("negative_timeout", Some(v)) => self.cache.negative_ttl = parse_secs(key, v)?,
                 ("keep_cache", None) => self.cache.keep_cache = true,
                 ("nokeep_cache", None) => self.cache.keep_cache = false,
+                ("cache_dir", None) => self.cache.cache_dir = true,
+                ("nocache_dir", None) => self.cache.cache_dir = false,
                 _ => return Err(format!("unknown mount option '{opt}'")),
             }
         }
