@@ -4,9 +4,15 @@
 //! * `rename_lock` (mutex): held by cross-directory renames only, for the
 //!   whole rename. It keeps the tree's shape (directories' parents) stable
 //!   while a rename checks ancestry and locks two directories.
-//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: per-lane
-//!   counters (see `counters`); reservations happen before any change, so a
-//!   failed reservation (`ENOSPC`) leaves nothing half-done.
+//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: counters
+//!   of the configured design (see `counters`); reservations happen before
+//!   any change, so a failed reservation (`ENOSPC`) leaves nothing half-done.
+//!   The two cache counters also charge the process-wide cache budget
+//!   (`reclaim::pressure`), checked by the budget functions below.
+//! * `orphans`: the configured orphan table; an orphan's slot lives in its
+//!   `Meta::orphan_slot` from `note_unlinked` to `maybe_free`.
+//! * `shrinker` (mutex): this mount's id in the process-wide registry of its
+//!   reclaim design, taken once at drop to unregister.
 //! * `evict_cursor` (Relaxed): spreads eviction scans over icache shards.
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
@@ -29,15 +35,19 @@ use lanefs_store::{
 };
 use parking_lot::Mutex;
 
-use crate::counters::{Counter, PercpuCounter};
+use crate::counters::{new_counter, Counter};
 use crate::dir::FIRST_COOKIE;
 use crate::icache::{InodeCache, ShardedInodeCache};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
-use crate::orphan::{OrphanTable, ShardedOrphanTable};
+use crate::orphan::{new_orphan_table, OrphanTable};
 use crate::perm::{self, S_ISGID, S_IXGRP};
-use crate::reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
+use crate::reclaim::pressure::{self, Charged};
+use crate::reclaim::{self, Shrinker, ShrinkerId};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
+
+/// Fold threshold of the engine's per-lane counters.
+const COUNTER_BATCH: i64 = 64;
 
 /// One file-system instance over a store. Cheap to clone (shared inside);
 /// the instance is unmounted (everything written back) when the last clone
@@ -135,18 +145,26 @@ fn new_generation() -> u64 {
     ((crate::lane::lane() as u64 + 1) << 40) | (n & ((1 << 40) - 1))
 }
 
+/// The mount's entry in the reclaim registry. It holds only a `Weak`: a
+/// scan that runs after the mount is gone (possible with `reclaim=deferred`,
+/// see `reclaim`) finds nothing and frees nothing.
 struct FsShrinker(Weak<FsInner>);
 
 impl Shrinker for FsShrinker {
     fn count(&self) -> usize {
         self.0.upgrade().map_or(0, |fs| {
-            fs.cached_inodes.sum().max(0) as usize + fs.cached_pages.sum().max(0) as usize
+            // Registries never call `count` inside a scan, so dropping
+            // the last reference here (an unmount) is safe.
+            (fs.cached_inodes.estimate().max(0) + fs.cached_pages.estimate().max(0)) as usize
         })
     }
     fn scan(&self, nr: usize) -> usize {
         let Some(fs) = self.0.upgrade() else { return 0 };
-        let pages = fs.reclaim_pages(nr);
-        pages + fs.evict_inodes(nr)
+        let freed = fs.reclaim_pages(nr) + fs.evict_inodes(nr);
+        // Ours may be the last reference: unmount after the scan, outside
+        // the registry's read side.
+        reclaim::drop_after_scan(fs);
+        freed
     }
 }
 
@@ -189,22 +207,25 @@ impl Fs {
         };
         let free_blocks = sb.total_blocks.saturating_sub(sb.used_blocks) as i64;
         let free_inodes = sb.total_inodes.saturating_sub(sb.used_inodes) as i64;
+        let v = config.variants;
+        let counter = |value| new_counter(v.counter, value, COUNTER_BATCH);
         let inner = Arc::new(FsInner {
             store,
             root: Arc::new(Inode::new(root_rec, false)),
             icache: Box::new(ShardedInodeCache::new()),
-            orphans: Box::new(ShardedOrphanTable::new()),
-            free_blocks: Box::new(PercpuCounter::new(free_blocks, 64)),
-            free_inodes: Box::new(PercpuCounter::new(free_inodes, 64)),
-            cached_pages: Box::new(PercpuCounter::new(0, 64)),
-            cached_inodes: Box::new(PercpuCounter::new(0, 64)),
+            orphans: new_orphan_table(v.orphan),
+            free_blocks: counter(free_blocks),
+            free_inodes: counter(free_inodes),
+            cached_pages: Box::new(Charged::new(counter(0))),
+            cached_inodes: Box::new(Charged::new(counter(0))),
             rename_lock: Mutex::new(()),
             totals: sb,
             config,
             evict_cursor: AtomicUsize::new(0),
             shrinker: Mutex::new(None),
         });
-        let id = ReclaimRegistry::global().register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
+        let id =
+            reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
         Ok(Fs { inner })
     }
@@ -447,14 +468,14 @@ impl FsInner {
             Body::File(d) => Some(d.write()),
             _ => None,
         };
-        let blocks = {
+        let (blocks, orphan_slot) = {
             let mut m = inode.meta.lock();
             if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
-            m.rec.blocks
+            (m.rec.blocks, m.orphan_slot.take())
         };
         if let Some(pm) = data.as_mut() {
             let n = pm.discard();
@@ -468,7 +489,9 @@ impl FsInner {
         // a concurrent `iget` finds it (and sees `freed`) instead of loading
         // a stale record. Then give up the slot, unless a new inode that
         // reused the number already took it.
-        self.orphans.remove(inode.ino);
+        if let Some(slot) = orphan_slot {
+            self.orphans.remove(slot);
+        }
         if let Err(e) = self.store.free_ino(inode.ino) {
             tracing::error!(ino = inode.ino, "store refused to free an inode: {e}");
         }
@@ -480,10 +503,11 @@ impl FsInner {
     }
 
     /// After a link count reached zero: record the orphan if the inode lives
-    /// on (looked up or open). Called under `meta`.
+    /// on (looked up or open), keeping its slot in `meta` for `maybe_free`.
+    /// Called under `meta`; once per inode (a recorded orphan is skipped).
     pub fn note_unlinked(&self, ino: Ino, m: &Meta) {
-        if m.rec.nlink == 0 && (m.lookups > 0 || m.opens > 0) {
-            self.orphans.add(ino);
+        if m.rec.nlink == 0 && (m.lookups > 0 || m.opens > 0) && m.orphan_slot.get().is_none() {
+            m.orphan_slot.set(Some(self.orphans.add(ino)));
         }
     }
 
@@ -602,6 +626,7 @@ impl FsInner {
         if over > 0 {
             self.evict_inodes((over as usize).max(16));
         }
+        pressure::relieve(reclaim::registry(self.config.variants.reclaim));
     }
 
     /// Drop clean pages (after writeback) until about `nr` are gone.
@@ -621,13 +646,14 @@ impl FsInner {
         if over > 0 {
             self.reclaim_pages(over as usize + self.config.cache_pages_max / 8);
         }
+        pressure::relieve(reclaim::registry(self.config.variants.reclaim));
     }
 }
 
 impl Drop for FsInner {
     fn drop(&mut self) {
         if let Some(id) = self.shrinker.lock().take() {
-            ReclaimRegistry::global().unregister(id);
+            reclaim::registry(self.config.variants.reclaim).unregister(id);
         }
         if let Err(e) = self.sync_all() {
             tracing::error!("writeback at unmount failed: {e}");

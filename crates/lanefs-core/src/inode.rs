@@ -20,12 +20,14 @@
 //! clean (after writeback), unreferenced (`Arc` count 1, held by the cache),
 //! and `lookups == opens == 0`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
 use parking_lot::{Mutex, RwLock};
 
 use crate::dir::DirState;
+use crate::orphan::OrphanSlot;
 use crate::pcache::PageMap;
 
 /// Mutable state of an inode, under `Inode::meta`.
@@ -39,6 +41,10 @@ pub(crate) struct Meta {
     pub opens: u64,
     /// Storage released; the inode is dead.
     pub freed: bool,
+    /// Where the orphan table records this inode while it is unlinked but
+    /// alive. A `Cell` so that `note_unlinked` can fill it through the
+    /// `&Meta` its callers pass; only ever touched under `meta`.
+    pub orphan_slot: Cell<Option<OrphanSlot>>,
 }
 
 pub(crate) enum Body {
@@ -79,6 +85,7 @@ impl Inode {
                 lookups: 0,
                 opens: 0,
                 freed: false,
+                orphan_slot: Cell::new(None),
             }),
             body,
             atime_stale: AtomicBool::new(atime_stale),
