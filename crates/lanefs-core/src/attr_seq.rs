@@ -205,16 +205,6 @@ impl MetaLock {
         }
     }
 
-    pub fn try_lock(&self) -> Option<MetaGuard<'_>> {
-        let guard = self.mutex.try_lock()?;
-        held::enter();
-        Some(MetaGuard {
-            guard,
-            attr: &self.attr,
-            changed: false,
-        })
-    }
-
     /// The mirror, without the lock.
     pub fn attr(&self) -> AttrSnapshot {
         self.attr.read()
@@ -324,6 +314,7 @@ mod tests {
             lookups: 0,
             opens: 0,
             freed: false,
+            orphan_slot: std::cell::Cell::new(None),
         }
     }
 
@@ -391,6 +382,7 @@ mod model {
                     lookups: 0,
                     opens: 0,
                     freed: false,
+                    orphan_slot: std::cell::Cell::new(None),
                 }));
                 let writers: Vec<_> = (1..=2u32)
                     .map(|v| {

@@ -18,12 +18,18 @@
 //!   when atime is brought past them — lets reads skip `meta` in the common
 //!   relatime case. A stale `false` only delays an atime update.
 //!
+//! * `life` (the icache's state word, see `icache::life`): cache state
+//!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
+//!
 //! Life: an inode is freed (record, data, number) when `nlink == 0`,
 //! `lookups == 0` and `opens == 0`, all checked and `freed` set under `meta`
-//! — so exactly one thread frees it. It may be evicted from the cache when
-//! clean (after writeback), unreferenced (`Arc` count 1, held by the cache),
-//! and `lookups == opens == 0`.
+//! — so exactly one thread frees it; it is then `DEAD` and unhashed before
+//! the store may reuse its number. It may be evicted from the cache when its
+//! `life` is LIVE with no counted references (claimed FREEING by CAS), and
+//! then, under `meta`, `lookups == opens == 0`; it is written back before it
+//! leaves the hash.
 
+use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
@@ -32,6 +38,8 @@ use parking_lot::RwLock;
 use crate::attr_seq::MetaLock;
 
 use crate::dir::DirState;
+use crate::icache::Life;
+use crate::orphan::OrphanSlot;
 use crate::pcache::PageMap;
 
 /// Mutable state of an inode, under `Inode::meta`.
@@ -45,6 +53,10 @@ pub(crate) struct Meta {
     pub opens: u64,
     /// Storage released; the inode is dead.
     pub freed: bool,
+    /// Where the orphan table records this inode while it is unlinked but
+    /// alive. A `Cell` so that `note_unlinked` can fill it through the
+    /// `&Meta` its callers pass; only ever touched under `meta`.
+    pub orphan_slot: Cell<Option<OrphanSlot>>,
 }
 
 pub(crate) enum Body {
@@ -59,6 +71,8 @@ pub(crate) struct Inode {
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: AtomicBool,
+    /// Cache life cycle: state, counted references, LRU membership.
+    pub life: Life,
 }
 
 impl Inode {
@@ -79,9 +93,12 @@ impl Inode {
                 lookups: 0,
                 opens: 0,
                 freed: false,
+                orphan_slot: Cell::new(None),
             }),
             body,
             atime_stale: AtomicBool::new(atime_stale),
+            // The loader's or creator's reference.
+            life: Life::new_live(1),
         }
     }
 

@@ -8,8 +8,6 @@
 //! directory, `EEXIST`/`ENOENT`, `may_create`/`may_delete`, type checks), so
 //! that a request with several faults fails with the same errno as on tmpfs.
 
-use std::sync::Arc;
-
 use crate::dir::{DirIndex, DirRead, DirWrite, Slot};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
@@ -163,7 +161,7 @@ impl FsInner {
         parent: Ino,
         name: &[u8],
         n: NewNode<'_>,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<IRef<'_>> {
         let dir = self.dir(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         if is_dot_or_dotdot(name) {
@@ -182,7 +180,7 @@ impl FsInner {
         idx: &mut DirWrite<'_>,
         name: &[u8],
         n: NewNode<'_>,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<IRef<'_>> {
         let parent_rec = {
             let dm = dir.meta.lock();
             if dm.rec.nlink == 0 {
@@ -293,7 +291,7 @@ impl Fs {
         self.inner.lookup(cred, parent, name, true)
     }
 
-    fn created(&self, inode: Arc<Inode>) -> Attr {
+    fn created(&self, inode: IRef<'_>) -> Attr {
         let m = inode.meta.lock();
         Attr::from_record(&m.rec)
     }
@@ -582,7 +580,7 @@ impl Fs {
         name: &[u8],
         newname: &[u8],
         flags: u32,
-    ) -> Result<Option<Arc<Inode>>> {
+    ) -> Result<Option<IRef<'_>>> {
         let fs = &*self.inner;
         let cross = new.is_some();
         let (ndir, mut nidx) = match new {
@@ -794,7 +792,6 @@ impl Fs {
             }
             touch_mc(odir, &mut odm, now);
         }
-        let mut replaced = None;
         if let Some(t) = &target {
             let mut tm = t.meta.lock();
             if new_is_dir {
@@ -806,9 +803,9 @@ impl Fs {
             touch_c(t, &mut tm, now);
             fs.note_unlinked(t.ino, &tm);
             drop(tm);
-            replaced = Some(t.arc());
         }
         drop(t_idx);
+        let replaced = target;
         let mut om = old.meta.lock();
         if old_is_dir {
             om.rec.parent = ndir.ino;
