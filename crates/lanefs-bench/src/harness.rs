@@ -8,7 +8,8 @@
 //!   and preparation never overlaps timing.
 //! * `stop` — an [`AtomicBool`], written `true` once (by the coordinator when
 //!   the duration is up, or by a worker that ran out of pre-created objects or
-//!   hit an error) and read by every worker before each operation. `Relaxed`
+//!   hit an error) and read by every worker after each operation (so each
+//!   worker does at least one, even one scheduled late). `Relaxed`
 //!   is enough: it orders nothing else; a worker that sees it late does a few
 //!   more operations, which it also counts and times.
 //! * Counters are per worker (a local `u64` and its own clock), returned
@@ -180,7 +181,10 @@ where
                     let t0 = Instant::now();
                     let mut excluded = Duration::ZERO;
                     let mut ops = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one operation, then check the flag before
+                    // each next one: a worker the scheduler wakes only after
+                    // the deadline still measures something.
+                    loop {
                         match op(t, &mut state) {
                             Ok(Step::Op) => ops += 1,
                             Ok(Step::OpThenMaintain) => {
@@ -201,6 +205,9 @@ where
                                 stop.store(true, Ordering::Relaxed);
                                 return Err(e);
                             }
+                        }
+                        if stop.load(Ordering::Relaxed) {
+                            break;
                         }
                     }
                     let elapsed = t0.elapsed();
