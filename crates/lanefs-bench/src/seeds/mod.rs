@@ -178,8 +178,12 @@ fn seed000(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
     Ok(m)
 }
 
-/// One registry scan, as a memory-pressure reclaim pass would make it.
-fn scan_registry() -> usize {
+/// One scan of the registry the instances of `variants` join, as a
+/// memory-pressure reclaim pass would make it. (On main the registry is
+/// one process-wide object whatever the variant; with the reclaim designs
+/// merged this becomes `lanefs::registry(variants.reclaim)`.)
+fn scan_registry(variants: Variants) -> usize {
+    let _ = variants.reclaim;
     lanefs::ReclaimRegistry::global().shrink_all(SEED001_SCAN_NR)
 }
 
@@ -193,7 +197,7 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
     let result = std::thread::scope(|scope| {
         let reclaim = scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                scan_registry();
+                scan_registry(variants);
                 scans.fetch_add(1, Ordering::Relaxed);
             }
         });
