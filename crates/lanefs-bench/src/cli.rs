@@ -52,7 +52,8 @@ pub struct BenchArgs {
     pub command: Option<BenchCommand>,
     /// Target: inproc, tmpfs, ext4, lanefs, vfs, rsfs, a directory PATH, or
     /// LABEL=PATH. Repeat or give a comma list; several are measured
-    /// interleaved. Default: inproc,tmpfs (+ vfs,rsfs with the peers feature).
+    /// interleaved. Default: inproc,tmpfs (+ vfs,rsfs with the peers
+    /// feature); inproc alone when only seed experiments are selected.
     #[arg(long = "target", short = 't', value_delimiter = ',')]
     pub targets: Vec<String>,
     /// Engine variant(s) for the inproc target: `default`, a set of
@@ -207,15 +208,6 @@ pub fn expand_variants(given: &[String]) -> Result<(Vec<String>, bool), String> 
 /// Apply defaults and check the arguments.
 pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
     let (variants, seed_scope) = expand_variants(&args.variants)?;
-    let target_names: Vec<String> = if args.targets.is_empty() {
-        DEFAULT_TARGETS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.targets.clone()
-    };
-    let mut targets = Vec::new();
-    for t in &target_names {
-        targets.extend(TargetSpec::parse(t, &variants)?);
-    }
     let workloads: Vec<Workload> = if args.workloads.is_empty() {
         if args.quick {
             QUICK_WORKLOADS.to_vec()
@@ -244,6 +236,18 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         ws
     };
     let has_seed = workloads.iter().any(|w| w.is_seed());
+    // Only seed experiments (engine only): the engine is the default target.
+    let target_names: Vec<String> = if !args.targets.is_empty() {
+        args.targets.clone()
+    } else if workloads.iter().all(|w| w.is_seed()) {
+        vec!["inproc".to_string()]
+    } else {
+        DEFAULT_TARGETS.iter().map(|s| s.to_string()).collect()
+    };
+    let mut targets = Vec::new();
+    for t in &target_names {
+        targets.extend(TargetSpec::parse(t, &variants)?);
+    }
     let mut threads = if !args.threads.is_empty() {
         args.threads.clone()
     } else if args.quick {

@@ -305,8 +305,12 @@ fn variant_specs_expand_and_canonicalise() {
         plan.workloads,
         vec![Workload::Seed002Orphan, Workload::Seed002CreatClo]
     );
-    let plan = cli::plan(&seed_args(&["seeds"], &[])).unwrap();
+    let mut args = seed_args(&["seeds"], &[]);
+    args.targets.clear();
+    let plan = cli::plan(&args).unwrap();
     assert_eq!(plan.workloads, Workload::SEEDS.to_vec());
+    // Only seed experiments: the engine alone is the default target.
+    assert_eq!(plan.options.targets, vec!["inproc"]);
     // The seeds take at least 5 runs by default, even with --quick.
     let mut args = seed_args(&["seed000"], &[]);
     args.runs = None;
