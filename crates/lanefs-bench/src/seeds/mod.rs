@@ -178,13 +178,11 @@ fn seed000(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
     Ok(m)
 }
 
-/// One scan of the registry the instances of `variants` join, as a
-/// memory-pressure reclaim pass would make it. (On main the registry is
-/// one process-wide object whatever the variant; with the reclaim designs
-/// merged this becomes `lanefs::registry(variants.reclaim)`.)
+/// One scan of the process-wide registry that the instances of
+/// `variants` join (one per reclaim design), as a memory-pressure reclaim
+/// pass would make it.
 fn scan_registry(variants: Variants) -> usize {
-    let _ = variants.reclaim;
-    lanefs::ReclaimRegistry::global().shrink_all(SEED001_SCAN_NR)
+    lanefs::registry(variants.reclaim).shrink_all(SEED001_SCAN_NR)
 }
 
 fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement, String> {
