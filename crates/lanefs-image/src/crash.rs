@@ -86,12 +86,12 @@ impl CrashDevice {
         let mut img = st.durable.clone();
         let pending = std::mem::take(&mut st.pending);
         for (off, b) in pending {
-            if next_rand(&mut st.rng) % 2 == 0 {
+            if next_rand(&mut st.rng).is_multiple_of(2) {
                 continue;
             }
-            let torn = st.tear && next_rand(&mut st.rng) % 4 == 0;
+            let torn = st.tear && next_rand(&mut st.rng).is_multiple_of(4);
             for (k, sector) in b.chunks(SECTOR).enumerate() {
-                if torn && next_rand(&mut st.rng) % 2 == 0 {
+                if torn && next_rand(&mut st.rng).is_multiple_of(2) {
                     continue;
                 }
                 let at = off as usize + k * SECTOR;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, Result, Store};
 
 use crate::device::{Device, FileDevice};
-use crate::object::InodeObj;
+use crate::object::{Entry, InodeObj};
 use crate::recover::{load, open_device};
 use crate::store::{shard, ImageConfig};
 
@@ -206,7 +206,7 @@ fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
             o.rec.as_ref()?;
             Some((o.bad, record_kind(o)))
         };
-        let dirs: Vec<(Ino, Vec<(Vec<u8>, [u8; 17])>)> = inner
+        let dirs: Vec<(Ino, Vec<Entry>)> = inner
             .shards
             .iter()
             .flat_map(|s| {

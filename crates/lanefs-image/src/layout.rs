@@ -96,7 +96,7 @@ impl Geometry {
             && (1..=GROUPS_MAX).contains(&self.groups)
             && self.itable_blocks >= 1
             && self.inodes_per_group == self.itable_blocks * (SLOTS_PER_BLOCK / 2)
-            && self.blocks_per_group >= self.itable_blocks + 1
+            && self.blocks_per_group > self.itable_blocks
             && self
                 .groups
                 .checked_mul(self.blocks_per_group)

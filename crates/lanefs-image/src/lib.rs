@@ -43,6 +43,7 @@ pub mod crash;
 mod crc;
 mod device;
 mod fsck;
+pub mod fuzz;
 mod journal;
 mod layout;
 mod object;

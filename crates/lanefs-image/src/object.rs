@@ -37,6 +37,10 @@ pub const IMAGE_BYTES_MAX: usize = 64 << 20;
 /// Offset of `nlink` in an encoded inode record (version 1).
 const NLINK_AT: usize = 1 + 8 + 8 + 1 + 2 + 4 + 4;
 
+/// One directory entry as kept in an entry block: name and the 17-byte
+/// value of [`DirEntryRecord::encode_value`](lanefs_store::DirEntryRecord::encode_value).
+pub type Entry = (Vec<u8>, [u8; 17]);
+
 /// Bytes an entry takes in an entry block.
 pub fn entry_bytes(name: &[u8]) -> usize {
     1 + name.len() + 17
@@ -45,7 +49,7 @@ pub fn entry_bytes(name: &[u8]) -> usize {
 /// One entry block of a directory.
 #[derive(Clone, Debug, Default)]
 pub struct DirBlk {
-    pub entries: Vec<(Vec<u8>, [u8; 17])>,
+    pub entries: Vec<Entry>,
     pub bytes: usize,
     /// Device block of the durable copy (0: none).
     pub home: u64,
@@ -118,7 +122,7 @@ impl DirState {
             .map(|e| e.1)
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = &(Vec<u8>, [u8; 17])> {
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.blocks.iter().flat_map(|b| b.entries.iter())
     }
 
@@ -133,7 +137,7 @@ impl DirState {
 
     /// Add a block read from disk (clean, at `home`). Duplicate names in a
     /// corrupted image keep the first.
-    pub fn push_loaded(&mut self, entries: Vec<(Vec<u8>, [u8; 17])>, home: u64) {
+    pub fn push_loaded(&mut self, entries: Vec<Entry>, home: u64) {
         let bi = self.blocks.len() as u32;
         let mut b = DirBlk {
             home,
@@ -365,7 +369,7 @@ pub fn decode_chain(b: &[u8], ino: u64, stamp: u64) -> Result<(u64, &[u8])> {
     Ok((get_u64(b, 24), &b[CHAIN_HEADER..CHAIN_HEADER + len]))
 }
 
-pub fn encode_dirent(dir: u64, stamp: u64, entries: &[(Vec<u8>, [u8; 17])]) -> Vec<u8> {
+pub fn encode_dirent(dir: u64, stamp: u64, entries: &[Entry]) -> Vec<u8> {
     let mut b = vec![0u8; BLOCK];
     b[0..4].copy_from_slice(&DIRENT_MAGIC.to_le_bytes());
     b[8..16].copy_from_slice(&dir.to_le_bytes());
@@ -383,7 +387,7 @@ pub fn encode_dirent(dir: u64, stamp: u64, entries: &[(Vec<u8>, [u8; 17])]) -> V
     b
 }
 
-pub fn decode_dirent(b: &[u8], dir: u64) -> Result<Vec<(Vec<u8>, [u8; 17])>> {
+pub fn decode_dirent(b: &[u8], dir: u64) -> Result<Vec<Entry>> {
     if !block_sealed(b) || get_u32(b, 0) != DIRENT_MAGIC || get_u64(b, 8) != dir {
         return Err(Errno::EUCLEAN);
     }

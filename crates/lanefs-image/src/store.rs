@@ -52,7 +52,7 @@ use crate::journal::{
     self, Op, Record, BATCH_RECORDS, BATCH_WRAP, RECORD_OBJS_MAX, SB_OBJ, USAGE_OBJ_BASE,
 };
 use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
-use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
+use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
 
 /// Inode shards.
@@ -149,6 +149,12 @@ pub(crate) fn shard(ino: Ino) -> usize {
     ino as usize % SHARDS
 }
 
+/// An entry block at a checkpoint: unchanged at its home, or to write.
+enum DirBlkSnap {
+    Clean(u64),
+    Dirty(Vec<Entry>),
+}
+
 /// One object's state to write at a checkpoint.
 struct Snap {
     ino: Ino,
@@ -156,7 +162,7 @@ struct Snap {
     rec: Option<Vec<u8>>,
     extents: Vec<(u64, u64, u32)>,
     /// Per entry block position: its home (clean) or its entries (dirty).
-    dir: Vec<(usize, std::result::Result<u64, Vec<(Vec<u8>, [u8; 17])>>)>,
+    dir: Vec<(usize, DirBlkSnap)>,
     target: usize,
     old_blocks: Vec<u64>,
 }
@@ -478,12 +484,12 @@ impl Inner {
             let mut list = Vec::new();
             for (pos, blk) in &s.dir {
                 match blk {
-                    Ok(home) => {
+                    DirBlkSnap::Clean(home) => {
                         list.push(*home);
                         new_blocks.push(*home);
                     }
-                    Err(entries) if entries.is_empty() => dir_homes.push((*pos, 0)),
-                    Err(entries) => {
+                    DirBlkSnap::Dirty(entries) if entries.is_empty() => dir_homes.push((*pos, 0)),
+                    DirBlkSnap::Dirty(entries) => {
                         let b = self.alloc_meta_block()?;
                         self.dev
                             .write_at(&object::encode_dirent(s.ino, s.stamp, entries), b * bs)?;
@@ -590,9 +596,9 @@ fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
             .map(|(pos, b)| {
                 let v = if b.dirty || b.home == 0 {
                     b.dirty = false;
-                    Err(b.entries.clone())
+                    DirBlkSnap::Dirty(b.entries.clone())
                 } else {
-                    Ok(b.home)
+                    DirBlkSnap::Clean(b.home)
                 };
                 (pos, v)
             })

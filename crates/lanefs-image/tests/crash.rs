@@ -104,7 +104,7 @@ fn workload(s: &ImageStore, st: &Setup, seed: u64, m: &mut Model) -> Result<()> 
             })
             .collect();
         // Highest lane buffer index first.
-        workers.sort_by(|a, b| b.0.cmp(&a.0));
+        workers.sort_by_key(|w| std::cmp::Reverse(w.0));
         let workers: Vec<_> = workers.into_iter().map(|(_, tx)| tx).collect();
         let result = (|| {
             for step in 1..=STEPS {
