@@ -23,8 +23,9 @@
 //!   call takes the shards of its objects in ascending index order.
 //! * `usage[l]`, then `sb` (mutexes): the per-lane usage records and the
 //!   store superblock record, taken after shards.
-//! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call, and
-//!   one at a time by a commit (under `commit`).
+//! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call (its
+//!   own lane only), and all of them, in index order, by a commit (under
+//!   `commit`) for the moment of swapping the buffers out.
 //! * group locks (`alloc.rs`) are leaves.
 //!
 //! Atomics: `commits_started`/`commits_done` (SeqCst) implement the
@@ -352,8 +353,15 @@ impl Inner {
     pub fn commit_locked(&self, cs: &mut CommitState) -> Result<()> {
         let n = self.commits_started.fetch_add(1, Ordering::SeqCst) + 1;
         let mut payload = std::mem::take(&mut cs.carry);
-        for l in self.lanes.iter() {
-            payload.append(&mut l.lock());
+        {
+            // All lane buffers at once: the batch is a consistent cut. A
+            // record whose append finished before another's began is in the
+            // same batch or an earlier one, whatever their lanes, so a
+            // durable batch never holds a call without the calls before it.
+            let mut lanes: Vec<_> = self.lanes.iter().map(|l| l.lock()).collect();
+            for l in lanes.iter_mut() {
+                payload.append(l);
+            }
         }
         let data = self.data_written.swap(false, Ordering::SeqCst);
         if data || !payload.is_empty() {
