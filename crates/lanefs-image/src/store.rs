@@ -184,6 +184,16 @@ impl Inner {
         r
     }
 
+    /// A data block was written: the next commit flushes before its batch.
+    /// Read first so that writers on many lanes do not all write the one
+    /// shared cache line: if it is already set, the commit that clears it
+    /// starts after this write returned, so its flush covers it.
+    fn note_data_written(&self) {
+        if !self.data_written.load(Ordering::SeqCst) {
+            self.data_written.store(true, Ordering::SeqCst);
+        }
+    }
+
     fn check_ino(&self, ino: Ino) -> Result<()> {
         self.geo.ino_place(ino).map(|_| ()).ok_or(Errno::EINVAL)
     }
@@ -800,7 +810,7 @@ impl Store for ImageStore {
         if let Some(b) = existing {
             let r = inner.dev.write_at(&data[..], off(b));
             inner.io(r)?;
-            inner.data_written.store(true, Ordering::SeqCst);
+            inner.note_data_written();
             return Ok(());
         }
         let b = inner.alloc_data_block(prefer)?;
@@ -809,7 +819,7 @@ impl Store for ImageStore {
             inner.groups.free_block(b);
             return Err(e);
         }
-        inner.data_written.store(true, Ordering::SeqCst);
+        inner.note_data_written();
         if let Err(e) = inner.submit(vec![Op::MapPage(ino, index, b)]) {
             inner.groups.free_block(b);
             return Err(e);
