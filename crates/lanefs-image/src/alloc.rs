@@ -68,8 +68,8 @@ impl Group {
             self.free_blocks += 1;
         }
     }
-    fn alloc(&mut self, prefer: Option<u64>) -> Option<u64> {
-        if self.free_blocks == 0 {
+    fn alloc(&mut self, prefer: Option<u64>, reserve: u64) -> Option<u64> {
+        if self.free_blocks <= reserve {
             return None;
         }
         if let Some(p) = prefer {
@@ -154,8 +154,9 @@ impl Groups {
         }
     }
 
-    /// A free data block, `prefer` if it is free; `None` when all are in use.
-    pub fn alloc_block(&self, prefer: Option<u64>) -> Option<u64> {
+    /// A free data block, `prefer` if it is free, from a group that keeps
+    /// more than `reserve` free blocks; `None` when there is none.
+    pub fn alloc_block(&self, prefer: Option<u64>, reserve: u64) -> Option<u64> {
         let n = self.groups.len();
         let start = prefer
             .and_then(|p| self.geo.data_block_group(p))
@@ -165,7 +166,7 @@ impl Groups {
             self.groups[g]
                 .0
                 .lock()
-                .alloc(if k == 0 { prefer } else { None })
+                .alloc(if k == 0 { prefer } else { None }, reserve)
         })
     }
 
@@ -213,8 +214,8 @@ mod tests {
         let g = Groups::new(geo);
         let total = g.free_blocks();
         assert_eq!(total, geo.data_blocks());
-        let a = g.alloc_block(None).unwrap();
-        let b = g.alloc_block(Some(a + 1)).unwrap();
+        let a = g.alloc_block(None, 0).unwrap();
+        let b = g.alloc_block(Some(a + 1), 0).unwrap();
         assert_eq!(
             b,
             a + 1,
@@ -233,7 +234,7 @@ mod tests {
         g.free_ino(i);
         assert_eq!(g.alloc_ino(), Some(i));
         let mut n = 1;
-        while g.alloc_block(None).is_some() {
+        while g.alloc_block(None, 0).is_some() {
             n += 1;
         }
         assert_eq!(n, total, "every block handed out exactly once");

@@ -60,8 +60,13 @@ use crate::orphan::OrphanFile;
 pub const SHARDS: usize = 64;
 /// Lane classes with their own gate and log buffer.
 pub const LOG_LANES: usize = 64;
-/// A lane buffer this large is committed by the call that filled it.
+/// A lane buffer this large is committed by the call that filled it (less
+/// on a small journal: see `lane_commit_bytes`).
 pub const LANE_COMMIT_BYTES: usize = 64 * 1024;
+/// Data blocks each group keeps for checkpoints (entry and chain blocks):
+/// page writes get ENOSPC first, so a checkpoint on a full image can still
+/// write its homes.
+pub const GROUP_META_RESERVE_BLOCKS: u64 = 16;
 /// Default interval of the background commit.
 pub const COMMIT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
@@ -182,6 +187,15 @@ impl Inner {
             self.failed.store(true, Ordering::SeqCst);
         }
         r
+    }
+
+    /// Lane-buffer size that triggers a commit: at most a quarter of the
+    /// journal over all lanes, so what is buffered fits in the half of the
+    /// journal a checkpoint keeps free (bound: `LOG_LANES` × (this + the
+    /// largest record)).
+    fn lane_commit_bytes(&self) -> usize {
+        let journal = self.geo.journal_blocks as usize * BLOCK;
+        LANE_COMMIT_BYTES.min(journal / (4 * LOG_LANES))
     }
 
     /// A data block was written: the next commit flushes before its batch.
@@ -316,7 +330,7 @@ impl Inner {
         drop(usage_guards);
         drop(guards);
         drop(_gate);
-        if buffered >= LANE_COMMIT_BYTES {
+        if buffered >= self.lane_commit_bytes() {
             self.group_commit()?;
         }
         Ok(())
@@ -574,16 +588,17 @@ impl Inner {
 
     /// A block for a chain or entry block; runs out only on a full image.
     fn alloc_meta_block(&self) -> Result<u64> {
-        self.groups.alloc_block(None).ok_or(Errno::ENOSPC)
+        self.groups.alloc_block(None, 0).ok_or(Errno::ENOSPC)
     }
 
     fn alloc_data_block(&self, prefer: Option<u64>) -> Result<u64> {
-        if let Some(b) = self.groups.alloc_block(prefer) {
+        let reserve = GROUP_META_RESERVE_BLOCKS;
+        if let Some(b) = self.groups.alloc_block(prefer, reserve) {
             return Ok(b);
         }
         if self.groups.has_pending() {
             self.checkpoint()?;
-            if let Some(b) = self.groups.alloc_block(prefer) {
+            if let Some(b) = self.groups.alloc_block(prefer, reserve) {
                 return Ok(b);
             }
         }

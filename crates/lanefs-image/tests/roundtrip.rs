@@ -266,3 +266,41 @@ fn a_file_image_can_be_made_opened_and_checked() {
     assert!(s.read_page(a, 3, &mut p).unwrap() && is_pattern(&p, a, 3));
     assert!(s.recovery_report().duration.as_secs() < 60);
 }
+
+#[test]
+fn a_full_image_says_enospc_and_still_checkpoints() {
+    let dev = fresh(4 << 20);
+    let s = open(&dev);
+    let f = s.alloc_ino().unwrap();
+    s.write_inode(&rec(f, FileKind::Regular, 1, 0)).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match s.write_page(f, n, &pattern(f, n)) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Errno::ENOSPC);
+    assert!(n > 100, "{n} pages fit");
+    // Entry blocks still find room: the groups keep a reserve for homes.
+    let d = s.alloc_ino().unwrap();
+    s.write_inode(&rec(d, FileKind::Directory, 2, 0)).unwrap();
+    for i in 0..40 {
+        s.dir_insert(
+            d,
+            &entry(&format!("{i:0>200}"), f, FileKind::Regular, i + 3),
+        )
+        .unwrap();
+    }
+    s.checkpoint().unwrap();
+    // Freed pages are reusable after the checkpoint that makes the punch durable.
+    assert_eq!(s.punch_pages(f, 0, 10).unwrap(), 10);
+    s.write_page(f, n, &pattern(f, n)).unwrap();
+    s.sync().unwrap();
+    drop(s);
+    let s = open(&dev);
+    assert_eq!(s.page_count(f).unwrap(), n + 1 - 10);
+    assert_eq!(s.dir_read(d).unwrap().len(), 40);
+    drop(s);
+    assert!(fsck_device(dev, false).unwrap().clean);
+}
