@@ -233,7 +233,11 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
     let mut orphans_pending = Vec::new();
     for m in &mut objs {
         for (&ino, o) in m.iter_mut() {
-            if !o.bad && o.nlink() == Some(0) {
+            // Link count 0, or a reserved number that got pages or entries
+            // but never its record (the Txn creating it was lost).
+            let reservation = o.rec.is_none()
+                && (!o.pages.is_empty() || o.dir.as_ref().is_some_and(|d| !d.is_empty()));
+            if !o.bad && (o.nlink() == Some(0) || reservation) {
                 orphans_pending.push(ino);
                 if process_orphans {
                     o.stamp += 1;
@@ -320,11 +324,13 @@ fn load_live(
         return Err("image length mismatch".into());
     }
     let img = object::decode_image(&image).map_err(|_| "image malformed".to_string())?;
-    match InodeRecord::decode(&img.rec) {
-        Ok(r) if r.ino == ino => {}
-        _ => return Err("inode record malformed".into()),
+    if !img.rec.is_empty() {
+        match InodeRecord::decode(&img.rec) {
+            Ok(r) if r.ino == ino => {}
+            _ => return Err("inode record malformed".into()),
+        }
+        obj.rec = Some(img.rec);
     }
-    obj.rec = Some(img.rec);
     for (p, b, n) in img.extents {
         if n == 0 || p.checked_add(n as u64).is_none() {
             return Err("extent malformed".into());

@@ -531,9 +531,15 @@ impl Inner {
                     }
                 }
             }
+            // A number with pages but no record yet (pages are written
+            // before the Txn that creates the inode) keeps its pages: the
+            // image has an empty record. Recovery frees such reservations.
             let (state, image) = match &s.rec {
-                Some(rec) => (SLOT_LIVE, object::encode_image(rec, &s.extents, &list)),
-                None => (SLOT_FREE, Vec::new()),
+                None if s.extents.is_empty() && list.is_empty() => (SLOT_FREE, Vec::new()),
+                rec => (
+                    SLOT_LIVE,
+                    object::encode_image(rec.as_deref().unwrap_or_default(), &s.extents, &list),
+                ),
             };
             let rest = &image[image.len().min(SLOT_INLINE_MAX)..];
             let chunks: Vec<&[u8]> = rest.chunks(object::CHAIN_PAYLOAD).collect();

@@ -1,5 +1,6 @@
 //! Many lanes at once: allocation comes from each lane's own group, and
-//! concurrent Txns from many threads all survive sync and reopen.
+//! concurrent Txns from many threads, with checkpoints racing them, all
+//! survive sync and reopen.
 
 mod common;
 
@@ -49,6 +50,20 @@ fn concurrent_txns_from_many_lanes_all_survive() {
     let s = Arc::new(open(&dev));
     s.write_inode(&rec(ROOT_INO, FileKind::Directory, 2, 0))
         .unwrap();
+    // Checkpoints race with the writers the whole time.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checkpointer = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.checkpoint().unwrap();
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            n
+        })
+    };
     let made: Vec<Vec<(u64, u64)>> = (0..THREADS)
         .map(|t| {
             let s = s.clone();
@@ -100,10 +115,12 @@ fn concurrent_txns_from_many_lanes_all_survive() {
         .into_iter()
         .map(|h| h.join().unwrap())
         .collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(checkpointer.join().unwrap() > 0);
     // Crash right after the syncs returned: no final checkpoint.
     let crashed = Arc::new(lanefs_image::MemDevice::from_bytes(dev.snapshot()));
     drop(s);
-    for d in [crashed, dev] {
+    for (which, d) in [("crashed", crashed), ("dropped", dev)] {
         let s = ImageStore::open_device(d.clone(), &cfg()).unwrap();
         assert_eq!(s.dir_read(ROOT_INO).unwrap().len(), THREADS);
         let mut p = [0u8; 4096];
@@ -112,7 +129,12 @@ fn concurrent_txns_from_many_lanes_all_survive() {
             assert_eq!(s.dir_read(dir).unwrap().len() as u64, FILES);
             for &(f, i) in &files[1..] {
                 assert_eq!(s.read_inode(f).unwrap().unwrap().size, (i + 1) * 4096);
-                assert!(s.read_page(f, i, &mut p).unwrap() && is_pattern(&p, f, i));
+                let present = s.read_page(f, i, &mut p).unwrap();
+                assert!(
+                    present && is_pattern(&p, f, i),
+                    "{which}: file {f} page {i}: present {present}, head {:?}",
+                    &p[..16]
+                );
             }
         }
         assert_eq!(
