@@ -106,8 +106,10 @@ fn main() {
     let wall = t.elapsed();
     let r = s.recovery_report();
     println!(
-        "recovery: {:?} (open wall {:?}): {} batches, {} records replayed, {} dropped, {} orphans freed, {} bad",
+        "recovery: {:?} (load+replay {:?}, checkpoint {:?}; open wall {:?}): {} batches, {} records replayed, {} dropped, {} orphans freed, {} bad",
         r.duration,
+        r.load,
+        r.checkpoint,
         wall,
         r.batches,
         r.records_replayed,

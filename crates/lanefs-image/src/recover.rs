@@ -552,6 +552,8 @@ pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore
     // Make the recovered state the durable one and empty the journal.
     let (r, ck) = timed(|| inner.checkpoint());
     r?;
+    report.load = took;
+    report.checkpoint = ck;
     report.duration = took + ck;
     Ok(ImageStore::from_inner(inner, report, cfg))
 }
