@@ -32,8 +32,8 @@ use lanefs_store::{FileKind, Ino, InodeRecord};
 use parking_lot::{Mutex, RwLock};
 
 use crate::dir::DirState;
-use crate::orphan::OrphanSlot;
 use crate::icache::Life;
+use crate::orphan::OrphanSlot;
 use crate::pcache::PageMap;
 
 /// Mutable state of an inode, under `Inode::meta`.
