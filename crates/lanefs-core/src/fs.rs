@@ -35,6 +35,7 @@ use crate::icache::{InodeCache, ShardedInodeCache};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
 use crate::orphan::{OrphanTable, ShardedOrphanTable};
+use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
@@ -57,6 +58,8 @@ pub(crate) struct FsInner {
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
+    /// The read path design (seed 003), from `config.variants.read`.
+    pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
     pub totals: Superblock,
     evict_cursor: AtomicUsize,
@@ -198,6 +201,7 @@ impl Fs {
             free_inodes: Box::new(PercpuCounter::new(free_inodes, 64)),
             cached_pages: Box::new(PercpuCounter::new(0, 64)),
             cached_inodes: Box::new(PercpuCounter::new(0, 64)),
+            page_cache: page_cache(config.variants.read),
             rename_lock: Mutex::new(()),
             totals: sb,
             config,
@@ -573,7 +577,7 @@ impl FsInner {
         if let Body::File(d) = &inode.body {
             // Dirty pages left (a racing writer cannot exist: count is 1).
             match d.try_read() {
-                Some(pm) if crate::pcache::PageCache::cached_pages(&*pm) == 0 => {}
+                Some(pm) if pm.cached_pages() == 0 => {}
                 _ => return false,
             }
         }

@@ -7,9 +7,10 @@
 //!   xattrs, symlink target), `dirty`, `lookups`, `opens` and `freed`. It is
 //!   a leaf lock except that the icache may take it with `try_lock` while
 //!   holding a shard lock (eviction never blocks on it).
-//! * `body` is the data lock of a regular file (`RwLock<PageMap>`) or the
-//!   entry lock of a directory (`RwLock<DirState>`); it is taken before
-//!   `meta` whenever both are held.
+//! * `body` is the data of a regular file (`FileData`, whose data lock is
+//!   an `RwLock<PageMap>`; reads may copy cached pages without it, see
+//!   `pcache`) or the entry lock of a directory (`RwLock<DirState>`); the
+//!   lock is taken before `meta` whenever both are held.
 //! * `atime_stale` (Relaxed): set whenever mtime or ctime changes, cleared
 //!   when atime is brought past them — lets reads skip `meta` in the common
 //!   relatime case. A stale `false` only delays an atime update.
@@ -26,7 +27,7 @@ use lanefs_store::{FileKind, Ino, InodeRecord};
 use parking_lot::{Mutex, RwLock};
 
 use crate::dir::DirState;
-use crate::pcache::PageMap;
+use crate::pcache::FileData;
 
 /// Mutable state of an inode, under `Inode::meta`.
 pub(crate) struct Meta {
@@ -42,7 +43,7 @@ pub(crate) struct Meta {
 }
 
 pub(crate) enum Body {
-    File(RwLock<PageMap>),
+    File(FileData),
     Dir(RwLock<DirState>),
     Other,
 }
@@ -65,7 +66,7 @@ impl Inode {
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
     pub fn new(rec: InodeRecord, dirty: bool) -> Inode {
         let body = match rec.kind {
-            FileKind::Regular => Body::File(RwLock::new(PageMap::new(rec.size))),
+            FileKind::Regular => Body::File(FileData::new(rec.size, rec.blocks == 0)),
             FileKind::Directory => Body::Dir(RwLock::new(DirState::default())),
             _ => Body::Other,
         };

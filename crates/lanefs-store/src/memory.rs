@@ -7,12 +7,15 @@
 //! * `free_inos`: protects the list of numbers released by `free_ino`.
 //! * `next_ino` (atomic, Relaxed): the next never-used inode number; numbers
 //!   are unique because `fetch_add` is atomic, no ordering with data needed.
+//! * `unwritten[s]`: the unwritten extents (fallocate) of the shard's inodes.
+//!   Taken alone, or after `pages[s]` (`allocated_pages`), never before it.
 //! * `superblock`: protects the superblock copy.
 //!
 //! Records are stored serialized (`InodeRecord::encode`), never as live
 //! objects, so the core's caches really are caches over this store.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -49,6 +52,7 @@ pub struct MemoryStore {
     inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
     dirs: Vec<Mutex<HashMap<Ino, DirMap>>>,
     pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
+    unwritten: Vec<Mutex<HashMap<Ino, Vec<Range<u64>>>>>,
     free_inos: Mutex<Vec<Ino>>,
     next_ino: AtomicU64,
     superblock: Mutex<Superblock>,
@@ -69,6 +73,7 @@ impl MemoryStore {
             inodes: shards(),
             dirs: shards(),
             pages: shards(),
+            unwritten: shards(),
             free_inos: Mutex::new(Vec::new()),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             superblock: Mutex::new(Superblock {
@@ -129,6 +134,7 @@ impl Store for MemoryStore {
         self.inodes[s].lock().remove(&ino);
         self.dirs[s].lock().remove(&ino);
         self.pages[s].lock().remove(&ino);
+        self.unwritten[s].lock().remove(&ino);
         self.free_inos.lock().push(ino);
         Ok(())
     }
@@ -212,6 +218,53 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
+    fn count_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        if start >= end {
+            return Ok(0);
+        }
+        let pages = self.pages[shard(ino)].lock();
+        Ok(pages
+            .get(&ino)
+            .map_or(0, |m| m.range(start..end).count() as u64))
+    }
+
+    fn read_unwritten(&self, ino: Ino) -> Result<Vec<Range<u64>>> {
+        Ok(self.unwritten[shard(ino)]
+            .lock()
+            .get(&ino)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn write_unwritten(&self, ino: Ino, extents: &[Range<u64>]) -> Result<()> {
+        let mut sorted = extents.to_vec();
+        sorted.sort_by_key(|r| r.start);
+        if sorted.iter().any(|r| r.is_empty()) || sorted.windows(2).any(|w| w[0].end > w[1].start) {
+            return Err(Errno::EINVAL);
+        }
+        let mut m = self.unwritten[shard(ino)].lock();
+        if sorted.is_empty() {
+            m.remove(&ino);
+        } else {
+            m.insert(ino, sorted);
+        }
+        Ok(())
+    }
+
+    fn allocated_pages(&self, ino: Ino) -> Result<u64> {
+        let s = shard(ino);
+        let pages = self.pages[s].lock();
+        let unwritten = self.unwritten[s].lock();
+        let data = pages.get(&ino);
+        let extents = unwritten.get(&ino).map_or(&[][..], |v| &v[..]);
+        let mut n = data.map_or(0, |m| m.len() as u64);
+        for r in extents {
+            let inside = data.map_or(0, |m| m.range(r.clone()).count() as u64);
+            n += r.end - r.start - inside;
+        }
+        Ok(n)
+    }
+
     fn list_inodes(&self) -> Result<Vec<Ino>> {
         Ok(self
             .inodes
@@ -251,6 +304,25 @@ mod tests {
         assert_eq!(s.page_records(), 1);
         assert_eq!(s.punch_pages(5, 4, u64::MAX).unwrap(), 1);
         assert_eq!(s.page_records(), 0);
+    }
+
+    #[test]
+    fn ranges_count_and_extents_union_with_pages() {
+        let s = MemoryStore::default();
+        for idx in [2, 5, 9, 1 << 40] {
+            s.write_page(4, idx, &[1; PAGE_SIZE]).unwrap();
+        }
+        assert_eq!(s.count_pages(4, 3, 10).unwrap(), 2);
+        assert_eq!(s.count_pages(4, 0, u64::MAX).unwrap(), 4);
+        assert_eq!(s.count_pages(4, 10, 3).unwrap(), 0);
+        s.write_unwritten(4, &[8..12, 0..3]).unwrap();
+        assert_eq!(s.read_unwritten(4).unwrap(), vec![0..3, 8..12]);
+        // pages 2 and 9 are inside extents: counted once.
+        assert_eq!(s.allocated_pages(4).unwrap(), 4 + 3 + 4 - 2);
+        assert_eq!(s.write_unwritten(4, &[0..5, 4..6]), Err(Errno::EINVAL));
+        s.free_ino(4).unwrap();
+        assert!(s.read_unwritten(4).unwrap().is_empty());
+        assert_eq!(s.allocated_pages(4).unwrap(), 0);
     }
 
     #[test]
