@@ -11,12 +11,16 @@
 //! its [`Superblock`].
 
 mod errno;
+mod lane;
 mod memory;
 mod record;
+mod txn;
 
 pub use errno::{Errno, Result};
+pub use lane::lane;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use record::{DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO};
+pub use txn::{Txn, TxnOp, TXN_BYTES_MAX, TXN_OPS_MAX};
 
 /// File-system-wide totals and usage, as kept by a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -123,4 +127,29 @@ pub trait Store: Send + Sync + 'static {
     /// Make everything written so far durable. Every store has this call, so
     /// fsync takes one code path whatever the store.
     fn sync(&self) -> Result<()>;
+
+    /// Apply the record changes of one engine operation all-or-nothing (see
+    /// [`Txn`] for the shape, the bounds and the key layout it maps to).
+    /// Durable no later than the next [`sync`](Self::sync).
+    ///
+    /// The default applies the operations one by one through the calls
+    /// above, which is all-or-nothing only for a store that cannot fail
+    /// half-way or crash (the memory store); a persistent store overrides
+    /// it with one journal record. [`TxnOp::Usage`] is dropped by the
+    /// default: such stores keep usage in the superblock written at sync.
+    fn commit(&self, txn: &Txn) -> Result<()> {
+        for op in txn.ops() {
+            match op {
+                TxnOp::PutInode(rec) => self.write_inode(rec)?,
+                TxnOp::FreeInode(ino) => self.free_ino(*ino)?,
+                TxnOp::PutEntry(dir, e) => self.dir_insert(*dir, e)?,
+                TxnOp::RemoveEntry(dir, name) => self.dir_remove(*dir, name)?,
+                TxnOp::PunchPages(ino, start, end) => {
+                    self.punch_pages(*ino, *start, *end)?;
+                }
+                TxnOp::Usage(..) => {}
+            }
+        }
+        Ok(())
+    }
 }

@@ -3,10 +3,15 @@
 //! Locking rules:
 //! * `inodes[s]`, `dirs[s]`, `pages[s]`: one mutex per shard, chosen by
 //!   `ino % SHARDS`; each protects the records of the inodes in its shard.
-//!   No call holds two shard locks at once, so there is no lock order.
-//! * `free_inos`: protects the list of numbers released by `free_ino`.
-//! * `next_ino` (atomic, Relaxed): the next never-used inode number; numbers
-//!   are unique because `fetch_add` is atomic, no ordering with data needed.
+//!   No call holds two of these at once (except `unwritten[s]` below).
+//! * `ino_lanes[l]` (mutex, one cache line each): lane `l`'s inode-number
+//!   allocator — numbers it freed (reused first, newest first) and a chunk of
+//!   never-used numbers. A thread allocates and frees on its own lane only,
+//!   so creates on different lanes share no lock and no counter; a number
+//!   freed on one lane is reused by that lane.
+//! * `next_chunk` (atomic, Relaxed): start of the next never-used chunk of
+//!   [`INO_CHUNK`] numbers; touched once per chunk, numbers are unique
+//!   because `fetch_add` is atomic, no ordering with data needed.
 //! * `unwritten[s]`: the unwritten extents (fallocate) of the shard's inodes.
 //!   Taken alone, or after `pages[s]` (`allocated_pages`), never before it.
 //! * `superblock`: protects the superblock copy.
@@ -25,6 +30,21 @@ use crate::{
 };
 
 const SHARDS: usize = 64;
+/// Lanes with their own inode-number allocator (more lanes share them).
+const INO_LANES: usize = 64;
+/// Never-used inode numbers a lane takes at once from `next_chunk`.
+const INO_CHUNK: u64 = 1024;
+
+/// One lane's inode numbers, alone on its cache line.
+#[derive(Default)]
+#[repr(align(64))]
+struct InoLane {
+    /// Numbers freed on this lane, reused before fresh ones.
+    freed: Vec<Ino>,
+    /// Fresh numbers `next..end` not yet handed out.
+    next: Ino,
+    end: Ino,
+}
 
 /// Capacity limits of a [`MemoryStore`].
 #[derive(Clone, Copy, Debug)]
@@ -52,9 +72,9 @@ pub struct MemoryStore {
     inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
     dirs: Vec<Mutex<HashMap<Ino, DirMap>>>,
     pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
+    ino_lanes: Box<[Mutex<InoLane>]>,
+    next_chunk: AtomicU64,
     unwritten: Vec<Mutex<HashMap<Ino, Vec<Range<u64>>>>>,
-    free_inos: Mutex<Vec<Ino>>,
-    next_ino: AtomicU64,
     superblock: Mutex<Superblock>,
 }
 
@@ -73,9 +93,9 @@ impl MemoryStore {
             inodes: shards(),
             dirs: shards(),
             pages: shards(),
+            ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
+            next_chunk: AtomicU64::new(ROOT_INO + 1),
             unwritten: shards(),
-            free_inos: Mutex::new(Vec::new()),
-            next_ino: AtomicU64::new(ROOT_INO + 1),
             superblock: Mutex::new(Superblock {
                 total_blocks: cfg.capacity_bytes / PAGE_SIZE as u64,
                 total_inodes: cfg.max_inodes.max(1),
@@ -83,6 +103,10 @@ impl MemoryStore {
                 used_inodes: 0,
             }),
         }
+    }
+
+    fn ino_lane(&self) -> &Mutex<InoLane> {
+        &self.ino_lanes[crate::lane() % INO_LANES]
     }
 
     /// Number of inode records held (for leak checks in tests).
@@ -116,13 +140,20 @@ impl Store for MemoryStore {
     }
 
     fn alloc_ino(&self) -> Result<Ino> {
-        if let Some(ino) = self.free_inos.lock().pop() {
+        let mut lane = self.ino_lane().lock();
+        if let Some(ino) = lane.freed.pop() {
             return Ok(ino);
         }
-        let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
-        if ino == 0 || ino == u64::MAX {
-            return Err(Errno::ENOSPC);
+        if lane.next == lane.end {
+            let start = self.next_chunk.fetch_add(INO_CHUNK, Ordering::Relaxed);
+            // 2^64 numbers are never used up in practice; refuse rather than wrap.
+            let end = start.checked_add(INO_CHUNK).ok_or(Errno::ENOSPC)?;
+            lane.next = start;
+            lane.end = end;
         }
+        let ino = lane.next;
+        lane.next += 1;
+        debug_assert!(ino > ROOT_INO, "fresh numbers start past the root");
         Ok(ino)
     }
 
@@ -134,8 +165,8 @@ impl Store for MemoryStore {
         self.inodes[s].lock().remove(&ino);
         self.dirs[s].lock().remove(&ino);
         self.pages[s].lock().remove(&ino);
+        self.ino_lane().lock().freed.push(ino);
         self.unwritten[s].lock().remove(&ino);
-        self.free_inos.lock().push(ino);
         Ok(())
     }
 
@@ -345,5 +376,35 @@ mod tests {
         s.free_ino(b).unwrap();
         assert_eq!(s.alloc_ino().unwrap(), b, "freed numbers are reused");
         assert_eq!(s.free_ino(ROOT_INO), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn lanes_allocate_unique_numbers_from_their_own_chunks() {
+        let s = std::sync::Arc::new(MemoryStore::default());
+        let per_thread = 3 * INO_CHUNK as usize;
+        let lists: Vec<Vec<Ino>> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let v: Vec<Ino> = (0..per_thread).map(|_| s.alloc_ino().unwrap()).collect();
+                    // Freed on this lane, reused by this lane.
+                    s.free_ino(v[7]).unwrap();
+                    assert_eq!(s.alloc_ino().unwrap(), v[7]);
+                    v
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        let mut all: Vec<Ino> = lists.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4 * per_thread, "no number handed out twice");
+        assert!(all.iter().all(|&i| i > ROOT_INO));
+        for v in &lists {
+            // A lane's fresh numbers come in whole chunks: runs of INO_CHUNK.
+            assert!(v.windows(2).filter(|w| w[1] != w[0] + 1).count() <= 3);
+        }
     }
 }

@@ -1,0 +1,33 @@
+//! Lanes: a small per-thread index that spreads per-CPU-style state.
+//!
+//! Each thread gets a lane number once, round-robin, the first time it asks;
+//! sharded structures (counters, the orphan table, the memory store's inode
+//! allocator) use `lane() % shards`, so
+//! threads that run on different cores mostly touch different cache lines.
+//! A thread-local is used rather than `sched_getcpu` because it is free to
+//! read and stable across migrations (a migrated thread keeps its lane; the
+//! shard it writes stays exclusive to it as long as lanes ≤ shards).
+//!
+//! Atomics: `NEXT_LANE` (Relaxed) only hands out distinct numbers.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static NEXT_LANE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static LANE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's lane number.
+pub fn lane() -> usize {
+    LANE.with(|l| {
+        let v = l.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_LANE.fetch_add(1, Ordering::Relaxed);
+        l.set(v);
+        v
+    })
+}
