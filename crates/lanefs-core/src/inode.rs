@@ -42,6 +42,8 @@ pub(crate) struct Meta {
     pub freed: bool,
 }
 
+// Shuttle's model atomics make `FileData` large in model builds only.
+#[cfg_attr(lanefs_shuttle, allow(clippy::large_enum_variant))]
 pub(crate) enum Body {
     File(FileData),
     Dir(RwLock<DirState>),

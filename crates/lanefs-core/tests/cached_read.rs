@@ -85,7 +85,7 @@ fn run(read: ReadVariant) {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let (off, len) = if x % 2 == 0 {
+                    let (off, len) = if x.is_multiple_of(2) {
                         (0, LEN)
                     } else {
                         let off = (x >> 8) as usize % LEN;

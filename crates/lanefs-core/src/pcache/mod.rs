@@ -228,7 +228,7 @@ impl<'a> PagesMut<'a> {
         let f: &'a FileData = self.f;
         let seq = &f.seq;
         let start = seq.load(Ordering::Relaxed);
-        debug_assert!(start % 2 == 0, "change sections nest");
+        debug_assert!(start.is_multiple_of(2), "change sections nest");
         seq.store(start + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         Change { seq, start }
@@ -538,10 +538,10 @@ impl<'a> PagesMut<'a> {
             }
             return Ok(whole.start..whole.start);
         }
-        if offset % PAGE != 0 {
+        if !offset.is_multiple_of(PAGE) {
             self.zero_in_page(store, ino, offset, whole.start * PAGE, guard)?;
         }
-        if end % PAGE != 0 {
+        if !end.is_multiple_of(PAGE) {
             self.zero_in_page(store, ino, whole.end * PAGE, end, guard)?;
         }
         Ok(whole)
@@ -602,7 +602,7 @@ impl<'a> PagesMut<'a> {
         self.learn(store, ino)?;
         let section = self.change();
         let freed = self.free_range(store, ino, new_size.div_ceil(PAGE)..u64::MAX, &guard)?;
-        if new_size % PAGE != 0 {
+        if !new_size.is_multiple_of(PAGE) {
             let page_end = (new_size / PAGE + 1) * PAGE;
             self.zero_in_page(store, ino, new_size, page_end, &guard)?;
         }
@@ -684,7 +684,7 @@ impl<'a> PagesMut<'a> {
     }
 
     /// Allocated pages that exist only in the cache.
-    #[cfg(test)]
+    #[cfg(all(test, not(lanefs_shuttle)))]
     fn cache_only(&self) -> usize {
         self.map.pages.values().filter(|p| !p.in_store).count()
     }

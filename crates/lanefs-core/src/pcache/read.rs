@@ -89,7 +89,7 @@ impl PageCache for LocklessRead {
         let guard = epoch::pin();
         for _ in 0..LOCKLESS_TRIES {
             let seq = file.seq.load(Ordering::Acquire);
-            if seq % 2 == 1 {
+            if !seq.is_multiple_of(2) {
                 spin_hint();
                 continue;
             }
