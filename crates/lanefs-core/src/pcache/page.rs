@@ -42,17 +42,25 @@ impl PageBuf {
         self.read(0, out);
     }
 
-    /// Copy bytes `[at, at + out.len())` of the page into `out`.
+    /// Copy bytes `[at, at + out.len())` of the page into `out`: a partial
+    /// word at each end, whole words between (no per-word `memcpy` call).
     pub fn read(&self, at: usize, out: &mut [u8]) {
         debug_assert!(at + out.len() <= PAGE_SIZE, "read past the page");
-        let mut done = 0;
-        while done < out.len() {
-            let pos = at + done;
-            let (w, in_word) = (pos / WORD, pos % WORD);
-            let n = (WORD - in_word).min(out.len() - done);
-            let bytes = self.words[w].load(Ordering::Relaxed).to_ne_bytes();
-            out[done..done + n].copy_from_slice(&bytes[in_word..in_word + n]);
-            done += n;
+        let head = ((WORD - at % WORD) % WORD).min(out.len());
+        if head > 0 {
+            let bytes = self.words[at / WORD].load(Ordering::Relaxed).to_ne_bytes();
+            out[..head].copy_from_slice(&bytes[at % WORD..at % WORD + head]);
+        }
+        let (first, last) = ((at + head) / WORD, (at + out.len()) / WORD);
+        let mut whole = out[head..].chunks_exact_mut(WORD);
+        for (chunk, word) in (&mut whole).zip(&self.words[first..]) {
+            let chunk: &mut [u8; WORD] = chunk.try_into().expect("exact chunk");
+            *chunk = word.load(Ordering::Relaxed).to_ne_bytes();
+        }
+        let tail = whole.into_remainder();
+        if !tail.is_empty() {
+            let bytes = self.words[last].load(Ordering::Relaxed).to_ne_bytes();
+            tail.copy_from_slice(&bytes[..tail.len()]);
         }
     }
 
@@ -60,20 +68,25 @@ impl PageBuf {
     /// writer), inside a change section when the page is published.
     pub fn write(&self, at: usize, data: &[u8]) {
         debug_assert!(at + data.len() <= PAGE_SIZE, "write past the page");
-        let mut done = 0;
-        while done < data.len() {
-            let pos = at + done;
-            let (w, in_word) = (pos / WORD, pos % WORD);
-            let n = (WORD - in_word).min(data.len() - done);
+        let merge = |w: usize, from: usize, bytes: &[u8]| {
             let word = &self.words[w];
-            let mut bytes = if n == WORD {
-                [0; WORD]
-            } else {
-                word.load(Ordering::Relaxed).to_ne_bytes()
-            };
-            bytes[in_word..in_word + n].copy_from_slice(&data[done..done + n]);
-            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-            done += n;
+            let mut v = word.load(Ordering::Relaxed).to_ne_bytes();
+            v[from..from + bytes.len()].copy_from_slice(bytes);
+            word.store(u64::from_ne_bytes(v), Ordering::Relaxed);
+        };
+        let head = ((WORD - at % WORD) % WORD).min(data.len());
+        if head > 0 {
+            merge(at / WORD, at % WORD, &data[..head]);
+        }
+        let first = (at + head) / WORD;
+        let mut whole = data[head..].chunks_exact(WORD);
+        for (chunk, word) in (&mut whole).zip(&self.words[first..]) {
+            let chunk: &[u8; WORD] = chunk.try_into().expect("exact chunk");
+            word.store(u64::from_ne_bytes(*chunk), Ordering::Relaxed);
+        }
+        let tail = whole.remainder();
+        if !tail.is_empty() {
+            merge((at + data.len()) / WORD, 0, tail);
         }
     }
 
