@@ -122,4 +122,27 @@ mod tests {
         q.to_bytes(&mut back);
         assert_eq!(full[..], back[..]);
     }
+
+    #[test]
+    fn every_small_span_matches_a_byte_array() {
+        let p = PageBuf::zeroed();
+        let mut model = [0u8; 64];
+        let mut x = 1u8;
+        for at in 0..40 {
+            for len in 0..24 {
+                let data: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x = x.wrapping_mul(31).wrapping_add(7);
+                        x
+                    })
+                    .collect();
+                p.write(at, &data);
+                model[at..at + len].copy_from_slice(&data);
+                let mut out = vec![0u8; len + 3];
+                let from = at.max(1) - 1;
+                p.read(from, &mut out);
+                assert_eq!(out, model[from..from + len + 3], "at {at} len {len}");
+            }
+        }
+    }
 }
