@@ -17,6 +17,8 @@ use crate::sync::{AtomicU64, Ordering};
 const WORD: usize = std::mem::size_of::<u64>();
 /// Words per page.
 pub(crate) const PAGE_WORDS: usize = PAGE_SIZE / WORD;
+/// Words a read loads before it stores them (one cache line).
+const BATCH: usize = 8;
 
 pub(crate) struct PageBuf {
     words: [AtomicU64; PAGE_WORDS],
@@ -52,8 +54,23 @@ impl PageBuf {
             out[..head].copy_from_slice(&bytes[at % WORD..at % WORD + head]);
         }
         let (first, last) = ((at + head) / WORD, (at + out.len()) / WORD);
-        let mut whole = out[head..].chunks_exact_mut(WORD);
-        for (chunk, word) in (&mut whole).zip(&self.words[first..]) {
+        // Whole words in batches: every load of a batch before its stores,
+        // so a load never waits on a store to an address equal modulo 4 KiB
+        // (page-aligned source and destination alias in the store buffer).
+        let mut lines = out[head..].chunks_exact_mut(BATCH * WORD);
+        let mut w = first;
+        for line in &mut lines {
+            let mut batch = [0u64; BATCH];
+            for (v, word) in batch.iter_mut().zip(&self.words[w..w + BATCH]) {
+                *v = word.load(Ordering::Relaxed);
+            }
+            for (chunk, v) in line.chunks_exact_mut(WORD).zip(batch) {
+                chunk.copy_from_slice(&v.to_ne_bytes());
+            }
+            w += BATCH;
+        }
+        let mut whole = lines.into_remainder().chunks_exact_mut(WORD);
+        for (chunk, word) in (&mut whole).zip(&self.words[w..]) {
             let chunk: &mut [u8; WORD] = chunk.try_into().expect("exact chunk");
             *chunk = word.load(Ordering::Relaxed).to_ne_bytes();
         }
