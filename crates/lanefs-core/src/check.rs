@@ -7,7 +7,57 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use lanefs_store::{FileKind, Ino, InodeRecord, ROOT_INO};
 
+use crate::fs::FsInner;
+use crate::icache::State;
 use crate::{Fs, DIRENT_SIZE};
+
+/// The inode cache's counters and life words, on a quiet file system:
+/// `cached_inodes` equals the hashed inodes; no counted reference is left;
+/// every hashed inode that nothing pins is on the LRU (else the budget
+/// could never reclaim it); the LRU holds no more entries than inodes.
+fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
+    let hashed = fs.icache.len() as i64;
+    let counted = fs.cached_inodes.sum();
+    if counted != hashed {
+        bad.push(format!(
+            "cached_inodes {counted}, but {hashed} inodes hashed"
+        ));
+    }
+    let mut on_lru = 0i64;
+    fs.icache.for_each(&mut |inode| {
+        let life = &inode.life;
+        if life.state() != State::Live {
+            bad.push(format!(
+                "inode {}: hashed but {:?}",
+                inode.ino,
+                life.state()
+            ));
+        }
+        if life.refs() != 0 {
+            bad.push(format!(
+                "inode {}: {} references leaked",
+                inode.ino,
+                life.refs()
+            ));
+        }
+        let m = inode.meta.lock();
+        let pinned = m.lookups != 0 || m.opens != 0 || m.rec.nlink == 0;
+        if life.on_lru() {
+            on_lru += 1;
+        } else if !pinned {
+            bad.push(format!(
+                "inode {}: unreferenced but not on the LRU",
+                inode.ino
+            ));
+        }
+    });
+    let lru = fs.lru.len() as i64;
+    if lru < on_lru {
+        bad.push(format!(
+            "LRU holds {lru} entries, {on_lru} hashed inodes marked ON_LRU"
+        ));
+    }
+}
 
 impl Fs {
     /// Full consistency check of the store after a sync: link counts,
@@ -149,6 +199,7 @@ impl Fs {
         if free_blocks != want_blocks {
             bad.push(format!("free blocks {free_blocks}, expected {want_blocks}"));
         }
+        check_inode_cache(fs, &mut bad);
         if bad.is_empty() {
             Ok(())
         } else {

@@ -80,7 +80,8 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         {
             let mut m = self.inode.meta.lock();
-            m.opens = m.opens.saturating_sub(1);
+            debug_assert!(m.opens > 0, "open count underflow");
+            m.opens -= 1;
         }
         self.fs.maybe_free(&self.inode);
     }
@@ -208,8 +209,10 @@ impl Fs {
     /// read-only; symlinks give `ELOOP`; device, fifo and socket nodes
     /// `ENXIO`.
     pub fn open(&self, cred: &Cred, ino: Ino, flags: i32) -> Result<OpenFile> {
-        let inode = self.inner.iget(ino)?.arc();
-        self.inner.open_inode(cred, inode, flags, false, false)
+        // The counted reference is held until the open count pins the inode.
+        let inode = self.inner.iget(ino)?;
+        self.inner
+            .open_inode(cred, inode.arc(), flags, false, false)
     }
 
     /// Look up `name` in `parent` and open it, creating a regular file with
@@ -243,19 +246,25 @@ impl Fs {
             check_name(name)?;
             let idx = fs.dir_read(&dir)?;
             let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-            let child = fs.iget(slot.ino)?.arc();
-            (fs.open_inode(cred, child, flags, false, counted)?, false)
+            let child = fs.iget(slot.ino)?;
+            (
+                fs.open_inode(cred, child.arc(), flags, false, counted)?,
+                false,
+            )
         } else {
             check_name(name)?;
             let mut idx = fs.dir_write(&dir)?;
             match idx.get(name) {
                 Some(_) if flags & libc::O_EXCL != 0 => return Err(Errno::EEXIST),
                 Some(slot) => {
-                    let child = fs.iget(slot.ino)?.arc();
+                    let child = fs.iget(slot.ino)?;
                     if child.kind == FileKind::Directory {
                         return Err(Errno::EISDIR);
                     }
-                    (fs.open_inode(cred, child, flags, false, counted)?, false)
+                    (
+                        fs.open_inode(cred, child.arc(), flags, false, counted)?,
+                        false,
+                    )
                 }
                 None => {
                     let node = NewNode {
@@ -269,7 +278,10 @@ impl Fs {
                         needs_mknod_cap: false,
                     };
                     let inode = fs.create_locked(cred, &dir, &mut idx, name, node)?;
-                    (fs.open_inode(cred, inode, flags, true, counted)?, true)
+                    (
+                        fs.open_inode(cred, inode.arc(), flags, true, counted)?,
+                        true,
+                    )
                 }
             }
         };

@@ -4,41 +4,76 @@
 //! * `rename_lock` (mutex): held by cross-directory renames only, for the
 //!   whole rename. It keeps the tree's shape (directories' parents) stable
 //!   while a rename checks ancestry and locks two directories.
-//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: per-lane
-//!   counters (see `counters`); reservations happen before any change, so a
-//!   failed reservation (`ENOSPC`) leaves nothing half-done.
-//! * `evict_cursor` (Relaxed): spreads eviction scans over icache shards.
+//! * `free_blocks`, `free_inodes`, `cached_pages`, `cached_inodes`: counters
+//!   of the configured design (see `counters`); reservations happen before
+//!   any change, so a failed reservation (`ENOSPC`) leaves nothing half-done.
+//!   The two cache counters also charge the process-wide cache budget
+//!   (`reclaim::pressure`), checked by the budget functions below.
+//! * `orphans`: the configured orphan table; an orphan's slot lives in its
+//!   `Meta::orphan_slot` from `note_unlinked` to `maybe_free`.
+//! * `shrinker` (mutex): this mount's id in the process-wide registry of its
+//!   reclaim design, taken once at drop to unregister.
+//! * `cached_inodes`: hashed inodes, added when `iget` publishes a loaded
+//!   inode or `alloc_inode` inserts a new one, subtracted when one is
+//!   unhashed (eviction, free) — so it equals the table's count when quiet
+//!   (`check` verifies it).
+//!
+//! Inode life cycle (see `icache` for the state word):
+//! * A counted reference ([`IRef`]) holds one count on `Inode::life`; its
+//!   drop gives it back and, when that was the last, puts the inode on the
+//!   LRU of unreferenced inodes. Lookup and open counts (`meta`) pin an
+//!   inode too; `maybe_free` re-offers it to the LRU when the last goes.
+//! * Eviction (`evict_inodes`) pops LRU entries, claims an inode by CAS
+//!   (LIVE, 0 references) → FREEING, checks the pins under `meta`, writes it
+//!   back holding no cache lock (lookups of that number wait), then unhashes
+//!   it. The inode budget (`cache_inodes_max`) is enforced after each load
+//!   and after each creation, once the creator's reference is dropped.
+//! * Freeing (`maybe_free`) marks the inode DEAD, frees it in the store,
+//!   then unhashes it (by identity) and only then credits the counters (and
+//!   only if the store freed it). While it is DEAD and hashed, a racing
+//!   `iget` waits instead of reloading a stale record, and a new inode that
+//!   already got the number back from the store waits to be inserted
+//!   instead of replacing the entry (which made `cached_inodes` drift).
+//! * `iget` and `IRef` drops must not happen with any `meta` held: they may
+//!   wait on a FREEING inode whose evictor takes that inode's `meta`.
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
 //! 2. directory entry locks (`Body::Dir`): ancestors before descendants;
 //!    two unrelated directories (only under `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
-//! 4. icache shard locks
-//! 5. `Inode::meta` — a directory's before that of an inode linked (or
-//!    being linked) in it; a non-directory's meta is always innermost;
-//!    taken only with `try_lock` under a shard lock
-//! 6. leaf locks: orphan-table shards, store-internal locks, counters' slow
-//!    path, the reclaim registry.
+//! 4. `Inode::meta` — a directory's before that of an inode linked (or
+//!    being linked) in it; a non-directory's meta is always innermost.
+//!    Eviction takes a FREEING inode's `meta` holding no cache lock.
+//! 5. leaf locks: icache bucket locks and global lock, icache LRU shards,
+//!    orphan-table shards, store-internal locks, counters' slow path, the
+//!    reclaim registry. (`create_locked` inserts a new inode holding the
+//!    directory's `meta`: meta → bucket lock, in this order.)
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+
+use crossbeam_epoch::Guard;
 
 use lanefs_store::{
     Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, ROOT_INO,
 };
 use parking_lot::Mutex;
 
-use crate::counters::{Counter, PercpuCounter};
+use crate::counters::{new_counter, Counter};
 use crate::dir::FIRST_COOKIE;
-use crate::icache::{InodeCache, ShardedInodeCache};
+use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
-use crate::orphan::{OrphanTable, ShardedOrphanTable};
+use crate::orphan::{new_orphan_table, OrphanTable};
 use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
-use crate::reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
+use crate::reclaim::pressure::{self, Charged};
+use crate::reclaim::{self, Shrinker, ShrinkerId};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
+
+/// Fold threshold of the engine's per-lane counters.
+const COUNTER_BATCH: i64 = 64;
 
 /// One file-system instance over a store. Cheap to clone (shared inside);
 /// the instance is unmounted (everything written back) when the last clone
@@ -53,6 +88,8 @@ pub(crate) struct FsInner {
     pub config: FsConfig,
     pub root: Arc<Inode>,
     pub icache: Box<dyn InodeCache>,
+    /// Unreferenced inodes, oldest first (eviction candidates).
+    pub lru: InodeLru,
     pub orphans: Box<dyn OrphanTable>,
     pub free_blocks: Box<dyn Counter>,
     pub free_inodes: Box<dyn Counter>,
@@ -62,15 +99,33 @@ pub(crate) struct FsInner {
     pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
     pub totals: Superblock,
-    evict_cursor: AtomicUsize,
     shrinker: Mutex<Option<ShrinkerId>>,
 }
 
-/// A borrowed or owned reference to a cached inode. The root is pinned by
-/// the mount and borrowed, so the hottest inode's refcount is never touched.
+/// A reference to an inode: the root (pinned by the mount, borrowed, so the
+/// hottest inode's counts are never touched) or a counted reference to a
+/// cached inode, which keeps it from being evicted until dropped.
 pub(crate) enum IRef<'a> {
     Root(&'a Arc<Inode>),
-    Cached(Arc<Inode>),
+    Cached(Counted<'a>),
+}
+
+/// One count on a cached inode's `life`, given back on drop.
+pub(crate) struct Counted<'a> {
+    inode: Arc<Inode>,
+    fs: &'a FsInner,
+    /// Enforce the inode budget on drop (set by `alloc_inode`, which runs
+    /// with a directory's `meta` held and so cannot evict itself).
+    enforce_budget: bool,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.fs.iput(&self.inode);
+        if self.enforce_budget {
+            self.fs.enforce_inode_budget();
+        }
+    }
 }
 
 impl std::ops::Deref for IRef<'_> {
@@ -78,16 +133,19 @@ impl std::ops::Deref for IRef<'_> {
     fn deref(&self) -> &Inode {
         match self {
             IRef::Root(r) => r,
-            IRef::Cached(c) => c,
+            IRef::Cached(c) => &c.inode,
         }
     }
 }
 
 impl IRef<'_> {
+    /// An *uncounted* `Arc` of the inode: it keeps the memory, not the cache
+    /// entry. Whoever keeps it past this `IRef` must pin the inode first
+    /// (an open or lookup count under `meta`), as `open_inode` does.
     pub fn arc(&self) -> Arc<Inode> {
         match self {
             IRef::Root(r) => Arc::clone(r),
-            IRef::Cached(c) => c.clone(),
+            IRef::Cached(c) => c.inode.clone(),
         }
     }
 }
@@ -126,6 +184,29 @@ pub(crate) fn touch_c(inode: &Inode, m: &mut Meta, now: Timespec) {
     inode.atime_stale.store(true, Ordering::Relaxed);
 }
 
+/// LRU entries one eviction pass may look at per inode it is asked to
+/// evict (skipped entries are pinned or dead), and at least.
+const EVICT_POPS_PER_INODE: usize = 4;
+const EVICT_POPS_MIN: usize = 64;
+/// Fewest inodes evicted once the budget is exceeded (amortises the sum).
+const EVICT_BATCH_MIN: usize = 16;
+
+/// `LANEFS_TEST_VARIANTS` (a `mechanism=design` list) replaces the default
+/// variant set, so whole test suites run under a baseline design; a config
+/// that names variants explicitly is left alone.
+fn test_variant_override(mut config: FsConfig) -> FsConfig {
+    if config.variants != crate::Variants::default() {
+        return config;
+    }
+    if let Ok(list) = std::env::var("LANEFS_TEST_VARIANTS") {
+        match crate::Variants::parse(&list) {
+            Ok(v) => config.variants = v,
+            Err(e) => tracing::warn!("LANEFS_TEST_VARIANTS ignored: {e}"),
+        }
+    }
+    config
+}
+
 /// A generation number unique per lane without shared writes.
 fn new_generation() -> u64 {
     use std::cell::Cell;
@@ -138,18 +219,26 @@ fn new_generation() -> u64 {
     ((crate::lane::lane() as u64 + 1) << 40) | (n & ((1 << 40) - 1))
 }
 
+/// The mount's entry in the reclaim registry. It holds only a `Weak`: a
+/// scan that runs after the mount is gone (possible with `reclaim=deferred`,
+/// see `reclaim`) finds nothing and frees nothing.
 struct FsShrinker(Weak<FsInner>);
 
 impl Shrinker for FsShrinker {
     fn count(&self) -> usize {
         self.0.upgrade().map_or(0, |fs| {
-            fs.cached_inodes.sum().max(0) as usize + fs.cached_pages.sum().max(0) as usize
+            // Registries never call `count` inside a scan, so dropping
+            // the last reference here (an unmount) is safe.
+            (fs.cached_inodes.estimate().max(0) + fs.cached_pages.estimate().max(0)) as usize
         })
     }
     fn scan(&self, nr: usize) -> usize {
         let Some(fs) = self.0.upgrade() else { return 0 };
-        let pages = fs.reclaim_pages(nr);
-        pages + fs.evict_inodes(nr)
+        let freed = fs.reclaim_pages(nr) + fs.evict_inodes(nr);
+        // Ours may be the last reference: unmount after the scan, outside
+        // the registry's read side.
+        reclaim::drop_after_scan(fs);
+        freed
     }
 }
 
@@ -190,25 +279,29 @@ impl Fs {
         } else {
             store.read_inode(ROOT_INO)?.ok_or(Errno::EUCLEAN)?
         };
+        let config = test_variant_override(config);
         let free_blocks = sb.total_blocks.saturating_sub(sb.used_blocks) as i64;
         let free_inodes = sb.total_inodes.saturating_sub(sb.used_inodes) as i64;
+        let v = config.variants;
+        let counter = |value| new_counter(v.counter, value, COUNTER_BATCH);
         let inner = Arc::new(FsInner {
             store,
             root: Arc::new(Inode::new(root_rec, false)),
-            icache: Box::new(ShardedInodeCache::new()),
-            orphans: Box::new(ShardedOrphanTable::new()),
-            free_blocks: Box::new(PercpuCounter::new(free_blocks, 64)),
-            free_inodes: Box::new(PercpuCounter::new(free_inodes, 64)),
-            cached_pages: Box::new(PercpuCounter::new(0, 64)),
-            cached_inodes: Box::new(PercpuCounter::new(0, 64)),
-            page_cache: page_cache(config.variants.read),
+            icache: icache::new_cache(v.icache, config.cache_inodes_max),
+            lru: InodeLru::new(),
+            orphans: new_orphan_table(v.orphan),
+            free_blocks: counter(free_blocks),
+            free_inodes: counter(free_inodes),
+            cached_pages: Box::new(Charged::new(counter(0))),
+            cached_inodes: Box::new(Charged::new(counter(0))),
+            page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
             totals: sb,
             config,
-            evict_cursor: AtomicUsize::new(0),
             shrinker: Mutex::new(None),
         });
-        let id = ReclaimRegistry::global().register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
+        let id =
+            reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
         Ok(Fs { inner })
     }
@@ -262,9 +355,13 @@ impl Fs {
         let Some(inode) = self.inner.icache.get(ino) else {
             return;
         };
+        let inode = IRef::Cached(self.inner.counted(inode, false));
         {
             let mut m = inode.meta.lock();
-            m.lookups = m.lookups.saturating_sub(n);
+            // Excess counts are ignored by contract (an unheld number may
+            // have been reused): clamp explicitly, never wrap.
+            let n = n.min(m.lookups);
+            m.lookups -= n;
         }
         self.inner.maybe_free(&inode);
     }
@@ -322,26 +419,55 @@ impl FsInner {
         if ino == 0 {
             return Err(Errno::ENOENT);
         }
-        let mut loaded = false;
         let found = self
             .icache
             .get_or_load(ino, &mut || match self.store.read_inode(ino)? {
                 // An unlinked inode is never evicted (it is freed or pinned),
                 // so a record with no links is one being freed right now.
                 Some(rec) if rec.nlink == 0 => Ok(None),
-                Some(rec) if rec.ino == ino => {
-                    loaded = true;
-                    Ok(Some(Inode::new(rec, false)))
-                }
+                Some(rec) if rec.ino == ino => Ok(Some(Inode::new(rec, false))),
                 Some(_) => Err(Errno::EUCLEAN),
                 None => Ok(None),
             })?;
-        let inode = found.ok_or(Errno::ENOENT)?;
-        if loaded {
+        let loaded = found.ok_or(Errno::ENOENT)?;
+        if loaded.new {
             self.cached_inodes.add(1);
             self.enforce_inode_budget();
         }
-        Ok(IRef::Cached(inode))
+        Ok(IRef::Cached(self.counted(loaded.inode, false)))
+    }
+
+    /// Wrap a counted reference from the icache.
+    fn counted(&self, inode: Arc<Inode>, enforce_budget: bool) -> Counted<'_> {
+        debug_assert!(
+            inode.life.refs() > 0,
+            "an uncounted inode wrapped as counted"
+        );
+        Counted {
+            inode,
+            fs: self,
+            enforce_budget,
+        }
+    }
+
+    /// For the lock-free walk: the root, or the LIVE cached inode `ino`,
+    /// taking no reference; valid while `guard` is pinned. `None` on a miss
+    /// or a LOADING/FREEING/DEAD entry (the caller falls back to `iget`).
+    // Used by the lock-free path walk.
+    #[allow(dead_code)]
+    pub(crate) fn iget_rcu<'g>(&'g self, ino: Ino, guard: &'g Guard) -> Option<&'g Inode> {
+        if ino == ROOT_INO {
+            return Some(&self.root);
+        }
+        self.icache.get_rcu(ino, guard)
+    }
+
+    /// Give back one counted reference; the last one of a LIVE inode puts it
+    /// on the LRU.
+    fn iput(&self, inode: &Arc<Inode>) {
+        if inode.life.put() && inode.life.mark_on_lru() {
+            self.lru.push(Arc::clone(inode));
+        }
     }
 
     /// A directory inode, or `ENOTDIR`.
@@ -362,7 +488,7 @@ impl FsInner {
         cred: &Cred,
         parent_rec: &InodeRecord,
         n: &NewNode<'_>,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<IRef<'_>> {
         if !self.free_inodes.try_sub(1) {
             return Err(Errno::ENOSPC);
         }
@@ -419,21 +545,29 @@ impl FsInner {
             m.lookups = n.lookups;
             m.opens = n.opens;
         }
-        self.icache.insert(inode.clone());
+        // Holds the creator's reference (`Inode::new`); the budget is
+        // enforced when it is dropped, outside the caller's `meta`.
+        self.icache.insert_new(inode.clone());
         self.cached_inodes.add(1);
-        Ok(inode)
+        Ok(IRef::Cached(self.counted(inode, true)))
     }
 
     /// Undo `alloc_inode` for an inode that was never linked.
     pub fn discard_new(&self, inode: &Inode) {
         inode.meta.lock().freed = true;
-        if let Err(e) = self.store.free_ino(inode.ino) {
-            tracing::error!(ino = inode.ino, "store refused to free a new inode: {e}");
-        }
-        if self.icache.remove(inode) {
+        inode.life.kill();
+        let freed = self.store.free_ino(inode.ino);
+        // The store never had its record: once unhashed, lookups miss.
+        let removed = self.icache.remove(inode);
+        debug_assert!(removed, "a new inode left the cache while referenced");
+        if removed {
             self.cached_inodes.add(-1);
         }
-        self.free_inodes.add(1);
+        match freed {
+            Ok(()) => self.free_inodes.add(1),
+            // The store still holds the number: credit nothing.
+            Err(e) => tracing::error!(ino = inode.ino, "store refused to free a new inode: {e}"),
+        }
     }
 
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
@@ -442,8 +576,16 @@ impl FsInner {
         let freeable = |m: &Meta| {
             !m.freed && m.rec.nlink == 0 && m.lookups == 0 && m.opens == 0 && inode.ino != ROOT_INO
         };
-        if !freeable(&inode.meta.lock()) {
-            return;
+        {
+            let m = inode.meta.lock();
+            if !freeable(&m) {
+                let unpinned = !m.freed && m.lookups == 0 && m.opens == 0;
+                drop(m);
+                if unpinned {
+                    self.reoffer_to_lru(inode);
+                }
+                return;
+            }
         }
         // The data lock first (lock order), so that `rec.blocks` is read
         // after any truncate or punch in flight has accounted its pages.
@@ -451,14 +593,14 @@ impl FsInner {
             Body::File(d) => Some(d.write()),
             _ => None,
         };
-        let blocks = {
+        let (blocks, rec, orphan_slot) = {
             let mut m = inode.meta.lock();
             if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
-            m.rec.blocks
+            (m.rec.blocks, m.rec.clone(), m.orphan_slot.take())
         };
         if let Some(pm) = data.as_mut() {
             let n = pm.discard();
@@ -468,26 +610,50 @@ impl FsInner {
         if let Body::Dir(d) = &inode.body {
             d.write().index = None;
         }
-        // Free in the store while the dead inode still holds its cache slot:
-        // a concurrent `iget` finds it (and sees `freed`) instead of loading
-        // a stale record. Then give up the slot, unless a new inode that
-        // reused the number already took it.
-        self.orphans.remove(inode.ino);
-        if let Err(e) = self.store.free_ino(inode.ino) {
+        // DEAD (lookups wait), freed in the store, then unhashed: a racing
+        // `iget` never reloads the store's possibly stale record, and a new
+        // inode reusing the number waits for this entry to leave.
+        inode.life.kill();
+        if let Some(slot) = orphan_slot {
+            self.orphans.remove(slot);
+        }
+        let freed = self.store.free_ino(inode.ino);
+        if let Err(e) = &freed {
             tracing::error!(ino = inode.ino, "store refused to free an inode: {e}");
+            // Leave a record with no links, which a reload treats as gone.
+            let _ = self.store.write_inode(&rec);
         }
         if self.icache.remove(inode) {
             self.cached_inodes.add(-1);
         }
-        self.free_blocks.add(blocks as i64);
-        self.free_inodes.add(1);
+        if freed.is_ok() {
+            self.free_blocks.add(blocks as i64);
+            self.free_inodes.add(1);
+        }
+        // Otherwise the store still holds the number and its pages: credit
+        // nothing.
+    }
+
+    /// The last lookup or open count of a linked inode went: if nothing
+    /// references it, put it back on the LRU (eviction took it off while it
+    /// was pinned). Called with no lock held.
+    fn reoffer_to_lru(&self, inode: &Inode) {
+        if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
+            return;
+        }
+        // A counted reference's drop does the offer (`iput`). The number may
+        // have been reused meanwhile; offering that inode is harmless.
+        if let Some(i) = self.icache.get(inode.ino) {
+            drop(self.counted(i, false));
+        }
     }
 
     /// After a link count reached zero: record the orphan if the inode lives
-    /// on (looked up or open). Called under `meta`.
+    /// on (looked up or open), keeping its slot in `meta` for `maybe_free`.
+    /// Called under `meta`; once per inode (a recorded orphan is skipped).
     pub fn note_unlinked(&self, ino: Ino, m: &Meta) {
-        if m.rec.nlink == 0 && (m.lookups > 0 || m.opens > 0) {
-            self.orphans.add(ino);
+        if m.rec.nlink == 0 && (m.lookups > 0 || m.opens > 0) && m.orphan_slot.get().is_none() {
+            m.orphan_slot.set(Some(self.orphans.add(ino)));
         }
     }
 
@@ -556,56 +722,71 @@ impl FsInner {
         }
     }
 
-    /// Eviction callback, called under an icache shard write lock: write the
-    /// inode back and say whether it may leave the cache.
-    fn try_evict(&self, inode: &Arc<Inode>) -> bool {
-        if Arc::strong_count(inode) != 1 {
-            return false;
-        }
-        let Some(m) = inode.meta.try_lock() else {
-            return false;
-        };
-        // A freed inode keeps its slot until `maybe_free` has removed its
-        // record from the store; evicting it earlier would let an `iget`
-        // reload the stale record as a zombie.
-        if m.lookups != 0 || m.opens != 0 || m.freed {
-            return false;
-        }
-        drop(m);
-        let (pages, _) = self.drop_caches_of(inode);
-        let _ = pages;
-        if let Body::File(d) = &inode.body {
-            // Dirty pages left (a racing writer cannot exist: count is 1).
-            match d.try_read() {
-                Some(pm) if pm.cached_pages() == 0 => {}
-                _ => return false,
-            }
-        }
-        let Some(mut m) = inode.meta.try_lock() else {
-            return false;
-        };
-        if m.dirty {
-            if self.store.write_inode(&m.rec).is_err() {
+    /// Finish evicting an inode this thread claimed (FREEING): check the
+    /// pins under `meta`, write everything back (no cache lock held; lookups
+    /// of this number wait), unhash. On any failure give it back LIVE.
+    fn evict_claimed(&self, inode: &Inode) -> bool {
+        {
+            let m = inode.meta.lock();
+            // Pinned (it returns to the LRU when unpinned), or unlinked
+            // (being freed by `maybe_free`, which must find it hashed).
+            if m.lookups != 0 || m.opens != 0 || m.freed || m.rec.nlink == 0 {
+                inode.life.unclaim();
                 return false;
             }
-            m.dirty = false;
         }
-        true
+        self.drop_caches_of(inode);
+        if let Body::File(d) = &inode.body {
+            // Dirty pages left: their writeback failed.
+            match d.try_read() {
+                Some(pm) if pm.cached_pages() == 0 => {}
+                _ => {
+                    inode.life.unclaim();
+                    return false;
+                }
+            }
+        }
+        {
+            let mut m = inode.meta.lock();
+            if m.dirty {
+                if let Err(e) = self.store.write_inode(&m.rec) {
+                    tracing::warn!(ino = inode.ino, "writeback before eviction failed: {e}");
+                    inode.life.unclaim();
+                    return false;
+                }
+                m.dirty = false;
+            }
+        }
+        let removed = self.icache.remove(inode);
+        debug_assert!(removed, "a FREEING inode left the hash under its evictor");
+        if removed {
+            self.cached_inodes.add(-1);
+        }
+        removed
     }
 
-    /// Evict up to `nr` unreferenced inodes; returns how many left.
+    /// Evict up to `nr` unreferenced inodes from the LRU; returns how many
+    /// left the cache. Pinned inodes met on the way leave the LRU (they come
+    /// back when released), so each is looked at once per release.
     pub fn evict_inodes(&self, nr: usize) -> usize {
-        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
-        let n = self.icache.evict(start, nr, &mut |i| self.try_evict(i));
-        self.cached_inodes.add(-(n as i64));
-        n
+        let mut evicted = 0;
+        let mut pops_left = nr.saturating_mul(EVICT_POPS_PER_INODE).max(EVICT_POPS_MIN);
+        while evicted < nr && pops_left > 0 {
+            pops_left -= 1;
+            let Some(inode) = self.lru.pop() else { break };
+            if inode.life.claim_for_evict() == Claim::Claimed && self.evict_claimed(&inode) {
+                evicted += 1;
+            }
+        }
+        evicted
     }
 
     fn enforce_inode_budget(&self) {
         let over = self.cached_inodes.sum() - self.config.cache_inodes_max as i64;
         if over > 0 {
-            self.evict_inodes((over as usize).max(16));
+            self.evict_inodes((over as usize).max(EVICT_BATCH_MIN));
         }
+        pressure::relieve(reclaim::registry(self.config.variants.reclaim));
     }
 
     /// Drop clean pages (after writeback) until about `nr` are gone.
@@ -625,13 +806,14 @@ impl FsInner {
         if over > 0 {
             self.reclaim_pages(over as usize + self.config.cache_pages_max / 8);
         }
+        pressure::relieve(reclaim::registry(self.config.variants.reclaim));
     }
 }
 
 impl Drop for FsInner {
     fn drop(&mut self) {
         if let Some(id) = self.shrinker.lock().take() {
-            ReclaimRegistry::global().unregister(id);
+            reclaim::registry(self.config.variants.reclaim).unregister(id);
         }
         if let Err(e) = self.sync_all() {
             tracing::error!("writeback at unmount failed: {e}");
@@ -656,5 +838,64 @@ pub(crate) fn check_link_room(nlink: u32) -> Result<()> {
         Err(Errno::EMLINK)
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (eviction cliff): with pinned inodes filling the budget,
+    /// each cold `iget` used to write-lock every shard and scan the whole
+    /// cache. Now eviction work is bounded by what it evicts: each pinned
+    /// inode is looked at once (then leaves the LRU until released).
+    #[test]
+    fn eviction_work_does_not_grow_with_pinned_inodes() {
+        const BUDGET: usize = 64;
+        const PINNED: usize = 2_000;
+        const COLD: usize = 2_000;
+        let config = FsConfig {
+            cache_inodes_max: BUDGET,
+            ..FsConfig::default()
+        };
+        let fs = Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap();
+        let r = Cred::root();
+        for i in 0..PINNED {
+            // Counted: keeps a lookup reference (pinned).
+            fs.mknod(&r, ROOT_INO, format!("p{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap();
+        }
+        let mut cold = Vec::new();
+        for i in 0..COLD {
+            let a = fs
+                .mknod(&r, ROOT_INO, format!("c{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap();
+            fs.forget(a.ino, 1);
+            cold.push(a.ino);
+        }
+        fs.shrink();
+        let before = fs.inner.lru.popped.load(Ordering::Relaxed);
+        for &ino in &cold {
+            fs.getattr(ino).unwrap();
+        }
+        let pops = fs.inner.lru.popped.load(Ordering::Relaxed) - before;
+        assert!(
+            pops <= 2 * COLD + EVICT_POPS_MIN,
+            "{pops} LRU entries examined for {COLD} cold lookups with {PINNED} pinned"
+        );
+        assert!(fs.cache_counts().0 <= PINNED + BUDGET + EVICT_BATCH_MIN);
+    }
+
+    /// `iget_rcu` finds the root and live cached inodes, without a reference.
+    #[test]
+    fn iget_rcu_takes_no_reference() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let a = fs.mknod(&r, ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+        let guard = crossbeam_epoch::pin();
+        assert_eq!(fs.inner.iget_rcu(ROOT_INO, &guard).unwrap().ino, ROOT_INO);
+        let i = fs.inner.iget_rcu(a.ino, &guard).unwrap();
+        assert_eq!((i.ino, i.life.refs()), (a.ino, 0));
+        assert!(fs.inner.iget_rcu(a.ino + 1000, &guard).is_none());
     }
 }

@@ -15,18 +15,26 @@
 //!   when atime is brought past them — lets reads skip `meta` in the common
 //!   relatime case. A stale `false` only delays an atime update.
 //!
+//! * `life` (the icache's state word, see `icache::life`): cache state
+//!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
+//!
 //! Life: an inode is freed (record, data, number) when `nlink == 0`,
 //! `lookups == 0` and `opens == 0`, all checked and `freed` set under `meta`
-//! — so exactly one thread frees it. It may be evicted from the cache when
-//! clean (after writeback), unreferenced (`Arc` count 1, held by the cache),
-//! and `lookups == opens == 0`.
+//! — so exactly one thread frees it; it is then `DEAD` and unhashed before
+//! the store may reuse its number. It may be evicted from the cache when its
+//! `life` is LIVE with no counted references (claimed FREEING by CAS), and
+//! then, under `meta`, `lookups == opens == 0`; it is written back before it
+//! leaves the hash.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
 use parking_lot::{Mutex, RwLock};
 
 use crate::dir::DirState;
+use crate::icache::Life;
+use crate::orphan::OrphanSlot;
 use crate::pcache::FileData;
 
 /// Mutable state of an inode, under `Inode::meta`.
@@ -40,6 +48,10 @@ pub(crate) struct Meta {
     pub opens: u64,
     /// Storage released; the inode is dead.
     pub freed: bool,
+    /// Where the orphan table records this inode while it is unlinked but
+    /// alive. A `Cell` so that `note_unlinked` can fill it through the
+    /// `&Meta` its callers pass; only ever touched under `meta`.
+    pub orphan_slot: Cell<Option<OrphanSlot>>,
 }
 
 // Shuttle's model atomics make `FileData` large in model builds only.
@@ -56,6 +68,8 @@ pub(crate) struct Inode {
     pub meta: Mutex<Meta>,
     pub body: Body,
     pub atime_stale: AtomicBool,
+    /// Cache life cycle: state, counted references, LRU membership.
+    pub life: Life,
     /// Lock-free mirror of `(perm << 32) | uid` for the lookup permission
     /// check (Linux's RCU walk reads `i_mode`/`i_uid` the same way).
     /// Written under `meta` whenever perm or uid change; Relaxed.
@@ -82,9 +96,12 @@ impl Inode {
                 lookups: 0,
                 opens: 0,
                 freed: false,
+                orphan_slot: Cell::new(None),
             }),
             body,
             atime_stale: AtomicBool::new(atime_stale),
+            // The loader's or creator's reference.
+            life: Life::new_live(1),
             access_perm_uid: AtomicU64::new(0),
             access_gid: AtomicU32::new(0),
         }

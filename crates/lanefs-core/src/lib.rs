@@ -43,12 +43,19 @@ pub(crate) mod sync;
 mod variants;
 mod xattr;
 
-pub use counters::{Counter, PercpuCounter};
+pub use counters::{AtomicCounter, Counter, PercpuCounter, COUNTER_SHARDS};
 pub use file::OpenFile;
 pub use fs::Fs;
 pub use lane::lane;
-pub use orphan::{OrphanTable, ShardedOrphanTable};
-pub use reclaim::{ReclaimRegistry, Shrinker, ShrinkerId};
+pub use orphan::{
+    LockedOrphanTable, OrphanSlot, OrphanTable, SlotOrphanTable, ORPHAN_BLOCKS, ORPHAN_BLOCK_BYTES,
+    ORPHAN_BLOCK_SLOTS,
+};
+pub use reclaim::{
+    new_registry, process_cache_limit, process_cached_objects, registry, set_process_cache_limit,
+    DeferredRegistry, ReclaimRegistry, RwLockRegistry, Shrinker, ShrinkerId, SyncGraceRegistry,
+    DEFAULT_PROCESS_CACHE_OBJECTS,
+};
 pub use variants::{
     CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
 };

@@ -8,8 +8,6 @@
 //! directory, `EEXIST`/`ENOENT`, `may_create`/`may_delete`, type checks), so
 //! that a request with several faults fails with the same errno as on tmpfs.
 
-use std::sync::Arc;
-
 use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
 use parking_lot::{
     MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLockReadGuard, RwLockWriteGuard,
@@ -143,7 +141,7 @@ impl FsInner {
         parent: Ino,
         name: &[u8],
         n: NewNode<'_>,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<IRef<'_>> {
         let dir = self.dir(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         if is_dot_or_dotdot(name) {
@@ -162,7 +160,7 @@ impl FsInner {
         idx: &mut DirIndex,
         name: &[u8],
         n: NewNode<'_>,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<IRef<'_>> {
         let mut dm = dir.meta.lock();
         if dm.rec.nlink == 0 {
             return Err(Errno::ENOENT);
@@ -247,7 +245,7 @@ impl Fs {
         self.inner.lookup(cred, parent, name, true)
     }
 
-    fn created(&self, inode: Arc<Inode>) -> Attr {
+    fn created(&self, inode: IRef<'_>) -> Attr {
         let m = inode.meta.lock();
         Attr::from_record(&m.rec)
     }
@@ -534,7 +532,7 @@ impl Fs {
         name: &[u8],
         newname: &[u8],
         flags: u32,
-    ) -> Result<Option<Arc<Inode>>> {
+    ) -> Result<Option<IRef<'_>>> {
         let fs = &*self.inner;
         let cross = new.is_some();
         let (ndir, mut nidx) = match new {
@@ -712,7 +710,7 @@ impl Fs {
             fs.note_unlinked(t.ino, &tm);
             drop(tm);
             drop(t_idx);
-            replaced = Some(t.arc());
+            replaced = Some(t);
         }
         {
             let mut ndm = ndir.meta.lock();

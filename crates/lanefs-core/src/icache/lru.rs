@@ -1,0 +1,65 @@
+//! The LRU of unreferenced inodes, sharded by lane.
+//!
+//! An inode has at most one entry here, and has one exactly while its
+//! `Life` has `ON_LRU` set: whoever sets the bit (`Life::mark_on_lru`, after
+//! a last `put` or when `maybe_free` sees the last lookup/open go) pushes
+//! the entry; whoever pops the entry owns the bit and settles it with
+//! `Life::claim_for_evict`. Entries are removed lazily: a referenced or
+//! pinned inode that reaches the front is dropped from the list once and
+//! comes back only when it is released again, so eviction never rescans
+//! pinned inodes (the "eviction cliff").
+//!
+//! Locks: `shards[i]` (mutex) protects shard `i`'s queue; a leaf lock, held
+//! only for a push or a pop (no inode lock, no store call under it).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::inode::Inode;
+use crate::sync::Mutex;
+#[cfg(test)]
+use crate::sync::{AtomicUsize, Ordering};
+
+/// Number of LRU shards (a power of two).
+pub(crate) const LRU_SHARDS: usize = 16;
+
+pub(crate) struct InodeLru {
+    shards: Box<[Mutex<VecDeque<Arc<Inode>>>]>,
+    /// Entries popped so far (tests count eviction work with it).
+    #[cfg(test)]
+    pub popped: AtomicUsize,
+}
+
+impl InodeLru {
+    pub fn new() -> Self {
+        InodeLru {
+            shards: (0..LRU_SHARDS)
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
+            #[cfg(test)]
+            popped: AtomicUsize::new(0),
+        }
+    }
+
+    /// Add the entry its caller owes after a successful `mark_on_lru`.
+    pub fn push(&self, inode: Arc<Inode>) {
+        debug_assert!(inode.life.on_lru());
+        let shard = crate::lane() % LRU_SHARDS;
+        self.shards[shard].lock().push_back(inode);
+    }
+
+    /// The oldest entry of some shard (this lane's first), or `None` when
+    /// every shard is empty.
+    pub fn pop(&self) -> Option<Arc<Inode>> {
+        #[cfg(test)]
+        self.popped.fetch_add(1, Ordering::Relaxed);
+        // This lane's shard first: no shared write beyond the shard locks.
+        let start = crate::lane();
+        (0..LRU_SHARDS).find_map(|k| self.shards[(start + k) % LRU_SHARDS].lock().pop_front())
+    }
+
+    /// Entries (for tests and checks).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
