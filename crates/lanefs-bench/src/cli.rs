@@ -3,8 +3,11 @@
 //! `lanefs bench [OPTIONS]` measures; `lanefs bench report RESULTS.json…`
 //! renders a Markdown report of earlier runs.
 
+use crate::backend::inproc::{all_variants, canonical_variant};
 use crate::harness::schedule;
-use crate::results::{git_commit, loadavg, Machine, Options, Results, Row, Status, SCHEMA};
+use crate::results::{
+    git_commit, loadavg, Machine, Options, Results, Row, RunSample, Status, SCHEMA,
+};
 use crate::table;
 use crate::target::{CellOutcome, Target, TargetSpec};
 use crate::workload::{Params, Workload};
@@ -31,6 +34,11 @@ pub const DEFAULT_TARGETS: &[&str] = if cfg!(feature = "peers") {
 } else {
     &["inproc", "tmpfs"]
 };
+/// Runs per cell by default, and with `--quick`.
+pub const DEFAULT_RUNS: usize = 5;
+pub const QUICK_RUNS: usize = 3;
+/// Fewest runs the seed experiments take by default (even with `--quick`).
+pub const SEED_RUNS_MIN: usize = 5;
 /// Objects per thread and per second of duration for create/unlink budgets.
 pub const FILES_PER_SEC: f64 = 200_000.0;
 /// Smallest default budget.
@@ -44,15 +52,20 @@ pub struct BenchArgs {
     pub command: Option<BenchCommand>,
     /// Target: inproc, tmpfs, ext4, lanefs, vfs, rsfs, a directory PATH, or
     /// LABEL=PATH. Repeat or give a comma list; several are measured
-    /// interleaved. Default: inproc,tmpfs (+ vfs,rsfs with the peers feature).
+    /// interleaved. Default: inproc,tmpfs (+ vfs,rsfs with the peers
+    /// feature); inproc alone when only seed experiments are selected.
     #[arg(long = "target", short = 't', value_delimiter = ',')]
     pub targets: Vec<String>,
-    /// Engine variant(s) for the inproc target (milestone 2 adds the seeds'
-    /// before-designs). Default: default.
-    #[arg(long = "variant", value_delimiter = ',')]
+    /// Engine variant(s) for the inproc target: `default`, a set of
+    /// `mechanism=design` joined by `,` (e.g. `icache=global,counter=atomic`),
+    /// `all` (default + every baseline) or `seeds` (for each seed workload
+    /// the default and that mechanism's baselines; other workloads run the
+    /// default only). Separate several with `;` or repeat. Default: default.
+    #[arg(long = "variant", value_delimiter = ';')]
     pub variants: Vec<String>,
-    /// Workload(s) by name (see --list). Repeat or give a comma list.
-    /// Default: all (--quick: a subset).
+    /// Workload(s) by name (see --list), or a group: `seeds`, `seed000` …
+    /// `seed004` (each seed's parts), `matrix`. Repeat or give a comma list.
+    /// Default: the matrix (--quick: a subset).
     #[arg(long = "workload", short = 'w', value_delimiter = ',')]
     pub workloads: Vec<String>,
     /// Thread counts to sweep, e.g. 1,2,4. Default: 1 and the CPU count.
@@ -142,47 +155,99 @@ pub struct Plan {
     pub runs: usize,
     pub params: Params,
     pub options: Options,
+    /// `--variant seeds`: each workload runs only the variants in its
+    /// seed's scope (see [`crate::seeds::in_seed_scope`]).
+    pub seed_scope: bool,
+}
+
+impl Plan {
+    /// Whether target `target` runs workload `w` in this plan.
+    pub fn runs_cell(&self, w: Workload, target: usize) -> bool {
+        match &self.targets[target] {
+            TargetSpec::Inproc { variant } if self.seed_scope => {
+                crate::seeds::in_seed_scope(w, variant)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Expand `--variant` values: `all` and `seeds` to the default and every
+/// baseline, anything else to its canonical string; duplicates dropped.
+/// Returns the list and whether `seeds` was named.
+pub fn expand_variants(given: &[String]) -> Result<(Vec<String>, bool), String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seeds = false;
+    let given: Vec<&str> = given
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for spec in if given.is_empty() {
+        vec!["default"]
+    } else {
+        given
+    } {
+        let names = match spec {
+            "all" => all_variants(),
+            "seeds" => {
+                seeds = true;
+                all_variants()
+            }
+            _ => vec![canonical_variant(spec)?],
+        };
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    Ok((out, seeds))
 }
 
 /// Apply defaults and check the arguments.
 pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
-    let variants = if args.variants.is_empty() {
-        vec!["default".to_string()]
+    let (variants, seed_scope) = expand_variants(&args.variants)?;
+    let workloads: Vec<Workload> = if args.workloads.is_empty() {
+        if args.quick {
+            QUICK_WORKLOADS.to_vec()
+        } else {
+            Workload::MATRIX.to_vec()
+        }
     } else {
-        args.variants.clone()
+        let mut ws: Vec<Workload> = Vec::new();
+        for w in &args.workloads {
+            let group = Workload::parse_group(w).ok_or_else(|| {
+                format!(
+                    "unknown workload {w:?}; known: {}, and the groups seeds, seed000 … seed004, matrix",
+                    Workload::ALL
+                        .iter()
+                        .map(|w| w.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+            for w in group {
+                if !ws.contains(&w) {
+                    ws.push(w);
+                }
+            }
+        }
+        ws
     };
-    let target_names: Vec<String> = if args.targets.is_empty() {
-        DEFAULT_TARGETS.iter().map(|s| s.to_string()).collect()
-    } else {
+    let has_seed = workloads.iter().any(|w| w.is_seed());
+    // Only seed experiments (engine only): the engine is the default target.
+    let target_names: Vec<String> = if !args.targets.is_empty() {
         args.targets.clone()
+    } else if workloads.iter().all(|w| w.is_seed()) {
+        vec!["inproc".to_string()]
+    } else {
+        DEFAULT_TARGETS.iter().map(|s| s.to_string()).collect()
     };
     let mut targets = Vec::new();
     for t in &target_names {
         targets.extend(TargetSpec::parse(t, &variants)?);
     }
-    let workloads: Vec<Workload> = if args.workloads.is_empty() {
-        if args.quick {
-            QUICK_WORKLOADS.to_vec()
-        } else {
-            Workload::ALL.to_vec()
-        }
-    } else {
-        args.workloads
-            .iter()
-            .map(|w| {
-                Workload::parse(w).ok_or_else(|| {
-                    format!(
-                        "unknown workload {w:?}; known: {}",
-                        Workload::ALL
-                            .iter()
-                            .map(|w| w.name())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?
-    };
     let mut threads = if !args.threads.is_empty() {
         args.threads.clone()
     } else if args.quick {
@@ -205,7 +270,13 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         None if args.quick => Duration::from_millis(200),
         None => Duration::from_secs(1),
     };
-    let runs = args.runs.unwrap_or(if args.quick { 3 } else { 5 });
+    // The seed experiments report medians of at least SEED_RUNS_MIN runs
+    // unless --runs says otherwise.
+    let runs = args.runs.unwrap_or(if args.quick && !has_seed {
+        QUICK_RUNS
+    } else {
+        SEED_RUNS_MIN.max(DEFAULT_RUNS)
+    });
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -228,6 +299,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         files_per_thread: files,
         fsmark_bytes: args.fsmark_bytes,
         quick: args.quick,
+        variants: variants.clone(),
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
     Ok(Plan {
@@ -237,6 +309,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         runs,
         params,
         options,
+        seed_scope,
     })
 }
 
@@ -249,7 +322,7 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
         .map(|s| Target::open(s.clone(), lanefs_threads))
         .collect();
     type Key = (usize, usize, usize); // workload index, threads, target index
-    let mut samples: HashMap<Key, Vec<(f64, f64)>> = HashMap::new();
+    let mut samples: HashMap<Key, Vec<RunSample>> = HashMap::new();
     let mut failed: HashMap<Key, (Status, String)> = HashMap::new();
     let cells = schedule(
         plan.workloads.len(),
@@ -260,6 +333,9 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
     for c in &cells {
         let w = plan.workloads[c.workload];
         let key = (c.workload, c.threads, c.target);
+        if !plan.runs_cell(w, c.target) {
+            continue;
+        }
         if crate::harness::interrupted() {
             failed.insert(key, (Status::Error, "interrupted".into()));
             continue;
@@ -283,10 +359,7 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
             CellOutcome::Ok(_) if crate::harness::interrupted() => {
                 failed.insert(key, (Status::Error, "interrupted".into()));
             }
-            CellOutcome::Ok(m) => samples
-                .entry(key)
-                .or_default()
-                .push((m.ops_per_sec(), m.secs_max())),
+            CellOutcome::Ok(m) => samples.entry(key).or_default().push(RunSample::of(&m)),
             CellOutcome::NotApplicable(why) => {
                 failed.insert(key, (Status::NotApplicable, why));
             }
@@ -302,20 +375,16 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
         for &n in &plan.threads {
             for (ti, t) in plan.targets.iter().enumerate() {
                 let key = (wi, n, ti);
+                if !plan.runs_cell(*w, ti) {
+                    continue;
+                }
                 rows.push(match failed.remove(&key) {
                     Some((status, note)) => {
                         Row::without_numbers(w.name(), &t.name(), &t.variant(), n, status, note)
                     }
                     None => {
                         let s = samples.remove(&key).unwrap_or_default();
-                        Row::from_samples(
-                            w.name(),
-                            &t.name(),
-                            &t.variant(),
-                            n,
-                            s.iter().map(|x| x.0).collect(),
-                            s.iter().map(|x| x.1).collect(),
-                        )
+                        Row::from_runs(w.name(), &t.name(), &t.variant(), n, &s)
                     }
                 });
             }
@@ -344,11 +413,23 @@ pub fn render_text(r: &Results) -> String {
         r.options.seed,
         r.options.files_per_thread
     );
-    for t in table::tables(&r.results, &describe) {
+    for t in all_tables(&r.results) {
         out.push_str(&table::render_text(&t));
         out.push('\n');
     }
     out
+}
+
+/// The matrix tables (a column per target and variant), then the seed
+/// tables (a line per variant, ratios to the seed's before-design).
+fn all_tables(rows: &[Row]) -> Vec<table::Table> {
+    let (seed, matrix): (Vec<Row>, Vec<Row>) = rows
+        .iter()
+        .cloned()
+        .partition(crate::seeds::report::is_seed_row);
+    let mut t = table::tables(&matrix, &describe);
+    t.extend(crate::seeds::report::tables(&seed));
+    t
 }
 
 /// `plot` as a link from a report written into directory `base`: relative
@@ -403,7 +484,7 @@ pub fn render_report_in(files: &[(PathBuf, Results)], base: Option<&std::path::P
                 plot_link(p, base)
             ));
         }
-        for t in table::tables(&r.results, &describe) {
+        for t in all_tables(&r.results) {
             out.push_str(&table::render_markdown(&t));
         }
     }
@@ -411,12 +492,22 @@ pub fn render_report_in(files: &[(PathBuf, Results)], base: Option<&std::path::P
 }
 
 fn list() -> String {
-    let mut s = String::from("workloads:\n");
-    for w in Workload::ALL {
+    let mut s = String::from("workloads (default: the matrix):\n");
+    for w in Workload::MATRIX {
         s.push_str(&format!("  {:<12} {}\n", w.name(), w.description()));
     }
     s.push_str(
-        "targets:\n  inproc       the engine in process (--variant: default)\n  tmpfs        a fresh tmpfs (mounted and unmounted by the tool; root)\n  ext4         a fresh ext4 on a loop image (root)\n  lanefs       `lanefs mount --memory` via FUSE ($LANEFS_BIN or run as `lanefs bench`)\n  vfs, rsfs    peer libraries in process (feature `peers`)\n  PATH, L=PATH any directory, through syscalls\n",
+        "seed experiments (inproc; -w seeds, or seed000 … seed004 for each seed's parts):\n",
+    );
+    for w in Workload::SEEDS {
+        s.push_str(&format!("  {:<22} {}\n", w.name(), w.description()));
+    }
+    s.push_str("variants (--variant; default, all, seeds, or mechanism=design,…):\n");
+    for v in all_variants() {
+        s.push_str(&format!("  {v}\n"));
+    }
+    s.push_str(
+        "targets:\n  inproc       the engine in process (one per --variant)\n  tmpfs        a fresh tmpfs (mounted and unmounted by the tool; root)\n  ext4         a fresh ext4 on a loop image (root)\n  lanefs       `lanefs mount --memory` via FUSE ($LANEFS_BIN or run as `lanefs bench`)\n  vfs, rsfs    peer libraries in process (feature `peers`)\n  PATH, L=PATH any directory, through syscalls\n",
     );
     s
 }

@@ -8,7 +8,8 @@
 //!   and preparation never overlaps timing.
 //! * `stop` — an [`AtomicBool`], written `true` once (by the coordinator when
 //!   the duration is up, or by a worker that ran out of pre-created objects or
-//!   hit an error) and read by every worker before each operation. `Relaxed`
+//!   hit an error) and read by every worker after each operation (so each
+//!   worker does at least one, even one scheduled late). `Relaxed`
 //!   is enough: it orders nothing else; a worker that sees it late does a few
 //!   more operations, which it also counts and times.
 //! * Counters are per worker (a local `u64` and its own clock), returned
@@ -17,6 +18,9 @@
 //! A worker's time excludes "maintenance" steps it takes to keep its state
 //! bounded (DWAL truncating its file back to zero every few MiB); its rate
 //! is `ops / timed seconds`, and the cell's rate is the sum of the workers'.
+//! Each worker also reads its own thread CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) at the start and end of its timed loop
+//! (maintenance included), for CPU per operation.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -72,6 +76,39 @@ pub struct Measurement {
     pub ops: Vec<u64>,
     /// Timed seconds of each worker (maintenance excluded).
     pub secs: Vec<f64>,
+    /// Thread CPU seconds of each worker over its timed loop.
+    pub cpu_secs: Vec<f64>,
+    /// Latencies (nanoseconds) of the operations a workload times one by
+    /// one (seed001: dropping an instance), all workers together; empty
+    /// for the others.
+    pub latency_ns: Vec<u64>,
+}
+
+/// CPU time consumed by the calling thread, in seconds.
+pub fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the
+    // call, and CLOCK_THREAD_CPUTIME_ID is supported by every Linux kernel
+    // this tool runs on (since 2.6.12); on failure `ts` stays zero.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The `q` quantile (0..=1) of `xs` by nearest rank; `None` when empty.
+pub fn quantile(xs: &mut [u64], q: f64) -> Option<u64> {
+    debug_assert!((0.0..=1.0).contains(&q), "quantile {q} out of range");
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_unstable();
+    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+    Some(xs[rank - 1])
 }
 
 impl Measurement {
@@ -92,6 +129,19 @@ impl Measurement {
     /// The longest worker time, seconds.
     pub fn secs_max(&self) -> f64 {
         self.secs.iter().cloned().fold(0.0, f64::max)
+    }
+
+    /// Thread CPU nanoseconds per operation, all workers together; `None`
+    /// when no operation was done.
+    pub fn cpu_ns_per_op(&self) -> Option<f64> {
+        let ops = self.total_ops();
+        (ops > 0).then(|| self.cpu_secs.iter().sum::<f64>() * 1e9 / ops as f64)
+    }
+
+    /// Median and 99th percentile of the recorded latencies, nanoseconds.
+    pub fn latency_p50_p99(&self) -> Option<(u64, u64)> {
+        let mut v = self.latency_ns.clone();
+        Some((quantile(&mut v, 0.5)?, quantile(&mut v, 0.99)?))
     }
 }
 
@@ -115,7 +165,7 @@ where
     assert!(threads > 0, "threads must be at least 1");
     let start = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
-    let results: Vec<Result<(u64, f64, S), String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(u64, f64, f64, S), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (start, stop, prepare, op, maintain) =
@@ -127,10 +177,14 @@ where
                     }
                     start.wait();
                     let mut state = prepared?;
+                    let cpu0 = thread_cpu_secs();
                     let t0 = Instant::now();
                     let mut excluded = Duration::ZERO;
                     let mut ops = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one operation, then check the flag before
+                    // each next one: a worker the scheduler wakes only after
+                    // the deadline still measures something.
+                    loop {
                         match op(t, &mut state) {
                             Ok(Step::Op) => ops += 1,
                             Ok(Step::OpThenMaintain) => {
@@ -152,9 +206,15 @@ where
                                 return Err(e);
                             }
                         }
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
                     }
-                    let secs = t0.elapsed().saturating_sub(excluded).as_secs_f64();
-                    Ok((ops, secs, state))
+                    let elapsed = t0.elapsed();
+                    let cpu = thread_cpu_secs() - cpu0;
+                    debug_assert!(excluded <= elapsed, "maintenance outside the window");
+                    let secs = (elapsed - excluded).as_secs_f64();
+                    Ok((ops, secs, cpu.max(0.0), state))
                 })
             })
             .collect();
@@ -179,9 +239,10 @@ where
     let mut m = Measurement::default();
     let mut states = Vec::with_capacity(threads);
     for r in results {
-        let (ops, secs, s) = r?;
+        let (ops, secs, cpu, s) = r?;
         m.ops.push(ops);
         m.secs.push(secs);
+        m.cpu_secs.push(cpu);
         states.push(s);
     }
     Ok((m, states))
@@ -256,6 +317,23 @@ mod tests {
         assert_eq!(states[0], m.ops[0]);
         assert_eq!(states[1], 1000 + m.ops[1]);
         assert!(m.secs_max() >= 0.04);
+        // A busy loop burns CPU: most of its window, never more than it.
+        assert_eq!(m.cpu_secs.len(), 2);
+        assert!(m
+            .cpu_secs
+            .iter()
+            .all(|&c| c > 0.0 && c <= m.secs_max() + 0.05));
+        assert!(m.cpu_ns_per_op().unwrap() > 0.0);
+    }
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let mut v: Vec<u64> = (1..=100).rev().collect();
+        assert_eq!(quantile(&mut v, 0.5), Some(50));
+        assert_eq!(quantile(&mut v, 0.99), Some(99));
+        assert_eq!(quantile(&mut v, 1.0), Some(100));
+        assert_eq!(quantile(&mut [7], 0.99), Some(7));
+        assert_eq!(quantile(&mut [], 0.5), None);
     }
 
     #[test]

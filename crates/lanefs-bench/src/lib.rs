@@ -15,6 +15,7 @@ pub mod cli;
 pub mod harness;
 pub mod plot;
 pub mod results;
+pub mod seeds;
 pub mod table;
 pub mod target;
 pub mod workload;

@@ -112,6 +112,10 @@ pub struct Options {
     pub files_per_thread: usize,
     pub fsmark_bytes: usize,
     pub quick: bool,
+    /// Engine variants of the inproc target, as given to `--variant`
+    /// after expansion (`all`, `seeds`) and canonicalisation.
+    #[serde(default)]
+    pub variants: Vec<String>,
     /// The command line, as given.
     pub command_line: String,
 }
@@ -146,6 +150,16 @@ pub struct Row {
     pub samples: Vec<f64>,
     /// Median over runs of the timed window, seconds.
     pub timed_secs: Option<f64>,
+    /// Median over runs of the threads' CPU time per operation, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_op: Option<f64>,
+    /// Median over runs of each run's median latency, ns (workloads that
+    /// time single operations: seed001's instance drop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p50_ns: Option<f64>,
+    /// Median over runs of each run's 99th-percentile latency, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p99_ns: Option<f64>,
     pub status: Status,
     /// Why n/a, or the error.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -167,7 +181,59 @@ pub fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// What one run of a cell gives a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunSample {
+    pub ops_per_sec: f64,
+    pub secs: f64,
+    pub cpu_ns_per_op: Option<f64>,
+    pub latency_p50_ns: Option<f64>,
+    pub latency_p99_ns: Option<f64>,
+}
+
+impl RunSample {
+    /// The numbers of one measured run.
+    pub fn of(m: &crate::harness::Measurement) -> RunSample {
+        let lat = m.latency_p50_p99();
+        RunSample {
+            ops_per_sec: m.ops_per_sec(),
+            secs: m.secs_max(),
+            cpu_ns_per_op: m.cpu_ns_per_op(),
+            latency_p50_ns: lat.map(|l| l.0 as f64),
+            latency_p99_ns: lat.map(|l| l.1 as f64),
+        }
+    }
+}
+
+/// Median of the values present, `None` if none is.
+fn median_of(xs: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let v: Vec<f64> = xs.flatten().collect();
+    (!v.is_empty()).then(|| median(&v))
+}
+
 impl Row {
+    /// Summarise a row from its runs.
+    pub fn from_runs(
+        workload: &str,
+        target: &str,
+        variant: &str,
+        threads: usize,
+        runs: &[RunSample],
+    ) -> Row {
+        let mut row = Row::from_samples(
+            workload,
+            target,
+            variant,
+            threads,
+            runs.iter().map(|r| r.ops_per_sec).collect(),
+            runs.iter().map(|r| r.secs).collect(),
+        );
+        row.cpu_ns_per_op = median_of(runs.iter().map(|r| r.cpu_ns_per_op));
+        row.latency_p50_ns = median_of(runs.iter().map(|r| r.latency_p50_ns));
+        row.latency_p99_ns = median_of(runs.iter().map(|r| r.latency_p99_ns));
+        row
+    }
+
     /// Summarise a row from its runs' rates and timed windows.
     pub fn from_samples(
         workload: &str,
@@ -192,6 +258,9 @@ impl Row {
             max: Some(max),
             samples,
             timed_secs: Some(median(&secs)),
+            cpu_ns_per_op: None,
+            latency_p50_ns: None,
+            latency_p99_ns: None,
             status: Status::Ok,
             note: String::new(),
         }
@@ -218,6 +287,9 @@ impl Row {
             max: None,
             samples: Vec::new(),
             timed_secs: None,
+            cpu_ns_per_op: None,
+            latency_p50_ns: None,
+            latency_p99_ns: None,
             status,
             note,
         }
@@ -271,16 +343,16 @@ impl Results {
     /// CSV: one line per row, with the commit and machine on every line.
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
-            "workload,target,variant,threads,ops_per_sec,runs,spread,min,max,timed_secs,status,note,commit,cpu_model,cores\n",
+            "workload,target,variant,threads,ops_per_sec,runs,spread,min,max,timed_secs,cpu_ns_per_op,latency_p50_ns,latency_p99_ns,status,note,commit,cpu_model,cores\n",
         );
         let num = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_default();
         let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
         for r in &self.results {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 r.workload,
                 q(&r.target),
-                r.variant,
+                q(&r.variant),
                 r.threads,
                 num(r.ops_per_sec),
                 r.runs,
@@ -288,6 +360,9 @@ impl Results {
                 num(r.min),
                 num(r.max),
                 r.timed_secs.map(|v| format!("{v:.4}")).unwrap_or_default(),
+                num(r.cpu_ns_per_op),
+                num(r.latency_p50_ns),
+                num(r.latency_p99_ns),
                 match r.status {
                     Status::Ok => "ok",
                     Status::NotApplicable => "n/a",

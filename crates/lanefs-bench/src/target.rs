@@ -363,6 +363,15 @@ impl Target {
                 Err(e) => CellOutcome::Failed(e),
             }
         };
+        if w.is_seed() {
+            return match &self.spec {
+                TargetSpec::Inproc { variant } => match crate::seeds::run(variant, w, threads, p) {
+                    Ok(m) => CellOutcome::Ok(m),
+                    Err(e) => CellOutcome::Failed(e),
+                },
+                _ => CellOutcome::NotApplicable(crate::seeds::ENGINE_ONLY.to_string()),
+            };
+        }
         match &self.spec {
             TargetSpec::Inproc { variant } => match Inproc::new(variant) {
                 Ok(b) => outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p)),

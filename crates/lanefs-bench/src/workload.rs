@@ -40,49 +40,65 @@ pub const APPEND_BLOCKS_MAX: u64 = 1024;
 pub const STAT_DEPTH: usize = 4;
 
 macro_rules! workloads {
-    ($($v:ident => $name:literal, $desc:literal;)*) => {
+    (matrix { $($v:ident => $name:literal, $desc:literal;)* }
+     seeds { $($sv:ident => $sname:literal, $sdesc:literal;)* }) => {
         /// A named workload.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum Workload { $($v,)* }
+        pub enum Workload { $($v,)* $($sv,)* }
 
         impl Workload {
-            /// Every workload, in report order.
-            pub const ALL: &'static [Workload] = &[$(Workload::$v,)*];
+            /// Every workload, in report order: the matrix, then the seeds.
+            pub const ALL: &'static [Workload] = &[$(Workload::$v,)* $(Workload::$sv,)*];
+            /// The fxmark-style matrix and fs_mark (the default selection).
+            pub const MATRIX: &'static [Workload] = &[$(Workload::$v,)*];
+            /// The seeds' experiments (engine only; see [`crate::seeds`]).
+            pub const SEEDS: &'static [Workload] = &[$(Workload::$sv,)*];
 
             /// The name used on the command line and in results.
             pub fn name(self) -> &'static str {
-                match self { $(Workload::$v => $name,)* }
+                match self { $(Workload::$v => $name,)* $(Workload::$sv => $sname,)* }
             }
 
             /// One line saying what the timed operation is.
             pub fn description(self) -> &'static str {
-                match self { $(Workload::$v => $desc,)* }
+                match self { $(Workload::$v => $desc,)* $(Workload::$sv => $sdesc,)* }
             }
         }
     };
 }
 
 workloads! {
-    Mrpl => "MRPL", "stat a file 4 levels deep, random one of 16 in a private directory";
-    Mrpm => "MRPM", "stat a file 4 levels deep, random one of 64 in a shared directory";
-    Mrph => "MRPH", "stat the same file 4 levels deep from every thread";
-    Mrdl => "MRDL", "open, list and close a private directory of 64 files";
-    Mrdm => "MRDM", "open, list and close a shared directory of 64 files";
-    Mwcl => "MWCL", "create (and close) an empty file in a private directory";
-    Mwcm => "MWCM", "create (and close) an empty file in a shared directory";
-    Mwul => "MWUL", "unlink a pre-created file in a private directory";
-    Mwum => "MWUM", "unlink a pre-created file in a shared directory";
-    Mwrl => "MWRL", "rename a file back and forth in a private directory";
-    Mwrm => "MWRM", "rename a file back and forth in a shared directory";
-    Drbl => "DRBL", "pread 4 KiB of a private cached file";
-    Drbm => "DRBM", "pread a thread's own 4 KiB block of a shared cached file";
-    Drbh => "DRBH", "pread the same 4 KiB block of a shared cached file";
-    Dwol => "DWOL", "pwrite 4 KiB over a private file's block";
-    Dwom => "DWOM", "pwrite 4 KiB over a thread's own block of a shared file";
-    Dwal => "DWAL", "append 4 KiB to a private file (reset to 0 every 4 MiB, untimed)";
-    Dwtl => "DWTL", "ftruncate a private file alternately to 0 and 4 KiB";
-    Fsmark => "FSMARK", "fs_mark: create a file in a private directory, write it, close";
-    FsmarkSync => "FSMARK_SYNC", "fs_mark: create, write, fsync, close";
+    matrix {
+        Mrpl => "MRPL", "stat a file 4 levels deep, random one of 16 in a private directory";
+        Mrpm => "MRPM", "stat a file 4 levels deep, random one of 64 in a shared directory";
+        Mrph => "MRPH", "stat the same file 4 levels deep from every thread";
+        Mrdl => "MRDL", "open, list and close a private directory of 64 files";
+        Mrdm => "MRDM", "open, list and close a shared directory of 64 files";
+        Mwcl => "MWCL", "create (and close) an empty file in a private directory";
+        Mwcm => "MWCM", "create (and close) an empty file in a shared directory";
+        Mwul => "MWUL", "unlink a pre-created file in a private directory";
+        Mwum => "MWUM", "unlink a pre-created file in a shared directory";
+        Mwrl => "MWRL", "rename a file back and forth in a private directory";
+        Mwrm => "MWRM", "rename a file back and forth in a shared directory";
+        Drbl => "DRBL", "pread 4 KiB of a private cached file";
+        Drbm => "DRBM", "pread a thread's own 4 KiB block of a shared cached file";
+        Drbh => "DRBH", "pread the same 4 KiB block of a shared cached file";
+        Dwol => "DWOL", "pwrite 4 KiB over a private file's block";
+        Dwom => "DWOM", "pwrite 4 KiB over a thread's own block of a shared file";
+        Dwal => "DWAL", "append 4 KiB to a private file (reset to 0 every 4 MiB, untimed)";
+        Dwtl => "DWTL", "ftruncate a private file alternately to 0 and 4 KiB";
+        Fsmark => "FSMARK", "fs_mark: create a file in a private directory, write it, close";
+        FsmarkSync => "FSMARK_SYNC", "fs_mark: create, write, fsync, close";
+    }
+    seeds {
+        Seed000 => "seed000", "inode cache: stat-walk private trees larger than the inode-cache budget (cold lookups, inodes recycle)";
+        Seed001 => "seed001", "instance lifecycle: new engine, create 4 files, drop; a reclaim thread scans the registry";
+        Seed002Orphan => "seed002:stress-orphan", "orphan table: truncate an open, unlinked private file byte by byte";
+        Seed002CreatClo => "seed002:creat_clo", "orphan table: reaim creat_clo, create-write-close-unlink a private file";
+        Seed003Read => "seed003:read", "cached read: pread a random 4 KiB block of one shared cached file";
+        Seed003ReadWriter => "seed003:read+writer", "cached read: the same while a writer thread overwrites another range";
+        Seed004 => "seed004", "counters: create and unlink a file in a private directory (ops/s and CPU per op)";
+    }
 }
 
 impl Workload {
@@ -92,6 +108,41 @@ impl Workload {
             .iter()
             .copied()
             .find(|w| w.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// Parse a name or a group: `seedNNN` (every part of that seed's
+    /// experiment, e.g. `seed002` is `seed002:stress-orphan` and
+    /// `seed002:creat_clo`), `seeds` (all of them), `matrix`.
+    pub fn parse_group(s: &str) -> Option<Vec<Workload>> {
+        let s = s.trim();
+        if let Some(w) = Workload::parse(s) {
+            return Some(vec![w]);
+        }
+        if s.eq_ignore_ascii_case("seeds") {
+            return Some(Workload::SEEDS.to_vec());
+        }
+        if s.eq_ignore_ascii_case("matrix") {
+            return Some(Workload::MATRIX.to_vec());
+        }
+        let lower = s.to_ascii_lowercase();
+        let number = lower.strip_prefix("seed")?;
+        let parts: Vec<Workload> = Workload::SEEDS
+            .iter()
+            .copied()
+            .filter(|w| w.seed_number() == Some(number))
+            .collect();
+        (!parts.is_empty()).then_some(parts)
+    }
+
+    /// Whether this is one of the seeds' experiments.
+    pub fn is_seed(self) -> bool {
+        Workload::SEEDS.contains(&self)
+    }
+
+    /// `000` … `004` for a seed experiment.
+    pub fn seed_number(self) -> Option<&'static str> {
+        let n = self.name().strip_prefix("seed")?;
+        Some(n.split(':').next().unwrap_or(n))
     }
 }
 
@@ -220,6 +271,7 @@ pub fn run<B: Backend>(
     if let Some(why) = b.unsupported(w) {
         return Err(format!("n/a: {why}"));
     }
+
     let d = p.duration;
     let budget = p.files as u64;
     let st = |t: usize| ThreadState::<B::File>::new(p.seed, t);
@@ -614,6 +666,13 @@ pub fn run<B: Backend>(
             }
             m
         }
+        Workload::Seed000
+        | Workload::Seed001
+        | Workload::Seed002Orphan
+        | Workload::Seed002CreatClo
+        | Workload::Seed003Read
+        | Workload::Seed003ReadWriter
+        | Workload::Seed004 => return Err(format!("n/a: {}", crate::seeds::ENGINE_ONLY)),
     };
     Ok(m)
 }

@@ -40,6 +40,8 @@ enum Cmd {
     Mount(MountArgs),
     /// Unmount a mounted lanefs (as `fusermount3 -u` does).
     Umount(UmountArgs),
+    /// Show how a mounted lanefs is served (transport, threads, ...).
+    Stats(StatsArgs),
     /// Run benchmarks.
     Bench(lanefs_bench::cli::BenchArgs),
 }
@@ -55,14 +57,20 @@ struct MountArgs {
     /// Stay in the foreground (otherwise return once the mount is ready).
     #[arg(short, long)]
     foreground: bool,
-    /// Mount options: ro, allow_other, default_permissions, fsname=NAME,
-    /// subtype=NAME, nonempty, noatime, entry_timeout=S, attr_timeout=S,
-    /// negative_timeout=S, nokeep_cache, ...
+    /// Mount options: ro, allow_other or allow_root (both imply
+    /// default_permissions; no_default_permissions opts out),
+    /// default_permissions, fsname=NAME, subtype=NAME, nonempty, noexec,
+    /// nosuid/suid, nodev/dev, noatime, sync, dirsync, entry_timeout=S,
+    /// attr_timeout=S, negative_timeout=S, nokeep_cache, cache_dir, ...
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Request-serving threads (default: number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
+    /// How requests reach the daemon: auto (io_uring when the kernel
+    /// offers it and enable_uring is on, else /dev/fuse), uring, or dev.
+    #[arg(long, default_value = "auto")]
+    transport: lanefs_fuse::Transport,
     /// Capacity of the memory store (e.g. 64M, 2G; default 1G).
     #[arg(long, value_parser = parse_size)]
     capacity: Option<u64>,
@@ -75,6 +83,11 @@ struct MountArgs {
     /// Write logs here (a backgrounded daemon has no terminal).
     #[arg(long)]
     log_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct StatsArgs {
+    mountpoint: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -120,6 +133,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
                 eprintln!("lanefs umount: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::Stats(a) => match cmd_stats(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("lanefs stats: {msg}");
                 ExitCode::FAILURE
             }
         },
@@ -172,6 +192,7 @@ fn plan(a: &MountArgs) -> Result<MountPlan, String> {
     for o in &a.options {
         opts.apply(o)?;
     }
+    opts.transport = a.transport;
     opts.threads = match a.threads {
         Some(0) => return Err("--threads must be at least 1".into()),
         Some(n) => n,
@@ -301,7 +322,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     };
     let hcfg = HandlerConfig {
         cache: plan.opts.cache.clone(),
-        default_permissions: plan.opts.default_permissions,
+        default_permissions: plan.opts.effective_default_permissions(),
         fault_panic_name: None,
     }
     .with_env_faults();
@@ -321,7 +342,12 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         Err(e) => return Err((e, ready)),
     };
     let mnt = mounted.mountpoint().to_path_buf();
-    tracing::info!(mountpoint = %mnt.display(), threads = plan.opts.threads, "mounted");
+    tracing::info!(
+        mountpoint = %mnt.display(),
+        threads = plan.opts.threads,
+        transport = mounted.transport(),
+        "mounted"
+    );
     let session = match std::thread::Builder::new()
         .name("lanefs-session".into())
         .spawn(move || mounted.run())
@@ -402,6 +428,33 @@ fn unescape_mountinfo(s: &str) -> String {
         .replace("\\011", "\t")
         .replace("\\012", "\n")
         .replace("\\134", "\\")
+}
+
+/// `lanefs stats MNT`: the daemon answers the xattr
+/// [`lanefs_fuse::dispatch::STATS_XATTR`] on the root with `key=value` lines.
+fn cmd_stats(a: &StatsArgs) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let shown = a.mountpoint.display();
+    let path = std::ffi::CString::new(a.mountpoint.as_os_str().as_bytes())
+        .map_err(|_| format!("{shown}: bad path"))?;
+    let name = std::ffi::CString::new(lanefs_fuse::dispatch::STATS_XATTR).expect("no NUL");
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: path and name are NUL-terminated; buf is writable for its length.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!("{shown}: not a lanefs mount ({e})"));
+    }
+    buf.truncate(n as usize);
+    print!("{}", String::from_utf8_lossy(&buf));
+    Ok(())
 }
 
 fn cmd_umount(a: &UmountArgs) -> Result<(), String> {

@@ -66,7 +66,6 @@ fn mount_without_dev_fuse_fails_cleanly() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
-#[test]
 fn mount_type_df_and_umount() {
     let m = TestMount::with("df", &["--capacity", "64M", "-o", "fsname=lanefs-df"], &[]);
     assert_eq!(mount_fstype(&m.mnt).as_deref(), Some("fuse.lanefs"));
@@ -107,7 +106,6 @@ fn mount_type_df_and_umount() {
     assert!(!is_fuse_mounted(&m.mnt));
 }
 
-#[test]
 fn fusermount3_unmounts() {
     require_tool("fusermount3");
     let m = TestMount::new("fusermount");
@@ -117,7 +115,6 @@ fn fusermount3_unmounts() {
     assert!(!is_fuse_mounted(&m.mnt));
 }
 
-#[test]
 fn umount_busy_then_lazy() {
     let m = TestMount::new("busy");
     let mut f = std::fs::File::create(m.path("held")).unwrap();
@@ -157,7 +154,7 @@ fn foreground_signal(sig: i32) {
     let mnt = base.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let child = Command::new(BIN)
-        .args(["mount", "--memory", "-f"])
+        .args(["mount", "--memory", "-f", "--transport", &transport()])
         .arg(&mnt)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -195,17 +192,14 @@ fn foreground_signal(sig: i32) {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
-#[test]
 fn sigterm_unmounts_and_exits_zero() {
     foreground_signal(libc::SIGTERM);
 }
 
-#[test]
 fn sigint_unmounts_and_exits_zero() {
     foreground_signal(libc::SIGINT);
 }
 
-#[test]
 fn read_only_mount() {
     let m = TestMount::with("ro", &["-o", "ro"], &[]);
     let e = std::fs::write(m.path("f"), b"x").unwrap_err();
@@ -213,7 +207,6 @@ fn read_only_mount() {
     assert!(std::fs::metadata(&m.mnt).unwrap().is_dir());
 }
 
-#[test]
 fn panic_in_handler_answers_eio_and_keeps_serving() {
     let m = TestMount::with("panic", &[], &[("LANEFS_FAULT_PANIC_NAME", "boom")]);
     std::fs::write(m.path("before"), b"1").unwrap();
@@ -236,7 +229,6 @@ fn panic_in_handler_answers_eio_and_keeps_serving() {
     );
 }
 
-#[test]
 fn lookup_counts_survive_forget_pressure() {
     // Create, look up (through stat and readdirplus) and drop many entries
     // so the kernel sends FORGETs; everything stays reachable and removable.
@@ -295,7 +287,6 @@ fn groups_case(opts: &str) {
     assert!(!g.join("y").exists());
 }
 
-#[test]
 fn supplementary_groups_are_honoured() {
     groups_case("allow_other");
     groups_case("allow_other,default_permissions");
@@ -305,7 +296,6 @@ fn supplementary_groups_are_honoured() {
 /// O_TRUNC open by a non-root caller; chown by anyone), the sticky bit
 /// stays, and `stat` right afterwards already shows it (the kernel's
 /// cached mode is invalidated).
-#[test]
 fn suid_sgid_kill_matches_linux() {
     require_tool("setpriv");
     let m = TestMount::with("killpriv", &["-o", "allow_other"], &[]);
@@ -349,3 +339,161 @@ fn suid_sgid_kill_matches_linux() {
     assert_eq!(mode("c"), 0o1755, "chown keeps sticky");
     assert_eq!(mode("e"), 0o2745, "chown keeps sgid without group exec");
 }
+
+/// `lanefs stats MNT` names the transport in use, and the daemon's log
+/// says it too.
+fn stats_shows_transport() {
+    let m = TestMount::with("stats", &[], &[("RUST_LOG", "info")]);
+    let out = run_timeout(30, Command::new(BIN).arg("stats").arg(&m.mnt));
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = match transport().as_str() {
+        "auto" => None,
+        t => Some(format!("transport={t}")),
+    };
+    assert!(text.contains("transport="), "{text}");
+    if let Some(w) = want {
+        assert!(text.lines().any(|l| l == w), "want {w} in:\n{text}");
+    }
+    assert!(m.log_text().contains("transport="), "log: {}", m.log_text());
+    // Not a lanefs mount: one-line error, non-zero exit.
+    let out = run_timeout(30, Command::new(BIN).arg("stats").arg("/"));
+    assert!(!out.status.success());
+}
+
+/// `-o allow_other` alone gives tmpfs's permission behaviour: a dentry
+/// the kernel cached for root is not a way past a directory closed to
+/// another user (it implies `default_permissions`).
+fn allow_other_alone_checks_cached_dentries() {
+    require_tool("setpriv");
+    let m = TestMount::with("allowother", &["-o", "allow_other"], &[]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = m.path("closed");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(d.join("f"), b"secret").unwrap();
+    // Root looks it up: the kernel now caches the dentry.
+    assert_eq!(std::fs::read(d.join("f")).unwrap(), b"secret");
+    let out = run_timeout(
+        30,
+        Command::new("setpriv")
+            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "cat"])
+            .arg(d.join("f")),
+    );
+    assert!(
+        !out.status.success(),
+        "user 1000 read through a 0700 directory"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Timestamps before 1970 with a fractional second come back exactly, and
+/// `chown(f, -1, -1)` moves ctime as on Linux.
+fn pre_1970_times_and_noop_chown_ctime() {
+    let m = TestMount::new("times");
+    let f = m.path("old");
+    std::fs::write(&f, b"").unwrap();
+    let c = std::ffi::CString::new(f.as_os_str().as_encoded_bytes()).unwrap();
+    let ts = [
+        libc::timespec {
+            tv_sec: -1,
+            tv_nsec: 500_000_000,
+        },
+        libc::timespec {
+            tv_sec: -86_401,
+            tv_nsec: 999_999_999,
+        },
+    ];
+    // SAFETY: valid C string and a two-element timespec array.
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), 0) },
+        0
+    );
+    let md = std::fs::metadata(&f).unwrap();
+    assert_eq!((md.atime(), md.atime_nsec()), (-1, 500_000_000));
+    assert_eq!((md.mtime(), md.mtime_nsec()), (-86_401, 999_999_999));
+    let before = (md.ctime(), md.ctime_nsec());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: valid C string; -1/-1 changes no owner.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), u32::MAX, u32::MAX) }, 0);
+    let md = std::fs::metadata(&f).unwrap();
+    assert_ne!(
+        (md.ctime(), md.ctime_nsec()),
+        before,
+        "chown(-1,-1) must update ctime"
+    );
+}
+
+/// A write by root keeps setuid/setgid (CAP_FSETID), also through a file
+/// owned by someone else.
+fn root_write_keeps_suid_sgid() {
+    let m = TestMount::with("rootwrite", &["-o", "allow_other"], &[]);
+    use std::os::unix::fs::PermissionsExt;
+    let f = m.path("s");
+    std::fs::write(&f, b"").unwrap();
+    std::os::unix::fs::chown(&f, Some(1000), Some(1000)).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let mut h = std::fs::OpenOptions::new().append(true).open(&f).unwrap();
+    h.write_all(b"root was here").unwrap();
+    drop(h);
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o6755);
+}
+
+on_both_transports!(
+    mount_type_df_and_umount,
+    fusermount3_unmounts,
+    umount_busy_then_lazy,
+    sigterm_unmounts_and_exits_zero,
+    sigint_unmounts_and_exits_zero,
+    read_only_mount,
+    panic_in_handler_answers_eio_and_keeps_serving,
+    lookup_counts_survive_forget_pressure,
+    supplementary_groups_are_honoured,
+    suid_sgid_kill_matches_linux,
+    stats_shows_transport,
+    allow_other_alone_checks_cached_dentries,
+    pre_1970_times_and_noop_chown_ctime,
+    root_write_keeps_suid_sgid,
+);
+
+/// `-o cache_dir`: listings come from the kernel's directory cache, and
+/// every change made through the mount (create, unlink, rename, mkdir)
+/// shows in the next listing.
+fn cached_dir_listing_sees_every_change() {
+    let m = TestMount::with("cachedir", &["-o", "cache_dir"], &[]);
+    let d = m.path("d");
+    std::fs::create_dir(&d).unwrap();
+    let list = || {
+        let mut v: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    for i in 0..64 {
+        std::fs::write(d.join(format!("f{i:02}")), b"x").unwrap();
+    }
+    assert_eq!(list().len(), 64);
+    assert_eq!(list().len(), 64, "second listing (from the cache)");
+    std::fs::write(d.join("new"), b"").unwrap();
+    assert!(list().contains(&"new".to_string()), "create not seen");
+    std::fs::remove_file(d.join("f00")).unwrap();
+    assert!(!list().contains(&"f00".to_string()), "unlink not seen");
+    std::fs::rename(d.join("f01"), d.join("g01")).unwrap();
+    let l = list();
+    assert!(
+        l.contains(&"g01".to_string()) && !l.contains(&"f01".to_string()),
+        "rename not seen: {l:?}"
+    );
+    std::fs::create_dir(d.join("sub")).unwrap();
+    assert!(list().contains(&"sub".to_string()), "mkdir not seen");
+    assert_eq!(list().len(), 65);
+}
+
+on_both_transports!(cached_dir_listing_sees_every_change);

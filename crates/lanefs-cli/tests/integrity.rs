@@ -31,7 +31,6 @@ fn fio(m: &TestMount, name: &str, args: &[&str]) {
     }
 }
 
-#[test]
 fn fio_verify_crc32c() {
     let m = TestMount::new("fio");
     // Random writes, then read everything back and check each block's crc.
@@ -375,7 +374,6 @@ impl Fsx {
     }
 }
 
-#[test]
 fn fsx_random_ops_match_model() {
     let ops = env_count("LANEFS_FSX_OPS", 100_000);
     let seed = env_seed("LANEFS_FSX_SEED");
@@ -401,3 +399,5 @@ fn fsx_random_ops_match_model() {
     // SAFETY: fd is open and ours.
     unsafe { libc::close(f.fd) };
 }
+
+on_both_transports!(fio_verify_crc32c, fsx_random_ops_match_model,);

@@ -65,10 +65,10 @@ fn stress_ng(stressor: &str, extra: &[&str]) {
 macro_rules! stressors {
     ($($name:ident => $s:literal $(, $extra:literal)*;)*) => {
         $(
-            #[test]
             fn $name() {
                 stress_ng($s, &[$($extra),*]);
             }
+            on_both_transports!($name);
         )*
     };
 }
@@ -98,7 +98,6 @@ stressors! {
     sng_xattr => "xattr";
 }
 
-#[test]
 fn fs_mark_completes() {
     let bin = require_tool("fs_mark");
     // fs_mark overflows a fixed buffer when directory + file name pass
@@ -133,7 +132,6 @@ fn fs_mark_completes() {
     );
 }
 
-#[test]
 fn dbench_completes() {
     let bin = require_tool("dbench");
     let loadfile = [
@@ -265,7 +263,6 @@ fn tree(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
     }
 }
 
-#[test]
 fn concurrent_processes_create_stat_rename_unlink() {
     let m = TestMount::new("conc");
     std::fs::create_dir(m.path("shared")).unwrap();
@@ -335,3 +332,9 @@ impl SpawnOutput for Command {
             .unwrap()
     }
 }
+
+on_both_transports!(
+    fs_mark_completes,
+    dbench_completes,
+    concurrent_processes_create_stat_rename_unlink,
+);

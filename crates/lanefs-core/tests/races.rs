@@ -1,7 +1,8 @@
 //! Threads race every name operation over a tiny namespace (so they collide
 //! constantly), with shrinks in between; afterwards the store must be
 //! consistent and, once everything is removed, empty. A deadlock shows up as
-//! a hang (the test harness' timeout).
+//! a hang (the test harness' timeout). Each seed "before" design
+//! (`Variants::baselines()`) runs the same races with fewer operations.
 
 use std::sync::Arc;
 
@@ -131,30 +132,49 @@ fn remove_all(fs: &Fs, dir: Ino) {
     }
 }
 
+/// Operations per thread on the default engine and on each baseline.
+const OPS: usize = 4000;
+const VARIANT_OPS: usize = 2000;
+
 #[test]
 fn racing_name_operations_stay_consistent() {
+    racing_name_operations(Variants::default(), OPS);
+}
+
+/// Every seed "before" design (`Variants::baselines()`) under the same
+/// races, with fewer operations: exactly as consistent as the default.
+#[test]
+fn racing_name_operations_every_baseline() {
+    for (name, v) in Variants::baselines() {
+        eprintln!("races: baseline {name}");
+        racing_name_operations(v, VARIANT_OPS);
+    }
+}
+
+fn racing_name_operations(variants: Variants, ops: usize) {
     let store = Arc::new(MemoryStore::default());
     let config = FsConfig {
         cache_inodes_max: 8,
         cache_pages_max: 16,
+        variants,
         ..FsConfig::default()
     };
     let fs = Fs::new(store.clone(), config).unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let fs = fs.clone();
-            std::thread::spawn(move || worker(fs, 0x9E37_79B9 + t * 7919, 4000))
+            std::thread::spawn(move || worker(fs, 0x9E37_79B9 + t * 7919, ops))
         })
         .collect();
     for t in threads {
         t.join().unwrap();
     }
     if let Err(p) = fs.check() {
-        panic!("inconsistent after races: {p:#?}");
+        panic!("inconsistent after races ({variants}): {p:#?}");
     }
     remove_all(&fs, ROOT_INO);
     if let Err(p) = fs.check() {
-        panic!("inconsistent after cleanup: {p:#?}");
+        panic!("inconsistent after cleanup ({variants}): {p:#?}");
     }
     assert_eq!(store.inode_records(), 1, "only the root is left");
     assert_eq!(store.page_records(), 0);

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use lanefs::{
     Cred, Errno, File, FileKind, Filesystem, FsConfig, MemoryStoreConfig, TimeSet, Timespec,
+    Variants,
 };
 
 use crate::op::{write_data, Op, Outcome, StatLite, Step, Value, Who, SLOTS};
@@ -73,10 +74,24 @@ pub struct EngineTarget {
 
 impl EngineTarget {
     /// A fresh in-memory engine; `protected_hardlinks` as the host's
-    /// `fs.protected_hardlinks`, created files masked with `umask`.
+    /// `fs.protected_hardlinks`, created files masked with `umask`; the
+    /// engine variants named by `$LANEFS_VARIANTS` (see
+    /// [`crate::variants_from_env`]), the default if unset.
     pub fn new(umask: u32, shrink_every_step: bool) -> io::Result<EngineTarget> {
+        let variants = crate::variants_from_env().map_err(io::Error::other)?;
+        EngineTarget::with_variants(umask, shrink_every_step, variants)
+    }
+
+    /// As [`EngineTarget::new`], with the engine's mechanisms set to
+    /// `variants` (the seeds' before-designs, for their differential runs).
+    pub fn with_variants(
+        umask: u32,
+        shrink_every_step: bool,
+        variants: Variants,
+    ) -> io::Result<EngineTarget> {
         let config = FsConfig {
             protected_hardlinks: crate::host_protected_hardlinks(),
+            variants,
             ..FsConfig::default()
         };
         let fs = Filesystem::in_memory(MemoryStoreConfig::default(), config)?;

@@ -153,6 +153,19 @@ pub fn strip_sticky(case: &mut Case) {
     }
 }
 
+/// Name of the environment variable that selects the engine's variants
+/// for [`EngineTarget::new`] (`mechanism=design,…` as
+/// [`lanefs::Variants::parse`] reads it; unset or empty: the default).
+pub const VARIANTS_ENV: &str = "LANEFS_VARIANTS";
+
+/// The engine variants `$LANEFS_VARIANTS` names; the default when unset.
+pub fn variants_from_env() -> Result<lanefs::Variants, String> {
+    match std::env::var(VARIANTS_ENV) {
+        Ok(s) => lanefs::Variants::parse(&s).map_err(|e| format!("{VARIANTS_ENV}={s:?}: {e}")),
+        Err(_) => Ok(lanefs::Variants::default()),
+    }
+}
+
 /// Cases to run: `env_var` if set to a number, else `default`.
 pub fn cases_from_env(env_var: &str, default: u32) -> u32 {
     std::env::var(env_var)

@@ -35,6 +35,10 @@ use crate::handles::{Handle, HandleTable};
 /// fault is ever injected.
 pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 
+const S_ISUID: u16 = 0o4000;
+const S_ISGID: u16 = 0o2000;
+const S_IXGRP: u16 = 0o010;
+
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
 /// Size of a `fuse_dirent` header.
@@ -55,6 +59,12 @@ pub struct CacheConfig {
     pub negative_ttl: Duration,
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
+    /// Let the kernel cache directory listings across opens
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR, `-o cache_dir`).
+    /// Correct while every change of a directory goes through this kernel,
+    /// which drops its cached listing itself when it creates, removes or
+    /// renames an entry.
+    pub cache_dir: bool,
 }
 
 impl Default for CacheConfig {
@@ -64,6 +74,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
+            cache_dir: false,
         }
     }
 }
@@ -230,7 +241,56 @@ impl Handler {
         };
         let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
         let cred = cred_for(caller);
+        if *changes == SetAttr::default() {
+            return self.chown_no_ids(&cred, ino, file);
+        }
         self.fs.setattr(&cred, ino, changes, file)
+    }
+
+    /// An empty SETATTR: what `chown(f, -1, -1)` becomes (the kernel
+    /// sends ATTR_CTIME alone, and under `FUSE_HANDLE_KILLPRIV_V2` drops
+    /// the ATTR_KILL_SUID/SGID that `chown_common` adds, leaving them to
+    /// us). Linux: on a non-directory setuid goes, setgid too when
+    /// group-exec is set or the caller is outside the group
+    /// (`setattr_should_drop_sgid`); ctime moves.
+    ///
+    /// The same empty SETATTR is also what `file_remove_privs` sends
+    /// before a write by a caller without `CAP_FSETID` (ATTR_FORCE alone);
+    /// the two cannot be told apart on the wire. Linux refuses the chown
+    /// to a non-owner when bits would drop (EPERM) but lets the write go
+    /// on, so for a non-owner only ctime moves here (the WRITE that
+    /// follows drops the bits by the writer's rules): the one divergence
+    /// left is that a non-owner's `chown(f, -1, -1)` of a setuid/setgid
+    /// file succeeds instead of failing with EPERM.
+    fn chown_no_ids(
+        &self,
+        cred: &lanefs_core::Cred,
+        ino: Ino,
+        file: Option<&lanefs_core::OpenFile>,
+    ) -> Result<Attr> {
+        let a = self.fs.getattr(ino)?;
+        let mut kill = 0u16;
+        if a.kind != lanefs_core::FileKind::Directory {
+            kill = a.perm & S_ISUID;
+            if a.perm & S_ISGID != 0
+                && (a.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(a.gid)))
+            {
+                kill |= S_ISGID;
+            }
+        }
+        let owner = cred.is_root() || cred.uid == a.uid;
+        let ch = if kill != 0 && owner {
+            SetAttr {
+                mode: Some((a.perm & !kill) as u32),
+                ..Default::default()
+            }
+        } else {
+            SetAttr {
+                ctime: Some(lanefs_core::Timespec::now()),
+                ..Default::default()
+            }
+        };
+        self.fs.setattr(cred, ino, &ch, file)
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -320,7 +380,11 @@ impl Handler {
         if before != 0 && self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0) != before {
             self.attrs_changed(ino);
         }
-        let fh = self.handles.insert(Handle { file, flags });
+        let fh = self.handles.insert(Handle {
+            file,
+            flags,
+            opener: *caller,
+        });
         Ok(Opened {
             fh,
             keep_cache: self.config.cache.keep_cache,
@@ -347,7 +411,11 @@ impl Handler {
             umask,
             true,
         )?;
-        let fh = self.handles.insert(Handle { file, flags });
+        let fh = self.handles.insert(Handle {
+            file,
+            flags,
+            opener: *caller,
+        });
         Ok((
             attr,
             Opened {
@@ -367,16 +435,88 @@ impl Handler {
         Ok(buf)
     }
 
-    /// WRITE: returns the bytes written. `kill_suidgid`: the kernel says
-    /// this write drops setuid/setgid (the engine does it), so the kernel's
-    /// cached mode must be refreshed afterwards.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8], kill_suidgid: bool) -> Result<u32> {
+    /// WRITE: returns the bytes written. `kill_suidgid` is the kernel's
+    /// `FUSE_WRITE_KILL_SUIDGID`: set when the writer lacks `CAP_FSETID`.
+    /// Linux decides the setuid/setgid kill by the *writer*
+    /// (`file_remove_privs` runs as the writing task), the engine by the
+    /// handle's opener; when they differ the result is corrected here (see
+    /// `Handler::kill_as_writer`).
+    pub fn write(
+        &self,
+        caller: &Caller,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        kill_suidgid: bool,
+    ) -> Result<u32> {
         let h = self.handle(fh)?;
-        let (n, _end) = self.fs.write(&h.file, offset, data)?;
-        if kill_suidgid {
-            self.attrs_changed(h.file.ino());
-        }
+        let writer = if kill_suidgid {
+            *caller
+        } else {
+            Caller::default()
+        };
+        let (n, _end) =
+            self.kill_as_writer(&h, &writer, || self.fs.write(&h.file, offset, data))?;
         u32::try_from(n).map_err(|_| Errno::EIO)
+    }
+
+    /// READ into `buf` (the transport's reply buffer): bytes read.
+    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let h = self.handle(fh)?;
+        self.fs.read(&h.file, offset, buf)
+    }
+
+    /// Run a data change `f` through handle `h` on behalf of `writer` (uid
+    /// 0 = keeps setuid/setgid, as `CAP_FSETID` does) and make the
+    /// setuid/setgid bits end as Linux's rules for `writer` say. The engine
+    /// applies the rules for the opener; when writer and opener differ
+    /// (a write through an fd opened by someone else, or by root), the
+    /// bits are read before, and the difference is applied afterwards as
+    /// a mode change (the data change already moved ctime).
+    fn kill_as_writer<T>(
+        &self,
+        h: &Handle,
+        writer: &Caller,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let same = h.opener.uid == writer.uid && h.opener.gid == writer.gid;
+        let ino = h.file.ino();
+        let before = if same {
+            None
+        } else {
+            self.fs.getattr(ino).ok()
+        };
+        let r = f()?;
+        if let Some(before) = before {
+            let special = before.perm & (S_ISUID | S_ISGID);
+            if before.kind == lanefs_core::FileKind::Regular && special != 0 {
+                let cred = cred_for(writer);
+                let mut kill = 0u16;
+                if cred.uid != 0 {
+                    kill = special & 0o4000;
+                    if special & 0o2000 != 0
+                        && (before.perm & 0o010 != 0 || !cred.in_group(before.gid))
+                    {
+                        kill |= 0o2000;
+                    }
+                }
+                let now = self.fs.getattr(ino)?;
+                let want = (now.perm & !(S_ISUID | S_ISGID)) | (special & !kill);
+                if now.perm != want {
+                    let ch = SetAttr {
+                        mode: Some(want as u32),
+                        ..Default::default()
+                    };
+                    self.fs
+                        .setattr(&lanefs_core::Cred::root(), ino, &ch, None)?;
+                }
+            }
+        }
+        if !same || writer.uid != 0 {
+            // The kernel cannot know the new mode from a WRITE reply.
+            self.attrs_changed(ino);
+        }
+        Ok(r)
     }
 
     /// FLUSH (each `close` of a descriptor): nothing is buffered here.
@@ -404,10 +544,14 @@ impl Handler {
     /// OPENDIR.
     pub fn opendir(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
         let file = self.fs.open(&cred_for(caller), ino, libc::O_RDONLY)?;
-        let fh = self.handles.insert(Handle { file, flags });
+        let fh = self.handles.insert(Handle {
+            file,
+            flags,
+            opener: *caller,
+        });
         Ok(Opened {
             fh,
-            keep_cache: false,
+            keep_cache: self.config.cache.cache_dir,
         })
     }
 
@@ -524,11 +668,20 @@ impl Handler {
         self.fs.access(&cred_for(caller), ino, mask)
     }
 
-    pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+    /// FALLOCATE: the kernel leaves the setuid/setgid kill to us under
+    /// `FUSE_HANDLE_KILLPRIV_V2`, by the caller's rules.
+    pub fn fallocate(
+        &self,
+        caller: &Caller,
+        fh: u64,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<()> {
         let h = self.handle(fh)?;
         let offset = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
         let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
-        self.fs.fallocate(&h.file, mode, offset, len)
+        self.kill_as_writer(&h, caller, || self.fs.fallocate(&h.file, mode, offset, len))
     }
 
     /// Unmount-time cleanup: close every handle still open.
@@ -579,7 +732,7 @@ mod tests {
             let (a, o) = h
                 .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
                 .unwrap(); // +1 each
-            h.write(o.fh, 0, b"x", false).unwrap();
+            h.write(&c, o.fh, 0, b"x", true).unwrap();
             h.release(o.fh).unwrap();
             files.push((name, a.ino));
         }

@@ -37,6 +37,9 @@ pub struct Handle {
     pub file: OpenFile,
     /// The `open(2)` flags it was opened with.
     pub flags: i32,
+    /// Who opened it (the engine's kill rules apply to the opener; a
+    /// write by someone else through this handle is corrected for).
+    pub opener: crate::cred::Caller,
 }
 
 #[derive(Default)]
@@ -119,6 +122,7 @@ mod tests {
         Handle {
             file: fs.open(&Cred::root(), 1, libc::O_RDONLY).unwrap(),
             flags: 0,
+            opener: crate::cred::Caller::default(),
         }
     }
 

@@ -1,14 +1,18 @@
 //! lanefs FUSE adapter: kernel requests to engine calls.
 //!
-//! Layout:
+//! Layout (docs/FUSE.md has the picture and the reasons):
 //!
-//! * [`handler`]: the transport-neutral request handler. It maps a decoded
-//!   request to [`lanefs_core::Fs`] calls and returns a reply value; it owns
-//!   the open-file table and the lookup-count discipline.
+//! * [`proto`]: the kernel protocol structures and constants (fuse.h 7.42).
+//! * [`wire`]: zero-copy request decoding, reply and notification encoding.
+//! * [`dispatch`]: INIT negotiation; decoded request -> [`Handler`] call ->
+//!   encoded reply. Transport-neutral.
+//! * [`handler`]: the request handler over [`lanefs_core::Fs`]; it owns the
+//!   open-file table and the lookup-count discipline.
+//! * [`transport_dev`]: `/dev/fuse`, one cloned fd per worker thread.
+//! * [`transport_uring`]: FUSE-over-io_uring, one pinned ring per CPU.
 //! * [`handles`]: the sharded `fh -> OpenFile` table.
 //! * [`cred`]: caller credentials (supplementary groups from `/proc`).
-//! * [`transport_fuser`]: the classic `/dev/fuse` transport on fuser 0.18
-//!   (`n_threads` event loops, each on its own cloned fd).
+//! * `fusermount`: non-root mounting through `fusermount3`.
 //! * this file: mount options, `mount(2)` and unmount.
 //!
 //! # Locking rules (the whole adapter)
@@ -23,17 +27,24 @@
 //! * `Handler::invalidate_attr` (`OnceLock`): written once by `mount`
 //!   before the session serves requests, read-only afterwards (the
 //!   `OnceLock` gives the release/acquire pairing).
-//! * fuser's own `Mutex<Option<Mount>>` (only when mounting through
-//!   `fusermount3`) is taken at unmount only.
+//! * `dispatch::Session`: immutable after INIT, shared by `Arc`.
+//! * Each transport worker owns its fd or ring and its buffers; the
+//!   session fd is shared read-only (the kernel makes each `/dev/fuse`
+//!   write atomic).
 //!
 //! Lock order: engine locks (taken inside `Fs` calls) and the handle shard
 //! locks are never held at the same time; the adapter takes at most one
 //! lock at a time. See `docs/FUSE.md` for the kernel-cache configuration.
 
 pub mod cred;
+pub mod dispatch;
+mod fusermount;
 pub mod handler;
 pub mod handles;
-pub mod transport_fuser;
+pub mod proto;
+pub mod transport_dev;
+pub mod transport_uring;
+pub mod wire;
 
 use std::ffi::CString;
 use std::io;
@@ -44,7 +55,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use handler::{guarded, CacheConfig, Handler, HandlerConfig, FAULT_PANIC_NAME_ENV};
-pub use transport_fuser::FuserFs;
 
 /// Options of one mount, as given with `-o` and the CLI flags.
 #[derive(Clone, Debug)]
@@ -54,8 +64,19 @@ pub struct MountOptions {
     /// Type suffix: the mount is listed as `fuse.<subtype>` (`subtype=`).
     pub subtype: String,
     pub read_only: bool,
+    /// Let every user in (the kernel's `allow_other`); implies
+    /// `default_permissions` unless `no_default_permissions` is given.
     pub allow_other: bool,
+    /// Let root in besides the mounting user (kernel `allow_other`,
+    /// narrowed by the daemon, as libfuse does).
+    pub allow_root: bool,
     pub default_permissions: bool,
+    /// Explicit opt-out of the `default_permissions` that `allow_other`
+    /// implies (the engine alone checks permissions; see docs/FUSE.md for
+    /// the holes that leaves).
+    pub no_default_permissions: bool,
+    /// Which transport serves requests (`--transport`).
+    pub transport: Transport,
     /// Allow mounting over a non-empty directory.
     pub nonempty: bool,
     /// Extra `mount(2)` flags (`noatime`, `noexec`, `sync`, ...); `nosuid`
@@ -74,7 +95,10 @@ impl Default for MountOptions {
             subtype: "lanefs".into(),
             read_only: false,
             allow_other: false,
+            allow_root: false,
             default_permissions: false,
+            no_default_permissions: false,
+            transport: Transport::Auto,
             nonempty: false,
             ms_flags: libc::MS_NOSUID | libc::MS_NODEV,
             threads: 1,
@@ -103,7 +127,9 @@ impl MountOptions {
                 ("ro", None) => self.read_only = true,
                 ("rw", None) => self.read_only = false,
                 ("allow_other", None) => self.allow_other = true,
+                ("allow_root", None) => self.allow_root = true,
                 ("default_permissions", None) => self.default_permissions = true,
+                ("no_default_permissions", None) => self.no_default_permissions = true,
                 ("nonempty", None) => self.nonempty = true,
                 ("fsname", Some(v)) if !v.is_empty() => self.fsname = v.into(),
                 ("subtype", Some(v)) if !v.is_empty() => self.subtype = v.into(),
@@ -124,8 +150,16 @@ impl MountOptions {
                 ("negative_timeout", Some(v)) => self.cache.negative_ttl = parse_secs(key, v)?,
                 ("keep_cache", None) => self.cache.keep_cache = true,
                 ("nokeep_cache", None) => self.cache.keep_cache = false,
+                ("cache_dir", None) => self.cache.cache_dir = true,
+                ("nocache_dir", None) => self.cache.cache_dir = false,
                 _ => return Err(format!("unknown mount option '{opt}'")),
             }
+        }
+        if self.allow_other && self.allow_root {
+            return Err("allow_other and allow_root are mutually exclusive".into());
+        }
+        if self.default_permissions && self.no_default_permissions {
+            return Err("default_permissions and no_default_permissions contradict".into());
         }
         if self
             .fsname
@@ -140,6 +174,17 @@ impl MountOptions {
             return Err(format!("bad subtype '{}'", self.subtype));
         }
         Ok(())
+    }
+}
+
+impl MountOptions {
+    /// Whether the kernel checks permissions: asked for, or implied by
+    /// `allow_other`/`allow_root` (a mount opened to other users must not
+    /// let them walk cached dentries past directories closed to them),
+    /// unless explicitly refused with `no_default_permissions`.
+    pub fn effective_default_permissions(&self) -> bool {
+        (self.default_permissions || self.allow_other || self.allow_root)
+            && !self.no_default_permissions
     }
 }
 
@@ -164,10 +209,49 @@ pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<PathBuf, St
         .map_err(|e| format!("mountpoint {shown}: {e}"))
 }
 
+/// Which transport serves the kernel's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// FUSE-over-io_uring when the kernel offers it and
+    /// `/sys/module/fuse/parameters/enable_uring` is on, else `/dev/fuse`.
+    Auto,
+    /// FUSE-over-io_uring; mounting fails when the kernel lacks it.
+    Uring,
+    /// Worker threads reading cloned `/dev/fuse` fds.
+    Dev,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Transport::Auto),
+            "uring" | "io_uring" => Ok(Transport::Uring),
+            "dev" => Ok(Transport::Dev),
+            _ => Err(format!("unknown transport '{s}' (auto, uring, dev)")),
+        }
+    }
+}
+
+/// `/dev/fuse` workers beside the io_uring queues.
+const URING_DEV_THREADS: usize = 1;
+
+/// Where the kernel says whether FUSE-over-io_uring may be used.
+pub const ENABLE_URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether this kernel has FUSE-over-io_uring switched on.
+pub fn uring_enabled() -> bool {
+    std::fs::read_to_string(ENABLE_URING_PARAM).is_ok_and(|v| v.trim() == "Y")
+}
+
 /// A mounted, initialised FUSE session, ready to serve.
 pub struct Mounted {
-    session: fuser::Session<FuserFs>,
+    fd: Arc<OwnedFd>,
+    handler: Arc<Handler>,
+    session: Arc<dispatch::Session>,
+    threads: usize,
     mountpoint: PathBuf,
+    transport: &'static str,
 }
 
 impl Mounted {
@@ -176,10 +260,21 @@ impl Mounted {
         &self.mountpoint
     }
 
+    /// The transport in use: `"dev"` or `"uring"`.
+    pub fn transport(&self) -> &'static str {
+        self.transport
+    }
+
     /// Serve requests on the configured threads until the file system is
     /// unmounted (returns `Ok` then).
     pub fn run(self) -> io::Result<()> {
-        self.session.run()
+        if self.session.uring {
+            // /dev/fuse then only carries FORGET, INTERRUPT and what comes
+            // before the rings are registered: one worker is enough.
+            transport_uring::run(self.fd, self.handler, self.session, URING_DEV_THREADS)
+        } else {
+            transport_dev::run(self.fd, self.handler, self.session, self.threads)
+        }
     }
 }
 
@@ -192,55 +287,71 @@ pub fn mount(
     opts: &MountOptions,
 ) -> Result<Mounted, String> {
     let mnt = check_mountpoint(mountpoint, opts.nonempty)?;
-    let mut config = fuser::Config::default();
-    config.n_threads = Some(opts.threads.max(1));
-    config.clone_fd = true;
-    // The kernel enforces allow_other itself (we pass it or not); fuser's
-    // own uid filter would only repeat it, so let every request through.
-    config.acl = fuser::SessionACL::All;
-    let fs = FuserFs::new(handler.clone());
-
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    let session = if euid == 0 {
-        let fd = mount_syscall(&mnt, opts)?;
-        match fuser::Session::from_fd(fs, fd, config.acl, config) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = unmount(&mnt, true);
-                return Err(format!("FUSE handshake failed: {e}"));
-            }
-        }
+    let fd = if euid == 0 {
+        mount_syscall(&mnt, opts)?
     } else {
-        use fuser::MountOption as M;
-        let mut mo = vec![
-            M::FSName(opts.fsname.clone()),
-            M::Subtype(opts.subtype.clone()),
-        ];
-        if opts.read_only {
-            mo.push(M::RO);
-        }
-        if opts.default_permissions {
-            mo.push(M::DefaultPermissions);
-        }
-        if opts.allow_other {
-            mo.push(M::CUSTOM("allow_other".into()));
-        }
-        config.mount_options = mo;
-        fuser::Session::new(fs, &mnt, &config).map_err(|e| format!("mount failed: {e}"))?
+        fusermount::mount(&mnt, opts)?
     };
-    let notifier = session.notifier();
+    let want_uring = match opts.transport {
+        Transport::Dev => false,
+        Transport::Auto | Transport::Uring => uring_enabled(),
+    };
+    let mut session = match transport_dev::handshake(&fd, want_uring) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = unmount(&mnt, true);
+            return Err(e);
+        }
+    };
+    if opts.allow_root {
+        session.deny_others_except = Some(euid);
+    }
+    if opts.transport == Transport::Uring && !session.uring {
+        let _ = unmount(&mnt, true);
+        return Err(format!(
+            "--transport uring: the kernel does not offer FUSE-over-io_uring (is {ENABLE_URING_PARAM} Y?)"
+        ));
+    }
+    let transport = if session.uring { "uring" } else { "dev" };
+    session.transport = transport;
+    session.threads = if session.uring {
+        transport_uring::possible_cpus().map_or(1, |c| c.len())
+    } else {
+        opts.threads.max(1)
+    };
+    let fd = Arc::new(fd);
+    let notifier = transport_dev::Notifier::new(fd.clone());
     handler.set_attr_invalidator(Box::new(move |ino| {
         // offset -1: attributes only, no page-cache work, so this is safe
         // to send from inside a request handler.
-        if let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), -1, 0) {
+        if let Err(e) = notifier.inval_inode(ino, -1, 0) {
             tracing::debug!(ino, error = %e, "inval_inode failed");
         }
     }));
     Ok(Mounted {
-        session,
+        fd,
+        handler,
+        session: Arc::new(session),
+        threads: opts.threads.max(1),
         mountpoint: mnt,
+        transport,
     })
+}
+
+/// The `mount(2)` data string for the kernel (also what `fusermount3`
+/// gets, minus the fd and ids it adds itself).
+fn kernel_options(opts: &MountOptions) -> String {
+    let mut data = String::new();
+    if opts.effective_default_permissions() {
+        data.push_str(",default_permissions");
+    }
+    if opts.allow_other || opts.allow_root {
+        // allow_root is allow_other in the kernel, narrowed by the daemon.
+        data.push_str(",allow_other");
+    }
+    data
 }
 
 /// Open `/dev/fuse` and `mount(2)` it on `mnt`.
@@ -251,17 +362,12 @@ fn mount_syscall(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
         .open("/dev/fuse")
         .map_err(|e| format!("cannot open /dev/fuse: {e} (is the fuse module loaded?)"))?;
     let fd: OwnedFd = dev.into();
-    let mut data = format!(
-        "fd={},rootmode={:o},user_id=0,group_id=0",
+    let data = format!(
+        "fd={},rootmode={:o},user_id=0,group_id=0{}",
         fd.as_raw_fd(),
-        libc::S_IFDIR
+        libc::S_IFDIR,
+        kernel_options(opts)
     );
-    if opts.default_permissions {
-        data.push_str(",default_permissions");
-    }
-    if opts.allow_other {
-        data.push_str(",allow_other");
-    }
     let mut flags = opts.ms_flags;
     if opts.read_only {
         flags |= libc::MS_RDONLY;
@@ -341,6 +447,20 @@ mod tests {
         assert!(o.apply("bogus").unwrap_err().contains("bogus"));
         assert!(o.apply("attr_timeout=x").is_err());
         assert!(o.apply("subtype=a.b").is_err());
+        let mut o = MountOptions::default();
+        o.apply("allow_other").unwrap();
+        assert!(o.effective_default_permissions(), "allow_other implies it");
+        o.apply("no_default_permissions").unwrap();
+        assert!(!o.effective_default_permissions(), "explicit opt-out");
+        assert!(
+            o.apply("allow_root").is_err(),
+            "allow_root with allow_other"
+        );
+        let mut o = MountOptions::default();
+        assert!(!o.effective_default_permissions());
+        o.apply("allow_root").unwrap();
+        assert!(o.effective_default_permissions());
+        assert_eq!(kernel_options(&o), ",default_permissions,allow_other");
     }
 
     #[test]

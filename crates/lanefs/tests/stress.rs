@@ -6,7 +6,12 @@
 //! closing every handle the memory store holds only the root inode and no
 //! pages.
 //!
-//! Knob: `LANEFS_STRESS_OPS` — operations per thread (default 20000).
+//! Every test runs on the default engine and again on each seed "before"
+//! design (`Variants::baselines()`), with fewer operations, in the
+//! `*_every_baseline` tests: a baseline must be exactly as correct.
+//!
+//! Knobs: `LANEFS_STRESS_OPS` — operations per thread (default 20000);
+//! `LANEFS_STRESS_VARIANT_OPS` — per thread and baseline (default 4000).
 
 use std::collections::HashSet;
 use std::io;
@@ -14,10 +19,35 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
-use lanefs::{Cred, Errno, File, FileKind, Filesystem, OpenOptions, PAGE_SIZE};
+use lanefs::{
+    Cred, Errno, File, FileKind, Filesystem, FsConfig, MemoryStoreConfig, OpenOptions, Variants,
+    PAGE_SIZE,
+};
 
 const THREADS: usize = 4;
 const OPS_DEFAULT: usize = 20_000;
+/// Operations per thread for each baseline variant.
+const VARIANT_OPS_DEFAULT: usize = 4_000;
+/// Rounds of the rmdir race, and for each baseline variant.
+const RMDIR_ROUNDS: usize = 4000;
+const RMDIR_VARIANT_ROUNDS: usize = 1000;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A fresh in-memory file system with the engine's mechanisms set to
+/// `variants`.
+fn new_fs(variants: Variants) -> io::Result<Filesystem> {
+    let config = FsConfig {
+        variants,
+        ..FsConfig::default()
+    };
+    Filesystem::in_memory(MemoryStoreConfig::default(), config)
+}
 const NAMES: usize = 12;
 
 /// xorshift64*: a small deterministic generator per thread.
@@ -180,11 +210,24 @@ fn true_counts(fs: &Filesystem) -> io::Result<(u64, u64)> {
 
 #[test]
 fn stress_random_ops_then_check_and_no_leaks() -> io::Result<()> {
-    let ops = std::env::var("LANEFS_STRESS_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(OPS_DEFAULT);
-    let fs = Filesystem::new_in_memory()?;
+    stress_random_ops(
+        Variants::default(),
+        env_usize("LANEFS_STRESS_OPS", OPS_DEFAULT),
+    )
+}
+
+#[test]
+fn stress_random_ops_every_baseline() -> io::Result<()> {
+    let ops = env_usize("LANEFS_STRESS_VARIANT_OPS", VARIANT_OPS_DEFAULT);
+    for (name, v) in Variants::baselines() {
+        eprintln!("stress: baseline {}", name);
+        stress_random_ops(v, ops)?;
+    }
+    Ok(())
+}
+
+fn stress_random_ops(variants: Variants, ops: usize) -> io::Result<()> {
+    let fs = new_fs(variants)?;
     fs.create_dir("/shared")?;
     fs.set_permissions("/shared", 0o777)?;
     for t in 0..THREADS {
@@ -270,7 +313,20 @@ fn stress_random_ops_then_check_and_no_leaks() -> io::Result<()> {
 /// and the tree is consistent after.
 #[test]
 fn walks_race_with_rmdir() -> io::Result<()> {
-    let fs = Filesystem::new_in_memory()?;
+    walks_race_with_rmdir_on(Variants::default(), RMDIR_ROUNDS)
+}
+
+#[test]
+fn walks_race_with_rmdir_every_baseline() -> io::Result<()> {
+    for (name, v) in Variants::baselines() {
+        eprintln!("rmdir race: baseline {}", name);
+        walks_race_with_rmdir_on(v, RMDIR_VARIANT_ROUNDS)?;
+    }
+    Ok(())
+}
+
+fn walks_race_with_rmdir_on(variants: Variants, rounds: usize) -> io::Result<()> {
+    let fs = new_fs(variants)?;
     fs.create_dir("/race")?;
     let start = Arc::new(Barrier::new(3));
     let mut handles = Vec::new();
@@ -279,7 +335,7 @@ fn walks_race_with_rmdir() -> io::Result<()> {
         let start = start.clone();
         handles.push(std::thread::spawn(move || -> Result<(), String> {
             start.wait();
-            for _ in 0..4000 {
+            for _ in 0..rounds {
                 for r in [fs.create_dir("/race/d"), fs.remove_dir("/race/d")] {
                     match r {
                         Ok(()) => {}
@@ -297,7 +353,7 @@ fn walks_race_with_rmdir() -> io::Result<()> {
         handles.push(std::thread::spawn(move || -> Result<(), String> {
             start.wait();
             let p = format!("/race/d/f{}", t);
-            for _ in 0..4000 {
+            for _ in 0..rounds {
                 for r in [
                     fs.write(&p, b"x"),
                     fs.remove_file(&p),
@@ -333,9 +389,22 @@ fn walks_race_with_rmdir() -> io::Result<()> {
 /// exactly once.
 #[test]
 fn readdir_under_concurrent_churn() -> io::Result<()> {
+    readdir_under_concurrent_churn_on(Variants::default())
+}
+
+#[test]
+fn readdir_under_concurrent_churn_every_baseline() -> io::Result<()> {
+    for (name, v) in Variants::baselines() {
+        eprintln!("readdir churn: baseline {}", name);
+        readdir_under_concurrent_churn_on(v)?;
+    }
+    Ok(())
+}
+
+fn readdir_under_concurrent_churn_on(variants: Variants) -> io::Result<()> {
     const STABLE: usize = 500;
     const LISTINGS: usize = 40;
-    let fs = Filesystem::new_in_memory()?;
+    let fs = new_fs(variants)?;
     fs.create_dir("/d")?;
     for i in 0..STABLE {
         fs.write(format!("/d/stable{}", i), b"")?;

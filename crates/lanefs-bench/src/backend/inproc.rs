@@ -8,15 +8,35 @@
 //! handle (`read`, `write`, `setattr` with the handle for ftruncate,
 //! `fsync`). Nothing is cached by the benchmark between operations.
 //!
+//! The engine configuration is chosen per instance: `--variant` names a
+//! [`Variants`] set (`default`, or `mechanism=design,…` as
+//! [`Variants::parse`] reads it), passed through unchanged in
+//! [`FsConfig::variants`].
+//!
 //! Shared state: the `Fs` (shared inside, by design) and a root credential
 //! that is only read.
 
 use super::{Backend, Meta, OpError, OpResult, OpenMode};
-use lanefs::{Cred, Errno, FileKind, Fs, Ino, OpenFile, SetAttr, ROOT_INO};
+use lanefs::{
+    Cred, Errno, FileKind, Fs, FsConfig, Ino, MemoryStore, OpenFile, SetAttr, Variants, ROOT_INO,
+};
+use std::sync::Arc;
 
-/// Which engine configuration runs (milestone 2 adds the seeds' "before"
-/// designs as variants).
-pub const VARIANTS: &[&str] = &["default"];
+/// The variant sets `--variant all` names: the default, then every
+/// single-mechanism baseline, each as its canonical string.
+pub fn all_variants() -> Vec<String> {
+    std::iter::once(Variants::default().to_string())
+        .chain(Variants::baselines().into_iter().map(|(name, _)| name))
+        .collect()
+}
+
+/// Read a `--variant` value into its canonical string (`default`,
+/// `icache=global`, …), so that equal sets get equal names in results.
+pub fn canonical_variant(spec: &str) -> Result<String, String> {
+    Variants::parse(spec)
+        .map(|v| v.to_string())
+        .map_err(|e| format!("--variant {spec:?}: {e}"))
+}
 
 /// The engine, one fresh instance per run.
 pub struct Inproc {
@@ -34,16 +54,22 @@ fn err(op: &str, path: &str, e: Errno) -> OpError {
 }
 
 impl Inproc {
-    /// A fresh in-memory engine of `variant`.
+    /// A fresh in-memory engine of `variant` (as [`Variants::parse`]
+    /// reads it) with the default limits.
     pub fn new(variant: &str) -> Result<Inproc, String> {
-        if !VARIANTS.contains(&variant) {
-            return Err(format!(
-                "unknown inproc variant {variant:?} (known: {})",
-                VARIANTS.join(", ")
-            ));
-        }
+        let variants = Variants::parse(variant).map_err(|e| format!("variant {variant:?}: {e}"))?;
+        Inproc::with_config(FsConfig {
+            variants,
+            ..FsConfig::default()
+        })
+    }
+
+    /// A fresh engine on a fresh default [`MemoryStore`] with `config`.
+    pub fn with_config(config: FsConfig) -> Result<Inproc, String> {
+        let store = Arc::new(MemoryStore::default());
+        let fs = Fs::new(store, config).map_err(|e| format!("Fs::new: {e:?}"))?;
         Ok(Inproc {
-            fs: Fs::new_in_memory(),
+            fs,
             cred: Cred::root(),
         })
     }

@@ -166,6 +166,78 @@ fn tail(s: &str, n: usize) -> &str {
     }
 }
 
+/// Environment variable naming the transport every test mount uses
+/// (`dev`, `uring`, `auto`; default `dev`). `scripts/test.sh` runs the
+/// suite once per transport.
+pub const TRANSPORT_ENV: &str = "LANEFS_TEST_TRANSPORT";
+
+std::thread_local! {
+    /// The transport of the test running on this thread (set by
+    /// [`on_transport`]).
+    static TRANSPORT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The transport test mounts on this thread use: the one [`on_transport`]
+/// set, else [`TRANSPORT_ENV`], else `dev`.
+pub fn transport() -> String {
+    TRANSPORT
+        .with(|t| t.borrow().clone())
+        .or_else(|| std::env::var(TRANSPORT_ENV).ok())
+        .unwrap_or_else(|| "dev".into())
+}
+
+/// Where the kernel says whether FUSE-over-io_uring may be used.
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Why the io_uring transport cannot be tested here, or `None` when it
+/// can (switching `enable_uring` on if the kernel has it but it is off).
+pub fn uring_unavailable() -> Option<String> {
+    match std::fs::read_to_string(ENABLE_URING) {
+        Err(_) => Some(format!(
+            "this kernel has no FUSE-over-io_uring ({ENABLE_URING} missing: CONFIG_FUSE_IO_URING is off or the kernel is older than 6.14)"
+        )),
+        Ok(v) if v.trim() == "Y" => None,
+        Ok(_) => match std::fs::write(ENABLE_URING, "Y") {
+            Ok(()) => None,
+            Err(e) => Some(format!("{ENABLE_URING} is N and cannot be switched on: {e}")),
+        },
+    }
+}
+
+/// Run a mount test with every test mount on this thread served by
+/// `transport`; an io_uring run is skipped, saying why, where the kernel
+/// lacks the feature.
+pub fn on_transport(transport: &str, test: fn()) {
+    if transport == "uring" {
+        if let Some(why) = uring_unavailable() {
+            eprintln!("SKIPPED (io_uring transport): {why}");
+            return;
+        }
+    }
+    TRANSPORT.with(|t| *t.borrow_mut() = Some(transport.to_string()));
+    test();
+}
+
+/// Make `name` (a plain `fn()`) a test on each transport: `name::dev`
+/// and `name::uring`.
+#[macro_export]
+macro_rules! on_both_transports {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn dev() {
+                    $crate::common::on_transport("dev", super::$name)
+                }
+                #[test]
+                fn uring() {
+                    $crate::common::on_transport("uring", super::$name)
+                }
+            }
+        )*
+    };
+}
+
 /// One mounted lanefs; unmounted (lazily if need be) on drop.
 pub struct TestMount {
     pub base: PathBuf,
@@ -189,6 +261,8 @@ impl TestMount {
             .arg("--memory")
             .arg("--log-file")
             .arg(&log)
+            .arg("--transport")
+            .arg(transport())
             .args(args)
             .arg(&mnt)
             .env(

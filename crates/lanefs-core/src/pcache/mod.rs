@@ -49,7 +49,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crossbeam_epoch::{self as epoch, Guard};
-use lanefs_store::{Ino, Result, Store, PAGE_SIZE};
+use lanefs_store::{Errno, Ino, Result, Store, PAGE_SIZE};
 
 use crate::sync::{
     fence, AtomicBool, AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
@@ -632,9 +632,40 @@ impl<'a> PagesMut<'a> {
         }
         if self.map.unwritten_dirty {
             let ranges = self.map.unwritten.as_ref().map(Extents::to_ranges);
-            store.write_unwritten(ino, &ranges.unwrap_or_default())?;
+            match store.write_unwritten(ino, &ranges.unwrap_or_default()) {
+                Err(Errno::EOPNOTSUPP) => self.materialise_unwritten(store, ino)?,
+                other => other?,
+            }
             self.map.unwritten_dirty = false;
         }
+        Ok(())
+    }
+
+    /// For a store without extent records: write a zero page for every
+    /// extent page that has no data page, then forget the extents. Costs
+    /// O(extent pages) — what every `fallocate` cost before extents — and
+    /// keeps the allocation exact on such a store.
+    fn materialise_unwritten(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
+        let ranges = self.map.unwritten.as_ref().map(Extents::to_ranges);
+        let zeros = Box::new([0u8; PAGE_SIZE]);
+        let mut scratch = Box::new([0u8; PAGE_SIZE]);
+        for idx in ranges.unwrap_or_default().into_iter().flatten() {
+            if self.map.pages.contains_key(&idx) || store.read_page(ino, idx, &mut scratch)? {
+                continue;
+            }
+            store.write_page(ino, idx, &zeros)?;
+            if let Some(u) = self.map.uncached.as_mut() {
+                *u += 1;
+            }
+        }
+        if self.map.uncached != Some(0) && self.f.all_cached.load(Ordering::Relaxed) {
+            // New store pages that are not cached: readers must not take a
+            // missing page for a hole any more (they read zeros either way,
+            // but the flag must stay truthful).
+            let _section = self.change();
+            self.f.all_cached.store(false, Ordering::Relaxed);
+        }
+        self.map.unwritten = Some(Extents::default());
         Ok(())
     }
 

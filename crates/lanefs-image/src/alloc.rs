@@ -1,0 +1,242 @@
+//! Allocation groups: inode numbers and data blocks.
+//!
+//! Locking rules:
+//! * `groups[g]` (mutex, own cache line): group `g`'s free inode numbers,
+//!   its data-block bitmap, its allocation hint and its *deferred* frees.
+//!   A thread allocates from the group of its lane (`lane() % groups`) and
+//!   moves to the next group only when that one is full, so allocations on
+//!   different lanes take different locks. At most one group lock is held
+//!   at a time; a group lock may be taken under an inode shard lock (frees
+//!   from a store call), never the other way round.
+//!
+//! The allocator is a cache of what the inode images say (as in redb): it
+//! is not written to disk; `recover.rs` rebuilds it at open from the
+//! extents, chains and entry blocks of every object.
+//!
+//! Deferred frees: a data block dropped by a journal record must not be
+//! reused until that record can no longer be rolled back, or a crash could
+//! bring back the old mapping over someone else's data. Such blocks wait in
+//! `pending` until the end of the next checkpoint.
+
+use lanefs_store::lane;
+use parking_lot::Mutex;
+
+use crate::layout::Geometry;
+
+#[derive(Default)]
+struct Group {
+    /// Free inode numbers, lowest last (handed out first).
+    free_inos: Vec<u64>,
+    /// One bit per data block of the group: set = in use.
+    used: Vec<u64>,
+    first: u64,
+    end: u64,
+    free_blocks: u64,
+    hint: u64,
+    pending: Vec<u64>,
+}
+
+#[repr(align(64))]
+struct Padded(Mutex<Group>);
+
+pub struct Groups {
+    geo: Geometry,
+    groups: Box<[Padded]>,
+}
+
+impl Group {
+    fn bit(&self, b: u64) -> (usize, u64) {
+        let i = b - self.first;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+    fn is_used(&self, b: u64) -> bool {
+        let (w, m) = self.bit(b);
+        self.used[w] & m != 0
+    }
+    fn set(&mut self, b: u64, used: bool) {
+        let (w, m) = self.bit(b);
+        debug_assert_ne!(
+            self.used[w] & m != 0,
+            used,
+            "block {b} already in that state"
+        );
+        if used {
+            self.used[w] |= m;
+            self.free_blocks -= 1;
+        } else {
+            self.used[w] &= !m;
+            self.free_blocks += 1;
+        }
+    }
+    fn alloc(&mut self, prefer: Option<u64>, reserve: u64) -> Option<u64> {
+        if self.free_blocks <= reserve {
+            return None;
+        }
+        if let Some(p) = prefer {
+            if (self.first..self.end).contains(&p) && !self.is_used(p) {
+                self.set(p, true);
+                return Some(p);
+            }
+        }
+        let n = self.end - self.first;
+        for k in 0..n {
+            let b = self.first + (self.hint + k) % n;
+            if !self.is_used(b) {
+                self.set(b, true);
+                self.hint = b + 1 - self.first;
+                return Some(b);
+            }
+        }
+        debug_assert!(false, "free count says a block is free");
+        None
+    }
+}
+
+impl Groups {
+    /// Every inode number and every data block free.
+    pub fn new(geo: Geometry) -> Groups {
+        let groups = (0..geo.groups)
+            .map(|g| {
+                let (first, end) = geo.group_data(g);
+                Padded(Mutex::new(Group {
+                    free_inos: Vec::new(),
+                    used: vec![0; (end - first).div_ceil(64) as usize],
+                    first,
+                    end,
+                    free_blocks: end - first,
+                    hint: 0,
+                    pending: Vec::new(),
+                }))
+            })
+            .collect();
+        Groups { geo, groups }
+    }
+
+    fn home(&self) -> usize {
+        lane() % self.groups.len()
+    }
+
+    /// Mark `b` in use while loading; `false` if it is not a data block or
+    /// is already in use (a cross-link in a corrupted image).
+    pub fn claim(&self, b: u64) -> bool {
+        let Some(g) = self.geo.data_block_group(b) else {
+            return false;
+        };
+        let mut grp = self.groups[g as usize].0.lock();
+        if grp.is_used(b) {
+            return false;
+        }
+        grp.set(b, true);
+        true
+    }
+
+    /// Set the free inode numbers of every group (at load).
+    pub fn set_free_inos(&self, mut free: impl FnMut(u64) -> bool) {
+        for (g, p) in self.groups.iter().enumerate() {
+            let mut grp = p.0.lock();
+            grp.free_inos = (0..self.geo.inodes_per_group)
+                .rev()
+                .map(|i| self.geo.ino_of(g as u64, i))
+                .filter(|&ino| free(ino))
+                .collect();
+        }
+    }
+
+    pub fn alloc_ino(&self) -> Option<u64> {
+        let n = self.groups.len();
+        let start = self.home();
+        (0..n).find_map(|k| self.groups[(start + k) % n].0.lock().free_inos.pop())
+    }
+
+    pub fn free_ino(&self, ino: u64) {
+        if let Some((g, _)) = self.geo.ino_place(ino) {
+            self.groups[g as usize].0.lock().free_inos.push(ino);
+        }
+    }
+
+    /// A free data block, `prefer` if it is free, from a group that keeps
+    /// more than `reserve` free blocks; `None` when there is none.
+    pub fn alloc_block(&self, prefer: Option<u64>, reserve: u64) -> Option<u64> {
+        let n = self.groups.len();
+        let start = prefer
+            .and_then(|p| self.geo.data_block_group(p))
+            .map_or_else(|| self.home(), |g| g as usize);
+        (0..n).find_map(|k| {
+            let g = (start + k) % n;
+            self.groups[g]
+                .0
+                .lock()
+                .alloc(if k == 0 { prefer } else { None }, reserve)
+        })
+    }
+
+    /// Free `b` now (its last reference is gone from every durable state).
+    pub fn free_block(&self, b: u64) {
+        if let Some(g) = self.geo.data_block_group(b) {
+            let mut grp = self.groups[g as usize].0.lock();
+            if grp.is_used(b) {
+                grp.set(b, false);
+            }
+        }
+    }
+
+    /// Free `b` at the end of the next checkpoint.
+    pub fn defer_free(&self, b: u64) {
+        if let Some(g) = self.geo.data_block_group(b) {
+            self.groups[g as usize].0.lock().pending.push(b);
+        }
+    }
+
+    /// Take every deferred free (at a checkpoint snapshot).
+    pub fn take_pending(&self) -> Vec<u64> {
+        self.groups
+            .iter()
+            .flat_map(|p| std::mem::take(&mut p.0.lock().pending))
+            .collect()
+    }
+
+    pub fn has_pending(&self) -> bool {
+        self.groups.iter().any(|p| !p.0.lock().pending.is_empty())
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        self.groups.iter().map(|p| p.0.lock().free_blocks).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_and_inodes_come_from_groups_and_go_back() {
+        let geo = Geometry::for_size(4096).unwrap();
+        let g = Groups::new(geo);
+        let total = g.free_blocks();
+        assert_eq!(total, geo.data_blocks());
+        let a = g.alloc_block(None, 0).unwrap();
+        let b = g.alloc_block(Some(a + 1), 0).unwrap();
+        assert_eq!(
+            b,
+            a + 1,
+            "the preferred neighbour is taken: extents stay long"
+        );
+        assert!(!g.claim(a), "already in use");
+        g.defer_free(a);
+        assert_eq!(g.free_blocks(), total - 2, "deferred frees wait");
+        for p in g.take_pending() {
+            g.free_block(p);
+        }
+        assert_eq!(g.free_blocks(), total - 1);
+        g.set_free_inos(|ino| ino != 1);
+        let i = g.alloc_ino().unwrap();
+        assert_ne!(i, 1);
+        g.free_ino(i);
+        assert_eq!(g.alloc_ino(), Some(i));
+        let mut n = 1;
+        while g.alloc_block(None, 0).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, total, "every block handed out exactly once");
+    }
+}

@@ -1,0 +1,235 @@
+//! fsck: check an image without changing it, or repair it.
+//!
+//! The check loads the image and replays its journal in memory (nothing is
+//! written), then checks: both superblocks' choice, every slot, chain and
+//! entry block checksum and owner, that no block is claimed twice, that
+//! every directory entry names a live inode of the kind it says, and that
+//! only directories have entries. Link counts with no entry (orphans) are
+//! reported as notes: recovery frees them.
+//!
+//! Repair opens the image with recovery (replay, orphans freed,
+//! checkpoint), drops unreadable inodes and the entries that point to
+//! nothing, checkpoints, and checks again.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, Result, Store};
+
+use crate::device::{Device, FileDevice};
+use crate::object::{Entry, InodeObj};
+use crate::recover::{load, open_device};
+use crate::store::{shard, ImageConfig};
+
+/// What fsck found (and, with repair, did).
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    /// No problem found (notes are not problems).
+    pub clean: bool,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+    pub inodes: u64,
+    pub directories: u64,
+    pub entries: u64,
+    pub data_pages: u64,
+    pub records_replayed: u64,
+    pub records_dropped: u64,
+    pub orphans_pending: u64,
+    /// What repair changed, one line each.
+    pub repaired: Vec<String>,
+}
+
+/// Check (and with `repair`, fix) the image at `path`.
+pub fn fsck(path: &Path, repair: bool) -> Result<FsckReport> {
+    fsck_device(Arc::new(FileDevice::open(path)?), repair)
+}
+
+pub fn fsck_device(dev: Arc<dyn Device>, repair: bool) -> Result<FsckReport> {
+    let repaired = if repair {
+        repair_image(dev.clone())?
+    } else {
+        Vec::new()
+    };
+    let mut r = check(&*dev)?;
+    r.repaired = repaired;
+    Ok(r)
+}
+
+fn record_kind(o: &InodeObj) -> Option<FileKind> {
+    InodeRecord::decode(o.rec.as_ref()?).ok().map(|r| r.kind)
+}
+
+/// Problems with one directory entry, if any.
+fn entry_problem(
+    lookup: &dyn Fn(Ino) -> Option<(bool, Option<FileKind>)>,
+    dir: Ino,
+    name: &[u8],
+    v: &[u8; 17],
+) -> Option<String> {
+    let e = match DirEntryRecord::decode_value(name, v) {
+        Ok(e) => e,
+        Err(_) => {
+            return Some(format!(
+                "dir {dir}: entry {:?} malformed",
+                String::from_utf8_lossy(name)
+            ))
+        }
+    };
+    match lookup(e.ino) {
+        Some((false, Some(k))) if k == e.kind => None,
+        Some((true, _)) => Some(format!(
+            "dir {dir}: entry {:?} -> unreadable inode {}",
+            String::from_utf8_lossy(name),
+            e.ino
+        )),
+        Some((false, Some(k))) => Some(format!(
+            "dir {dir}: entry {:?} says {:?}, inode {} is {k:?}",
+            String::from_utf8_lossy(name),
+            e.kind,
+            e.ino
+        )),
+        _ => Some(format!(
+            "dir {dir}: entry {:?} -> free inode {}",
+            String::from_utf8_lossy(name),
+            e.ino
+        )),
+    }
+}
+
+fn check(dev: &dyn Device) -> Result<FsckReport> {
+    let l = load(dev, false)?;
+    let mut r = FsckReport {
+        problems: l.report.problems.clone(),
+        records_replayed: l.report.records_replayed,
+        records_dropped: l.report.records_dropped,
+        orphans_pending: l.orphans_pending.len() as u64,
+        ..FsckReport::default()
+    };
+    if l.torn_slots > 0 {
+        r.notes.push(format!(
+            "{} torn inode slots (an interrupted checkpoint; the other copy is used)",
+            l.torn_slots
+        ));
+    }
+    if l.report.records_dropped > 0 {
+        r.notes.push(format!(
+            "{} journal records follow a lost record and are dropped",
+            l.report.records_dropped
+        ));
+    }
+    for &ino in l
+        .orphans_listed
+        .iter()
+        .filter(|i| !l.orphans_pending.contains(i))
+    {
+        r.notes.push(format!(
+            "orphan file lists inode {ino}, which has links or is free (stale slot)"
+        ));
+    }
+    for &ino in &l.orphans_pending {
+        r.notes.push(format!(
+            "inode {ino}: link count 0, freed at the next mount"
+        ));
+    }
+    let lookup = |ino: Ino| -> Option<(bool, Option<FileKind>)> {
+        l.sup.geo.ino_place(ino)?;
+        let o = l.obj(ino)?;
+        if o.bad {
+            return Some((true, None));
+        }
+        o.rec.as_ref()?;
+        Some((false, record_kind(o)))
+    };
+    for m in &l.objs {
+        for (&ino, o) in m {
+            if o.bad || o.rec.is_none() {
+                continue;
+            }
+            r.inodes += 1;
+            r.data_pages += o.pages.len() as u64;
+            let kind = record_kind(o);
+            if kind == Some(FileKind::Directory) {
+                r.directories += 1;
+            }
+            let Some(d) = &o.dir else { continue };
+            if !d.is_empty() && kind != Some(FileKind::Directory) {
+                r.problems
+                    .push(format!("inode {ino}: has entries but is {kind:?}"));
+            }
+            for (name, v) in d.entries() {
+                r.entries += 1;
+                if let Some(p) = entry_problem(&lookup, ino, name, v) {
+                    r.problems.push(p);
+                }
+            }
+        }
+    }
+    debug_assert!(l
+        .objs
+        .iter()
+        .enumerate()
+        .all(|(s, m)| m.keys().all(|&i| shard(i) == s)));
+    r.clean = r.problems.is_empty();
+    Ok(r)
+}
+
+fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
+    let store = open_device(
+        dev,
+        &ImageConfig {
+            commit_interval: None,
+        },
+    )?;
+    let inner = &store.inner;
+    let mut done = Vec::new();
+    for &ino in &store.recovery_report().bad_objects {
+        let mut m = inner.shards[shard(ino)].lock();
+        if let Some(o) = m.get_mut(&ino) {
+            // Its blocks stay marked in use until the next open finds them
+            // unreferenced: a leak for one session, never a cross-link.
+            *o = InodeObj {
+                stamp: o.stamp + 1,
+                dirty: true,
+                home_slot: o.home_slot,
+                ..InodeObj::default()
+            };
+            drop(m);
+            inner.groups.free_ino(ino);
+            done.push(format!("inode {ino}: unreadable, dropped"));
+        }
+    }
+    let mut doomed = Vec::new();
+    {
+        let live = |ino: Ino| -> Option<(bool, Option<FileKind>)> {
+            let m = inner.shards[shard(ino)].lock();
+            let o = m.get(&ino)?;
+            o.rec.as_ref()?;
+            Some((o.bad, record_kind(o)))
+        };
+        let dirs: Vec<(Ino, Vec<Entry>)> = inner
+            .shards
+            .iter()
+            .flat_map(|s| {
+                s.lock()
+                    .iter()
+                    .filter_map(|(&i, o)| {
+                        o.dir.as_ref().map(|d| (i, d.entries().cloned().collect()))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (dir, entries) in dirs {
+            for (name, v) in entries {
+                if let Some(p) = entry_problem(&live, dir, &name, &v) {
+                    doomed.push((dir, name, p));
+                }
+            }
+        }
+    }
+    for (dir, name, why) in doomed {
+        store.dir_remove(dir, &name)?;
+        done.push(format!("{why}: entry removed"));
+    }
+    store.checkpoint()?;
+    Ok(done)
+}

@@ -1,0 +1,485 @@
+//! In-memory inode objects and their on-disk images.
+//!
+//! An *object* is everything the store keeps under one inode number: the
+//! encoded [`InodeRecord`](lanefs_store::InodeRecord), the page map (page
+//! index -> device block, written to disk as extents) and, for directories,
+//! the entries grouped into entry blocks. Each object has one stamp, bumped
+//! by every journal record that changes it; replay orders records by it.
+//!
+//! Objects are plain data: the store's shard mutexes protect them (see
+//! `store.rs`). This file only transforms them: apply an operation, encode
+//! or decode the slot, chain and entry blocks described in docs/FORMAT.md.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lanefs_store::{Errno, Result};
+
+use crate::journal::Op;
+use crate::layout::{block_sealed, get_u32, get_u64, seal_block, BLOCK, BLOCK_CRC_AT, SLOT};
+
+pub const SLOT_MAGIC: u32 = u32::from_le_bytes(*b"INOD");
+pub const CHAIN_MAGIC: u32 = u32::from_le_bytes(*b"ICHN");
+pub const DIRENT_MAGIC: u32 = u32::from_le_bytes(*b"DENT");
+pub const SLOT_LIVE: u8 = 1;
+pub const SLOT_FREE: u8 = 2;
+const SLOT_HEADER: usize = 40;
+const SLOT_CRC_AT: usize = SLOT - 4;
+/// Image bytes kept inside the slot itself.
+pub const SLOT_INLINE_MAX: usize = SLOT_CRC_AT - SLOT_HEADER;
+const CHAIN_HEADER: usize = 40;
+/// Image bytes per chain block.
+pub const CHAIN_PAYLOAD: usize = BLOCK_CRC_AT - CHAIN_HEADER;
+const DIRENT_HEADER: usize = 32;
+/// Entry bytes per entry block.
+pub const DIRENT_CAPACITY: usize = BLOCK_CRC_AT - DIRENT_HEADER;
+/// Most image bytes (bounds the chain walk of a corrupted image).
+pub const IMAGE_BYTES_MAX: usize = 64 << 20;
+/// Offset of `nlink` in an encoded inode record (version 1).
+const NLINK_AT: usize = 1 + 8 + 8 + 1 + 2 + 4 + 4;
+
+/// One directory entry as kept in an entry block: name and the 17-byte
+/// value of [`DirEntryRecord::encode_value`](lanefs_store::DirEntryRecord::encode_value).
+pub type Entry = (Vec<u8>, [u8; 17]);
+
+/// Bytes an entry takes in an entry block.
+pub fn entry_bytes(name: &[u8]) -> usize {
+    1 + name.len() + 17
+}
+
+/// One entry block of a directory.
+#[derive(Clone, Debug, Default)]
+pub struct DirBlk {
+    pub entries: Vec<Entry>,
+    pub bytes: usize,
+    /// Device block of the durable copy (0: none).
+    pub home: u64,
+    pub dirty: bool,
+}
+
+/// A directory's entries: blocks in a stable order (a block's position
+/// never changes while the directory lives) and a name index.
+#[derive(Clone, Debug, Default)]
+pub struct DirState {
+    pub blocks: Vec<DirBlk>,
+    index: HashMap<Vec<u8>, u32>,
+    room_hint: usize,
+}
+
+impl DirState {
+    pub fn insert(&mut self, name: &[u8], v: [u8; 17]) {
+        if let Some(&bi) = self.index.get(name) {
+            let b = &mut self.blocks[bi as usize];
+            let e = b
+                .entries
+                .iter_mut()
+                .find(|(n, _)| n == name)
+                .expect("index matches blocks");
+            e.1 = v;
+            b.dirty = true;
+            return;
+        }
+        let need = entry_bytes(name);
+        debug_assert!(need <= DIRENT_CAPACITY);
+        let fits = |b: &DirBlk| b.bytes + need <= DIRENT_CAPACITY;
+        let bi = if self.blocks.get(self.room_hint).is_some_and(fits) {
+            self.room_hint
+        } else if let Some(i) = self.blocks.iter().position(fits) {
+            i
+        } else {
+            self.blocks.push(DirBlk::default());
+            self.blocks.len() - 1
+        };
+        self.room_hint = bi;
+        let b = &mut self.blocks[bi];
+        b.entries.push((name.to_vec(), v));
+        b.bytes += need;
+        b.dirty = true;
+        self.index.insert(name.to_vec(), bi as u32);
+    }
+
+    pub fn remove(&mut self, name: &[u8]) {
+        if let Some(bi) = self.index.remove(name) {
+            let b = &mut self.blocks[bi as usize];
+            let at = b
+                .entries
+                .iter()
+                .position(|(n, _)| n == name)
+                .expect("index matches blocks");
+            b.entries.swap_remove(at);
+            b.bytes -= entry_bytes(name);
+            b.dirty = true;
+            self.room_hint = bi as usize;
+        }
+    }
+
+    #[cfg(test)]
+    pub fn get(&self, name: &[u8]) -> Option<[u8; 17]> {
+        let bi = *self.index.get(name)?;
+        self.blocks[bi as usize]
+            .entries
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|e| e.1)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.blocks.iter().flat_map(|b| b.entries.iter())
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Add a block read from disk (clean, at `home`). Duplicate names in a
+    /// corrupted image keep the first.
+    pub fn push_loaded(&mut self, entries: Vec<Entry>, home: u64) {
+        let bi = self.blocks.len() as u32;
+        let mut b = DirBlk {
+            home,
+            ..DirBlk::default()
+        };
+        for (n, v) in entries {
+            if self.index.contains_key(&n) {
+                b.dirty = true;
+                continue;
+            }
+            b.bytes += entry_bytes(&n);
+            self.index.insert(n.clone(), bi);
+            b.entries.push((n, v));
+        }
+        self.blocks.push(b);
+    }
+}
+
+/// Everything the store keeps under one inode number.
+#[derive(Clone, Debug, Default)]
+pub struct InodeObj {
+    /// Stamp of the last record applied (0: never changed).
+    pub stamp: u64,
+    /// Encoded inode record; `None`: the number is free.
+    pub rec: Option<Vec<u8>>,
+    pub pages: BTreeMap<u64, u64>,
+    pub dir: Option<DirState>,
+    /// Changed since the last checkpoint snapshot.
+    pub dirty: bool,
+    /// A checksum or structure failure at load: every call answers EIO.
+    pub bad: bool,
+    /// Slot (0 = A, 1 = B) holding the newest durable image.
+    pub home_slot: usize,
+    /// Chain and entry blocks of the durable image.
+    pub home_blocks: Vec<u64>,
+    /// Orphan-file slot while the record has link count 0.
+    pub orphan_slot: Option<u32>,
+}
+
+impl InodeObj {
+    /// Apply one operation of this object; data blocks it drops go to `freed`.
+    pub fn apply(&mut self, op: &Op, freed: &mut Vec<u64>) {
+        match op {
+            Op::PutInode(_, b) => self.rec = Some(b.clone()),
+            Op::FreeInode(_) => {
+                self.rec = None;
+                freed.extend(self.pages.values().copied());
+                self.pages.clear();
+                self.dir = None;
+            }
+            Op::PutEntry(_, n, v) => self.dir.get_or_insert_with(DirState::default).insert(n, *v),
+            Op::RemoveEntry(_, n) => {
+                if let Some(d) = &mut self.dir {
+                    d.remove(n);
+                }
+            }
+            Op::Punch(_, s, e) => {
+                if s < e {
+                    let doomed: Vec<u64> = self.pages.range(*s..*e).map(|(k, _)| *k).collect();
+                    for k in doomed {
+                        freed.extend(self.pages.remove(&k));
+                    }
+                }
+            }
+            Op::MapPage(_, x, b) => freed.extend(self.pages.insert(*x, *b)),
+            Op::Usage(..) | Op::WriteSb(_) => unreachable!("not an inode operation"),
+        }
+        self.dirty = true;
+    }
+
+    /// Link count of the record, if live.
+    pub fn nlink(&self) -> Option<u32> {
+        let r = self.rec.as_ref()?;
+        (r.len() >= NLINK_AT + 4).then(|| get_u32(r, NLINK_AT))
+    }
+
+    /// Extents of the page map: (first page, first block, pages).
+    pub fn extents(&self) -> Vec<(u64, u64, u32)> {
+        let mut out: Vec<(u64, u64, u32)> = Vec::new();
+        for (&p, &b) in &self.pages {
+            if let Some(last) = out.last_mut() {
+                if last.0 + last.2 as u64 == p && last.1 + last.2 as u64 == b && last.2 < u32::MAX {
+                    last.2 += 1;
+                    continue;
+                }
+            }
+            out.push((p, b, 1));
+        }
+        out
+    }
+}
+
+/// The serialized image of an object (everything but its entry blocks'
+/// contents): record, extents, entry-block list.
+pub fn encode_image(rec: &[u8], extents: &[(u64, u64, u32)], dir_blocks: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + rec.len() + 20 * extents.len() + 8 * dir_blocks.len());
+    out.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+    out.extend_from_slice(rec);
+    out.extend_from_slice(&(extents.len() as u32).to_le_bytes());
+    for (p, b, n) in extents {
+        out.extend_from_slice(&p.to_le_bytes());
+        out.extend_from_slice(&b.to_le_bytes());
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.extend_from_slice(&(dir_blocks.len() as u32).to_le_bytes());
+    for b in dir_blocks {
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    out
+}
+
+/// A decoded image.
+pub struct Image {
+    pub rec: Vec<u8>,
+    pub extents: Vec<(u64, u64, u32)>,
+    pub dir_blocks: Vec<u64>,
+}
+
+pub fn decode_image(b: &[u8]) -> Result<Image> {
+    let mut pos = 0usize;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        let end = pos.checked_add(n).ok_or(Errno::EUCLEAN)?;
+        let s = b.get(pos..end).ok_or(Errno::EUCLEAN)?;
+        pos = end;
+        Ok(s)
+    };
+    let rl = get_u32(take(4)?, 0) as usize;
+    let rec = take(rl)?.to_vec();
+    let ne = get_u32(take(4)?, 0) as usize;
+    let mut extents = Vec::with_capacity(ne.min(4096));
+    for _ in 0..ne {
+        let e = take(20)?;
+        extents.push((get_u64(e, 0), get_u64(e, 8), get_u32(e, 16)));
+    }
+    let nd = get_u32(take(4)?, 0) as usize;
+    let mut dir_blocks = Vec::with_capacity(nd.min(4096));
+    for _ in 0..nd {
+        dir_blocks.push(get_u64(take(8)?, 0));
+    }
+    if pos != b.len() {
+        return Err(Errno::EUCLEAN);
+    }
+    Ok(Image {
+        rec,
+        extents,
+        dir_blocks,
+    })
+}
+
+/// A decoded slot header.
+pub struct Slot {
+    pub state: u8,
+    pub stamp: u64,
+    pub image_len: usize,
+    pub chain_head: u64,
+    pub inline: Vec<u8>,
+}
+
+pub fn encode_slot(ino: u64, state: u8, stamp: u64, image: &[u8], chain_head: u64) -> Vec<u8> {
+    let mut s = vec![0u8; SLOT];
+    s[0..4].copy_from_slice(&SLOT_MAGIC.to_le_bytes());
+    s[4] = state;
+    s[8..16].copy_from_slice(&ino.to_le_bytes());
+    s[16..24].copy_from_slice(&stamp.to_le_bytes());
+    s[24..28].copy_from_slice(&(image.len() as u32).to_le_bytes());
+    s[32..40].copy_from_slice(&chain_head.to_le_bytes());
+    let inline = image.len().min(SLOT_INLINE_MAX);
+    s[SLOT_HEADER..SLOT_HEADER + inline].copy_from_slice(&image[..inline]);
+    let c = crate::crc::crc32c(&[&s[..SLOT_CRC_AT]]);
+    s[SLOT_CRC_AT..].copy_from_slice(&c.to_le_bytes());
+    s
+}
+
+/// Decode a slot of `ino`; `None` for a never-written (all zero) slot,
+/// `Err` for a torn or corrupted one.
+pub fn decode_slot(s: &[u8], ino: u64) -> Result<Option<Slot>> {
+    if s.iter().all(|b| *b == 0) {
+        return Ok(None);
+    }
+    let ok = s.len() == SLOT
+        && get_u32(s, 0) == SLOT_MAGIC
+        && get_u32(s, SLOT_CRC_AT) == crate::crc::crc32c(&[&s[..SLOT_CRC_AT]])
+        && get_u64(s, 8) == ino
+        && (s[4] == SLOT_LIVE || s[4] == SLOT_FREE);
+    if !ok {
+        return Err(Errno::EUCLEAN);
+    }
+    let image_len = get_u32(s, 24) as usize;
+    if image_len > IMAGE_BYTES_MAX || (s[4] == SLOT_FREE && image_len != 0) {
+        return Err(Errno::EUCLEAN);
+    }
+    let inline = image_len.min(SLOT_INLINE_MAX);
+    Ok(Some(Slot {
+        state: s[4],
+        stamp: get_u64(s, 16),
+        image_len,
+        chain_head: get_u64(s, 32),
+        inline: s[SLOT_HEADER..SLOT_HEADER + inline].to_vec(),
+    }))
+}
+
+/// Chain block `i` carrying `payload` for `ino` at `stamp`, linking `next`.
+pub fn encode_chain(ino: u64, stamp: u64, next: u64, payload: &[u8]) -> Vec<u8> {
+    debug_assert!(payload.len() <= CHAIN_PAYLOAD);
+    let mut b = vec![0u8; BLOCK];
+    b[0..4].copy_from_slice(&CHAIN_MAGIC.to_le_bytes());
+    b[8..16].copy_from_slice(&ino.to_le_bytes());
+    b[16..24].copy_from_slice(&stamp.to_le_bytes());
+    b[24..32].copy_from_slice(&next.to_le_bytes());
+    b[32..36].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    b[CHAIN_HEADER..CHAIN_HEADER + payload.len()].copy_from_slice(payload);
+    seal_block(&mut b);
+    b
+}
+
+/// `(next, payload)` of a chain block that belongs to `ino` at `stamp`.
+pub fn decode_chain(b: &[u8], ino: u64, stamp: u64) -> Result<(u64, &[u8])> {
+    if !block_sealed(b)
+        || get_u32(b, 0) != CHAIN_MAGIC
+        || get_u64(b, 8) != ino
+        || get_u64(b, 16) != stamp
+    {
+        return Err(Errno::EUCLEAN);
+    }
+    let len = get_u32(b, 32) as usize;
+    if len > CHAIN_PAYLOAD {
+        return Err(Errno::EUCLEAN);
+    }
+    Ok((get_u64(b, 24), &b[CHAIN_HEADER..CHAIN_HEADER + len]))
+}
+
+pub fn encode_dirent(dir: u64, stamp: u64, entries: &[Entry]) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK];
+    b[0..4].copy_from_slice(&DIRENT_MAGIC.to_le_bytes());
+    b[8..16].copy_from_slice(&dir.to_le_bytes());
+    b[16..24].copy_from_slice(&stamp.to_le_bytes());
+    b[24..28].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    let mut pos = DIRENT_HEADER;
+    for (n, v) in entries {
+        b[pos] = n.len() as u8;
+        b[pos + 1..pos + 1 + n.len()].copy_from_slice(n);
+        b[pos + 1 + n.len()..pos + 1 + n.len() + 17].copy_from_slice(v);
+        pos += entry_bytes(n);
+    }
+    debug_assert!(pos <= BLOCK_CRC_AT);
+    seal_block(&mut b);
+    b
+}
+
+pub fn decode_dirent(b: &[u8], dir: u64) -> Result<Vec<Entry>> {
+    if !block_sealed(b) || get_u32(b, 0) != DIRENT_MAGIC || get_u64(b, 8) != dir {
+        return Err(Errno::EUCLEAN);
+    }
+    let n = get_u32(b, 24) as usize;
+    let mut pos = DIRENT_HEADER;
+    let mut out = Vec::with_capacity(n.min(256));
+    for _ in 0..n {
+        let len = *b.get(pos).ok_or(Errno::EUCLEAN)? as usize;
+        let end = pos + entry_bytes(&vec![0; len]);
+        if len == 0 || end > BLOCK_CRC_AT {
+            return Err(Errno::EUCLEAN);
+        }
+        let name = b[pos + 1..pos + 1 + len].to_vec();
+        let v: [u8; 17] = b[pos + 1 + len..end]
+            .try_into()
+            .map_err(|_| Errno::EUCLEAN)?;
+        out.push((name, v));
+        pos = end;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_blocks_fill_reuse_and_index() {
+        let mut d = DirState::default();
+        for i in 0..500u32 {
+            d.insert(format!("name-{i:04}").as_bytes(), [i as u8; 17]);
+        }
+        assert!(d.blocks.len() > 1);
+        assert!(d
+            .blocks
+            .iter()
+            .all(|b| b.bytes <= DIRENT_CAPACITY && b.dirty));
+        d.insert(b"name-0007", [99; 17]);
+        assert_eq!(d.get(b"name-0007"), Some([99; 17]));
+        assert_eq!(d.len(), 500);
+        for b in &mut d.blocks {
+            b.dirty = false;
+        }
+        d.remove(b"name-0003");
+        assert_eq!(
+            d.blocks.iter().filter(|b| b.dirty).count(),
+            1,
+            "one change, one block"
+        );
+        d.insert(b"new", [1; 17]);
+        assert_eq!(
+            d.blocks.iter().filter(|b| b.dirty).count(),
+            1,
+            "the freed room is reused"
+        );
+        let blk = &d.blocks[0];
+        let enc = encode_dirent(9, 3, &blk.entries);
+        assert_eq!(decode_dirent(&enc, 9).unwrap(), blk.entries);
+        assert!(decode_dirent(&enc, 8).is_err(), "wrong owner");
+    }
+
+    #[test]
+    fn slots_chains_and_images_roundtrip() {
+        let img = encode_image(&[5; 300], &[(0, 100, 3), (10, 7, 1)], &[44, 45]);
+        let back = decode_image(&img).unwrap();
+        assert_eq!(back.rec, vec![5; 300]);
+        assert_eq!(back.extents, vec![(0, 100, 3), (10, 7, 1)]);
+        assert_eq!(back.dir_blocks, vec![44, 45]);
+        let big = vec![3u8; 1000];
+        let s = encode_slot(17, SLOT_LIVE, 9, &big, 77);
+        let d = decode_slot(&s, 17).unwrap().unwrap();
+        assert_eq!(
+            (d.state, d.stamp, d.image_len, d.chain_head),
+            (SLOT_LIVE, 9, 1000, 77)
+        );
+        assert_eq!(d.inline, big[..SLOT_INLINE_MAX]);
+        assert!(decode_slot(&s, 18).is_err(), "slot of another inode");
+        assert!(decode_slot(&vec![0; SLOT], 17).unwrap().is_none());
+        let c = encode_chain(17, 9, 5, &big[SLOT_INLINE_MAX..]);
+        assert_eq!(
+            decode_chain(&c, 17, 9).unwrap(),
+            (5, &big[SLOT_INLINE_MAX..])
+        );
+        assert!(decode_chain(&c, 17, 8).is_err(), "stale chain block");
+    }
+
+    #[test]
+    fn extents_coalesce_runs() {
+        let mut o = InodeObj::default();
+        for (p, b) in [(0, 10), (1, 11), (2, 12), (5, 13), (6, 20)] {
+            o.pages.insert(p, b);
+        }
+        assert_eq!(o.extents(), vec![(0, 10, 3), (5, 13, 1), (6, 20, 1)]);
+    }
+}

@@ -1,0 +1,574 @@
+//! mkfs, and loading an image: superblock choice, inode tables, journal
+//! replay in stamp order, orphan processing, allocator and counter rebuild.
+//!
+//! Runs single-threaded before the store is shared, so it takes the locks
+//! of the structures it fills only because their types require it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use lanefs_store::{Errno, Ino, InodeRecord, Result, Superblock, ROOT_INO};
+use parking_lot::{Mutex, RwLock};
+
+use crate::alloc::Groups;
+use crate::device::{Device, FileDevice};
+use crate::journal::{self, Op, Record, BATCH_HEADER, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE};
+use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, SLOT, USAGE_LANES};
+use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX};
+use crate::orphan::{decode_orphan_block, OrphanFile};
+use crate::store::{
+    shard, timed, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport, SbState,
+    LOG_LANES, SHARDS,
+};
+
+/// Format `path` (created if missing) as an empty image of `size` bytes.
+pub fn mkfs(path: &Path, size: u64) -> Result<()> {
+    let dev = FileDevice::create(path, size)?;
+    mkfs_device(&dev)
+}
+
+/// Format a device as an empty image.
+pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
+    let geo = Geometry::for_size(dev.len() / BLOCK as u64)?;
+    let bs = BLOCK as u64;
+    let zero = vec![0u8; 64 * BLOCK];
+    let zero_range = |first: u64, blocks: u64| -> Result<()> {
+        let mut b = 0;
+        while b < blocks {
+            let n = (blocks - b).min(64);
+            dev.write_at(&zero[..(n as usize) * BLOCK], (first + b) * bs)?;
+            b += n;
+        }
+        Ok(())
+    };
+    zero_range(0, 2)?;
+    zero_range(geo.orphan_start, geo.orphan_blocks)?;
+    for g in 0..geo.groups {
+        zero_range(geo.group_first_block(g), geo.itable_blocks)?;
+    }
+    // A sequence no earlier image on this device used, so none of its
+    // journal batches can be mistaken for ours.
+    let seq = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    let sup = DiskSuper {
+        generation: 1,
+        geo,
+        journal_tail: 0,
+        journal_tail_seq: seq,
+        sb_stamp: 0,
+        sb: Superblock {
+            total_blocks: geo.data_blocks(),
+            total_inodes: geo.max_ino(),
+            used_blocks: 0,
+            used_inodes: 0,
+        },
+        usage: [UsageRec::default(); USAGE_LANES],
+    };
+    dev.write_at(&sup.encode(), bs)?;
+    dev.flush()
+}
+
+/// Everything read from an image, journal replayed.
+pub(crate) struct Loaded {
+    pub sup: DiskSuper,
+    pub objs: Vec<HashMap<Ino, InodeObj>>,
+    pub groups: Groups,
+    pub usage: Vec<UsageRec>,
+    pub sb_stamp: u64,
+    pub sb: Superblock,
+    pub head: u64,
+    pub seq: u64,
+    pub report: RecoveryReport,
+    pub orphans_listed: Vec<Ino>,
+    /// Live inodes with link count 0 (freed when `process_orphans`).
+    pub orphans_pending: Vec<Ino>,
+    pub torn_slots: u64,
+}
+
+impl Loaded {
+    pub fn obj(&self, ino: Ino) -> Option<&InodeObj> {
+        self.objs[shard(ino)].get(&ino)
+    }
+}
+
+fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
+    if dev.len() < 2 * BLOCK as u64 {
+        return Err(Errno::EUCLEAN);
+    }
+    let mut best: Option<DiskSuper> = None;
+    for copy in 0..2u64 {
+        let mut b = vec![0u8; BLOCK];
+        dev.read_at(&mut b, copy * BLOCK as u64)?;
+        if let Ok(s) = DiskSuper::decode(&b) {
+            if best.as_ref().is_none_or(|x| s.generation > x.generation) {
+                best = Some(s);
+            }
+        }
+    }
+    let sup = best.ok_or(Errno::EUCLEAN)?;
+    if sup.geo.total_blocks * BLOCK as u64 > dev.len() {
+        return Err(Errno::EUCLEAN);
+    }
+    Ok(sup)
+}
+
+/// One-line explanation of why an image could not be opened.
+pub fn describe_open_error(dev: &dyn Device) -> String {
+    if dev.len() < 2 * BLOCK as u64 {
+        return format!("image too small ({} bytes)", dev.len());
+    }
+    match read_super(dev) {
+        Err(_) => {
+            let mut b = vec![0u8; BLOCK];
+            let sizes = (0..2u64)
+                .filter_map(|c| {
+                    dev.read_at(&mut b, c * BLOCK as u64).ok()?;
+                    DiskSuper::decode(&b).ok().map(|s| s.geo.total_blocks)
+                })
+                .collect::<Vec<_>>();
+            match sizes.first() {
+                Some(n) => format!(
+                    "image truncated: {} bytes, superblock says {} blocks",
+                    dev.len(),
+                    n
+                ),
+                None => "not a lanefs image, or both superblocks are corrupt".into(),
+            }
+        }
+        Ok(_) => "image structures are corrupt".into(),
+    }
+}
+
+/// Read an image and replay its journal in memory.
+pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
+    let sup = read_super(dev)?;
+    let geo = sup.geo;
+    let groups = Groups::new(geo);
+    let mut report = RecoveryReport::default();
+    let mut objs: Vec<HashMap<Ino, InodeObj>> = (0..SHARDS).map(|_| HashMap::new()).collect();
+    let mut suspects = HashSet::new();
+    let mut torn_slots = 0;
+    let bs = BLOCK as u64;
+    for g in 0..geo.groups {
+        let mut table = vec![0u8; geo.itable_blocks as usize * BLOCK];
+        dev.read_at(&mut table, geo.group_first_block(g) * bs)?;
+        for i in 0..geo.inodes_per_group {
+            let ino = geo.ino_of(g, i);
+            let at = (2 * i) as usize * SLOT;
+            let a = object::decode_slot(&table[at..at + SLOT], ino);
+            let b = object::decode_slot(&table[at + SLOT..at + 2 * SLOT], ino);
+            let torn = a.is_err() as u64 + b.is_err() as u64;
+            let chosen = match (a, b) {
+                (Ok(Some(x)), Ok(Some(y))) => Some(if y.stamp > x.stamp { (1, y) } else { (0, x) }),
+                (Ok(Some(x)), _) => Some((0, x)),
+                (_, Ok(Some(y))) => Some((1, y)),
+                _ => None,
+            };
+            let Some((slot, s)) = chosen else {
+                if torn > 0 {
+                    // Never durably written, or corrupted: replay decides.
+                    suspects.insert(ino);
+                    objs[shard(ino)].insert(
+                        ino,
+                        InodeObj {
+                            bad: true,
+                            home_slot: 1,
+                            ..InodeObj::default()
+                        },
+                    );
+                }
+                continue;
+            };
+            torn_slots += torn;
+            let mut obj = InodeObj {
+                stamp: s.stamp,
+                home_slot: slot,
+                ..InodeObj::default()
+            };
+            if s.state != SLOT_FREE {
+                if let Err(why) = load_live(dev, &groups, ino, &s, &mut obj) {
+                    report.problems.push(format!("inode {ino}: {why}"));
+                    obj.bad = true;
+                }
+            }
+            objs[shard(ino)].insert(ino, obj);
+        }
+    }
+    let mut orphans_listed = Vec::new();
+    for bi in 0..geo.orphan_blocks {
+        let mut b = vec![0u8; BLOCK];
+        dev.read_at(&mut b, (geo.orphan_start + bi) * bs)?;
+        orphans_listed.extend(decode_orphan_block(&b, bi).unwrap_or_default());
+    }
+    report.orphans_listed = orphans_listed.len() as u64;
+    let mut usage = sup.usage.to_vec();
+    let mut sb_stamp = sup.sb_stamp;
+    let mut sb = sup.sb;
+    let (records, head, seq, batches) = scan_journal(dev, &sup)?;
+    report.batches = batches;
+    replay(
+        &records,
+        &geo,
+        &groups,
+        &mut objs,
+        &suspects,
+        &mut usage,
+        &mut sb_stamp,
+        &mut sb,
+        &mut report,
+    );
+    for ino in suspects {
+        let o = objs[shard(ino)].get_mut(&ino).expect("inserted");
+        if o.stamp == 0 {
+            report
+                .problems
+                .push(format!("inode {ino}: both slots corrupt"));
+        } else {
+            o.bad = false;
+        }
+    }
+    let mut orphans_pending = Vec::new();
+    for m in &mut objs {
+        for (&ino, o) in m.iter_mut() {
+            // Link count 0, or a reserved number that got pages or entries
+            // but never its record (the Txn creating it was lost).
+            let reservation = o.rec.is_none()
+                && (!o.pages.is_empty() || o.dir.as_ref().is_some_and(|d| !d.is_empty()));
+            if !o.bad && (o.nlink() == Some(0) || reservation) {
+                orphans_pending.push(ino);
+                if process_orphans {
+                    o.stamp += 1;
+                    let mut freed = Vec::new();
+                    o.apply(&Op::FreeInode(ino), &mut freed);
+                    freed.into_iter().for_each(|b| groups.defer_free(b));
+                }
+            }
+        }
+    }
+    if process_orphans {
+        report.orphans_freed = orphans_pending.len() as u64;
+    }
+    groups.set_free_inos(|ino| {
+        ino != ROOT_INO
+            && objs[shard(ino)]
+                .get(&ino)
+                .is_none_or(|o| o.rec.is_none() && !o.bad)
+    });
+    let live = objs
+        .iter()
+        .flat_map(|m| m.values())
+        .filter(|o| o.rec.is_some());
+    let (mut inodes, mut pages) = (0u64, 0u64);
+    for o in live {
+        inodes += 1;
+        pages += o.pages.len() as u64;
+    }
+    // Counters rebuilt from what is really there.
+    sb.used_inodes = inodes;
+    sb.used_blocks = pages;
+    sb.total_blocks = geo.data_blocks();
+    sb.total_inodes = geo.max_ino();
+    report.bad_objects = objs
+        .iter()
+        .flat_map(|m| m.iter())
+        .filter(|(_, o)| o.bad)
+        .map(|(i, _)| *i)
+        .collect();
+    report.bad_objects.sort_unstable();
+    Ok(Loaded {
+        sup,
+        objs,
+        groups,
+        usage,
+        sb_stamp,
+        sb,
+        head,
+        seq,
+        report,
+        orphans_listed,
+        orphans_pending,
+        torn_slots,
+    })
+}
+
+/// Read the image of a live slot into `obj`, claiming its blocks.
+fn load_live(
+    dev: &dyn Device,
+    groups: &Groups,
+    ino: Ino,
+    s: &object::Slot,
+    obj: &mut InodeObj,
+) -> std::result::Result<(), String> {
+    let bs = BLOCK as u64;
+    let mut image = s.inline.clone();
+    let mut next = s.chain_head;
+    let mut buf = vec![0u8; BLOCK];
+    while image.len() < s.image_len {
+        if next == 0 || !groups.claim(next) {
+            return Err(format!(
+                "chain block {next} missing, out of range or shared"
+            ));
+        }
+        obj.home_blocks.push(next);
+        dev.read_at(&mut buf, next * bs)
+            .map_err(|e| format!("read chain block: {e}"))?;
+        let (n, payload) = object::decode_chain(&buf, ino, s.stamp)
+            .map_err(|_| format!("chain block {next} corrupt"))?;
+        image.extend_from_slice(payload);
+        next = n;
+    }
+    if image.len() != s.image_len || (s.image_len <= SLOT_INLINE_MAX && s.chain_head != 0) {
+        return Err("image length mismatch".into());
+    }
+    let img = object::decode_image(&image).map_err(|_| "image malformed".to_string())?;
+    if !img.rec.is_empty() {
+        match InodeRecord::decode(&img.rec) {
+            Ok(r) if r.ino == ino => {}
+            _ => return Err("inode record malformed".into()),
+        }
+        obj.rec = Some(img.rec);
+    }
+    for (p, b, n) in img.extents {
+        if n == 0 || p.checked_add(n as u64).is_none() {
+            return Err("extent malformed".into());
+        }
+        for k in 0..n as u64 {
+            if !groups.claim(b + k) {
+                return Err(format!("data block {} out of range or shared", b + k));
+            }
+            obj.pages.insert(p + k, b + k);
+        }
+    }
+    if !img.dir_blocks.is_empty() {
+        let mut d = object::DirState::default();
+        for b in img.dir_blocks {
+            if !groups.claim(b) {
+                return Err(format!("entry block {b} out of range or shared"));
+            }
+            obj.home_blocks.push(b);
+            dev.read_at(&mut buf, b * bs)
+                .map_err(|e| format!("read entry block: {e}"))?;
+            let entries =
+                object::decode_dirent(&buf, ino).map_err(|_| format!("entry block {b} corrupt"))?;
+            d.push_loaded(entries, b);
+        }
+        obj.dir = Some(d);
+    }
+    Ok(())
+}
+
+/// Every record of the journal from the tail, with the next head and sequence.
+fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, u64, u64)> {
+    let geo = &sup.geo;
+    let j = geo.journal_blocks;
+    let base = geo.journal_start * BLOCK as u64;
+    let (mut pos, mut seq) = (sup.journal_tail, sup.journal_tail_seq);
+    let mut records = Vec::new();
+    let mut scanned = 0u64;
+    let mut batches = 0;
+    let mut hdr = vec![0u8; BLOCK];
+    while scanned < j {
+        dev.read_at(&mut hdr, base + pos * BLOCK as u64)?;
+        let Some((kind, len)) = journal::decode_batch_header(&hdr, seq) else {
+            break;
+        };
+        if kind == BATCH_WRAP {
+            scanned += j - pos;
+            pos = 0;
+            seq += 1;
+            continue;
+        }
+        let nb = (BATCH_HEADER + len).div_ceil(BLOCK) as u64;
+        if pos + nb > j || scanned + nb > j {
+            break;
+        }
+        let mut b = vec![0u8; nb as usize * BLOCK];
+        dev.read_at(&mut b, base + pos * BLOCK as u64)?;
+        let payload = &b[BATCH_HEADER..BATCH_HEADER + len];
+        if !journal::batch_payload_ok(&b, payload) {
+            break;
+        }
+        let Ok(recs) = journal::decode_records(payload) else {
+            break;
+        };
+        records.extend(recs);
+        batches += 1;
+        scanned += nb;
+        pos = (pos + nb) % j;
+        seq += 1;
+    }
+    Ok((records, pos, seq, batches))
+}
+
+/// Apply records in per-object stamp order: a record applies when, for each
+/// of its objects, its stamp is the object's next (or already covered by
+/// the object's home). Records that never become ready follow a lost
+/// record and are dropped.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    records: &[Record],
+    geo: &Geometry,
+    groups: &Groups,
+    objs: &mut [HashMap<Ino, InodeObj>],
+    suspects: &HashSet<Ino>,
+    usage: &mut [UsageRec],
+    sb_stamp: &mut u64,
+    sb: &mut Superblock,
+    report: &mut RecoveryReport,
+) {
+    let mut by_key: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut valid = vec![true; records.len()];
+    for (i, r) in records.iter().enumerate() {
+        for &(o, s) in &r.objs {
+            let in_range = o >= SB_OBJ || geo.ino_place(o).is_some();
+            if !in_range || by_key.insert((o, s), i).is_some() {
+                valid[i] = false;
+            }
+        }
+    }
+    let cur = |objs: &[HashMap<Ino, InodeObj>], usage: &[UsageRec], sb_stamp: u64, o: u64| -> u64 {
+        if o >= USAGE_OBJ_BASE {
+            usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp
+        } else if o == SB_OBJ {
+            sb_stamp
+        } else {
+            objs[shard(o)].get(&o).map_or(0, |x| x.stamp)
+        }
+    };
+    let mut done = vec![false; records.len()];
+    let mut queue: VecDeque<usize> = (0..records.len()).filter(|&i| valid[i]).collect();
+    while let Some(i) = queue.pop_front() {
+        if done[i] {
+            continue;
+        }
+        let r = &records[i];
+        let ready = r
+            .objs
+            .iter()
+            .all(|&(o, s)| s <= cur(objs, usage, *sb_stamp, o) + 1);
+        if !ready {
+            continue;
+        }
+        done[i] = true;
+        let fresh: Vec<(u64, u64)> = r
+            .objs
+            .iter()
+            .copied()
+            .filter(|&(o, s)| s == cur(objs, usage, *sb_stamp, o) + 1)
+            .collect();
+        for op in &r.ops {
+            let o = op.obj();
+            if !fresh.iter().any(|(x, _)| *x == o) {
+                continue;
+            }
+            match op {
+                Op::Usage(_, b, n) => {
+                    let u = &mut usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES];
+                    u.blocks += b;
+                    u.inodes += n;
+                }
+                Op::WriteSb(x) => *sb = *x,
+                _ => {
+                    let obj = objs[shard(o)].entry(o).or_default();
+                    if obj.bad && !suspects.contains(&o) {
+                        continue;
+                    }
+                    if let Op::MapPage(_, _, b) = op {
+                        if !groups.claim(*b) {
+                            report.problems.push(format!(
+                                "inode {o}: journal maps block {b}, out of range or in use"
+                            ));
+                            continue;
+                        }
+                    }
+                    let mut freed = Vec::new();
+                    obj.apply(op, &mut freed);
+                    freed.into_iter().for_each(|b| groups.defer_free(b));
+                }
+            }
+        }
+        for &(o, s) in &fresh {
+            if o >= USAGE_OBJ_BASE {
+                usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp = s;
+            } else if o == SB_OBJ {
+                *sb_stamp = s;
+            } else {
+                let obj = objs[shard(o)].entry(o).or_default();
+                if !obj.bad || suspects.contains(&o) {
+                    obj.stamp = s;
+                    obj.dirty = true;
+                }
+            }
+        }
+        report.records_replayed += 1;
+        for &(o, s) in &r.objs {
+            if let Some(&n) = by_key.get(&(o, s + 1)) {
+                queue.push_back(n);
+            }
+        }
+    }
+    report.records_dropped = done.iter().filter(|d| !**d).count() as u64;
+}
+
+/// Open an image with recovery: replay, free orphans, rebuild counters,
+/// checkpoint. Errors are `EUCLEAN` (not an image, corrupt superblocks,
+/// truncated) or the device's error.
+pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore> {
+    let (loaded, took) = timed(|| load(&*dev, true));
+    let l = loaded?;
+    let geo = l.sup.geo;
+    let orphans = OrphanFile::new(geo.orphan_blocks as usize);
+    let inner = Inner {
+        dev,
+        geo,
+        ckpt: Mutex::new(l.sup.generation),
+        gates: (0..LOG_LANES).map(|_| Gate(RwLock::new(()))).collect(),
+        commit: Mutex::new(CommitState {
+            head: l.head,
+            seq: l.seq,
+            tail: l.sup.journal_tail,
+            tail_seq: l.sup.journal_tail_seq,
+            carry: Vec::new(),
+        }),
+        shards: l.objs.into_iter().map(Mutex::new).collect(),
+        usage: l.usage.into_iter().map(Mutex::new).collect(),
+        sb: Mutex::new(SbState {
+            stamp: l.sb_stamp,
+            sb: l.sb,
+        }),
+        lanes: (0..LOG_LANES).map(|_| Mutex::new(Vec::new())).collect(),
+        groups: l.groups,
+        orphans,
+        commits_started: AtomicU64::new(0),
+        commits_done: AtomicU64::new(0),
+        data_written: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
+    };
+    let mut report = l.report;
+    let inner = Arc::new(inner);
+    // Make the recovered state the durable one and empty the journal.
+    let (r, ck) = timed(|| inner.checkpoint());
+    r?;
+    report.load = took;
+    report.checkpoint = ck;
+    report.duration = took + ck;
+    Ok(ImageStore::from_inner(inner, report, cfg))
+}
+
+impl ImageStore {
+    /// Open the image at `path` (a file or block device) with recovery.
+    pub fn open(path: &Path) -> Result<ImageStore> {
+        ImageStore::open_with(path, &ImageConfig::default())
+    }
+
+    pub fn open_with(path: &Path, cfg: &ImageConfig) -> Result<ImageStore> {
+        open_device(Arc::new(FileDevice::open(path)?), cfg)
+    }
+
+    pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore> {
+        open_device(dev, cfg)
+    }
+}

@@ -1,0 +1,912 @@
+//! `ImageStore`: the [`Store`] of one image file or block device.
+//!
+//! Every store call (and every [`Txn`]) becomes one journal [`Record`]:
+//! its effects are applied to the in-memory objects and the record is
+//! appended to the calling lane's log buffer in one critical section. A
+//! group commit writes every lane's buffer as one batch and flushes; a
+//! checkpoint writes dirty objects to their homes copy-on-write and moves
+//! the journal tail. Layout and crash reasoning: docs/FORMAT.md.
+//!
+//! Locking rules (and the lock order, outermost first):
+//! * `ckpt` (mutex): one checkpoint at a time; protects the superblock
+//!   generation. Taken only by `checkpoint`.
+//! * `gates[l]` (rwlock, own cache line, one per lane class): every call
+//!   holds its lane's gate for reading while it changes objects and appends
+//!   its record; a checkpoint takes every gate for writing (in index order)
+//!   to see a state in which every change in memory is also in a log
+//!   buffer. A per-lane array rather than one rwlock so calls on different
+//!   lanes share no cache line (Linux's percpu rw-semaphore).
+//! * `commit` (mutex): the group-commit point — journal head, tail and
+//!   sequence. The only lock all lanes can meet on. Taken with no gate
+//!   held, or under all gates by a checkpoint.
+//! * `shards[s]` (mutex, `ino % SHARDS`): the inode objects of shard `s`. A
+//!   call takes the shards of its objects in ascending index order.
+//! * `usage[l]`, then `sb` (mutexes): the per-lane usage records and the
+//!   store superblock record, taken after shards.
+//! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call (its
+//!   own lane only), and all of them, in index order, by a commit (under
+//!   `commit`) for the moment of swapping the buffers out.
+//! * group locks (`alloc.rs`) are leaves.
+//!
+//! Atomics: `commits_started`/`commits_done` (SeqCst) implement the
+//! group-commit ticket: `sync` needs a commit that *started* after it was
+//! called and waits on `commit` for it. `data_written` (SeqCst, swapped by
+//! the committer) says data blocks were written since the last flush, so
+//! the commit flushes them before the records that map them. `failed`
+//! (SeqCst): an I/O error happened while writing; every later call answers
+//! EIO (the image on disk stays recoverable).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use lanefs_store::{
+    lane, DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock, Txn, TxnOp,
+    ROOT_INO,
+};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::alloc::Groups;
+use crate::device::Device;
+use crate::journal::{
+    self, Op, Record, BATCH_RECORDS, BATCH_WRAP, RECORD_OBJS_MAX, SB_OBJ, USAGE_OBJ_BASE,
+};
+use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
+use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
+use crate::orphan::OrphanFile;
+
+/// Inode shards.
+pub const SHARDS: usize = 64;
+/// Lane classes with their own gate and log buffer.
+pub const LOG_LANES: usize = 64;
+/// A lane buffer this large is committed by the call that filled it (less
+/// on a small journal: see `lane_commit_bytes`).
+pub const LANE_COMMIT_BYTES: usize = 64 * 1024;
+/// Data blocks each group keeps for checkpoints (entry and chain blocks):
+/// page writes get ENOSPC first, so a checkpoint on a full image can still
+/// write its homes.
+pub const GROUP_META_RESERVE_BLOCKS: u64 = 16;
+/// Default interval of the background commit.
+pub const COMMIT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How an image store runs.
+#[derive(Clone, Debug)]
+pub struct ImageConfig {
+    /// Commit (and, when the journal is half full, checkpoint) this often
+    /// in the background; `None`: only on `sync`, on a full lane buffer and
+    /// at drop.
+    pub commit_interval: Option<Duration>,
+}
+
+impl Default for ImageConfig {
+    fn default() -> Self {
+        ImageConfig {
+            commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
+        }
+    }
+}
+
+/// What recovery did at open.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    /// Whole recovery: `load` + `checkpoint`.
+    pub duration: Duration,
+    /// Reading the superblock, inode tables, images and journal, replaying.
+    pub load: Duration,
+    /// The checkpoint that makes the recovered state durable.
+    pub checkpoint: Duration,
+    pub batches: u64,
+    pub records_replayed: u64,
+    /// Records not applied: they follow a record that was lost.
+    pub records_dropped: u64,
+    pub orphans_freed: u64,
+    /// Inodes listed by the orphan file on disk.
+    pub orphans_listed: u64,
+    /// Objects unusable because of checksum or structure errors (EIO).
+    pub bad_objects: Vec<Ino>,
+    /// One line per problem found while loading.
+    pub problems: Vec<String>,
+}
+
+#[repr(align(64))]
+pub(crate) struct Gate(pub RwLock<()>);
+
+pub(crate) struct CommitState {
+    /// Next free block of the journal (offset within it).
+    pub head: u64,
+    /// Sequence number of the next batch.
+    pub seq: u64,
+    /// Durable tail (offset, sequence): where replay would start.
+    pub tail: u64,
+    pub tail_seq: u64,
+    /// Records swapped out of lane buffers but not yet written.
+    pub carry: Vec<u8>,
+}
+
+pub(crate) struct SbState {
+    pub stamp: u64,
+    pub sb: Superblock,
+}
+
+pub(crate) struct Inner {
+    pub dev: Arc<dyn Device>,
+    pub geo: Geometry,
+    pub ckpt: Mutex<u64>,
+    pub gates: Box<[Gate]>,
+    pub commit: Mutex<CommitState>,
+    pub shards: Box<[Mutex<HashMap<Ino, InodeObj>>]>,
+    pub usage: Box<[Mutex<UsageRec>]>,
+    pub sb: Mutex<SbState>,
+    pub lanes: Box<[Mutex<Vec<u8>>]>,
+    pub groups: Groups,
+    pub orphans: OrphanFile,
+    pub commits_started: AtomicU64,
+    pub commits_done: AtomicU64,
+    pub data_written: AtomicBool,
+    pub failed: AtomicBool,
+}
+
+/// The image store. Dropping it stops the background commit and writes a
+/// final checkpoint.
+pub struct ImageStore {
+    pub(crate) inner: Arc<Inner>,
+    report: RecoveryReport,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+pub(crate) fn shard(ino: Ino) -> usize {
+    ino as usize % SHARDS
+}
+
+/// An entry block at a checkpoint: unchanged at its home, or to write.
+enum DirBlkSnap {
+    Clean(u64),
+    Dirty(Vec<Entry>),
+}
+
+/// One object's state to write at a checkpoint.
+struct Snap {
+    ino: Ino,
+    stamp: u64,
+    rec: Option<Vec<u8>>,
+    extents: Vec<(u64, u64, u32)>,
+    /// Per entry block position: its home (clean) or its entries (dirty).
+    dir: Vec<(usize, DirBlkSnap)>,
+    target: usize,
+    old_blocks: Vec<u64>,
+}
+
+impl Inner {
+    fn check_ok(&self) -> Result<()> {
+        if self.failed.load(Ordering::SeqCst) {
+            Err(Errno::EIO)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn io<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        r
+    }
+
+    /// Lane-buffer size that triggers a commit: at most a quarter of the
+    /// journal over all lanes, so what is buffered fits in the half of the
+    /// journal a checkpoint keeps free (bound: `LOG_LANES` × (this + the
+    /// largest record)).
+    fn lane_commit_bytes(&self) -> usize {
+        let journal = self.geo.journal_blocks as usize * BLOCK;
+        LANE_COMMIT_BYTES.min(journal / (4 * LOG_LANES))
+    }
+
+    /// A data block was written: the next commit flushes before its batch.
+    /// Read first so that writers on many lanes do not all write the one
+    /// shared cache line: if it is already set, the commit that clears it
+    /// starts after this write returned, so its flush covers it.
+    fn note_data_written(&self) {
+        if !self.data_written.load(Ordering::SeqCst) {
+            self.data_written.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn check_ino(&self, ino: Ino) -> Result<()> {
+        self.geo.ino_place(ino).map(|_| ()).ok_or(Errno::EINVAL)
+    }
+
+    /// Apply `ops` and journal them as one record (see the module docs).
+    pub fn submit(&self, ops: Vec<Op>) -> Result<()> {
+        self.check_ok()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<u64> = ops.iter().map(Op::obj).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() > RECORD_OBJS_MAX {
+            return Err(Errno::E2BIG);
+        }
+        let inos: Vec<u64> = ids.iter().copied().filter(|&o| o < SB_OBJ).collect();
+        for &i in &inos {
+            self.check_ino(i)?;
+        }
+        let l = lane();
+        let _gate = self.gates[l % LOG_LANES].0.read();
+        let mut shard_ids: Vec<usize> = inos.iter().map(|&i| shard(i)).collect();
+        shard_ids.sort_unstable();
+        shard_ids.dedup();
+        let mut guards: Vec<_> = shard_ids
+            .iter()
+            .map(|&s| (s, self.shards[s].lock()))
+            .collect();
+        for &i in &inos {
+            let g = &guards
+                .iter()
+                .find(|(s, _)| *s == shard(i))
+                .expect("locked")
+                .1;
+            if g.get(&i).is_some_and(|o| o.bad) {
+                return Err(Errno::EIO);
+            }
+        }
+        let mut usage_guards: Vec<_> = ids
+            .iter()
+            .filter(|&&o| o >= USAGE_OBJ_BASE)
+            .map(|&o| (o, self.usage[(o - USAGE_OBJ_BASE) as usize].lock()))
+            .collect();
+        let mut sb_guard = ids.contains(&SB_OBJ).then(|| self.sb.lock());
+        // New stamps: one per object per record.
+        let mut objs = Vec::with_capacity(ids.len());
+        for &o in &ids {
+            let stamp = if o >= USAGE_OBJ_BASE {
+                let u = &mut usage_guards
+                    .iter_mut()
+                    .find(|(id, _)| *id == o)
+                    .expect("locked")
+                    .1;
+                u.stamp += 1;
+                u.stamp
+            } else if o == SB_OBJ {
+                let s = sb_guard.as_mut().expect("locked");
+                s.stamp += 1;
+                s.stamp
+            } else {
+                let g = &mut guards
+                    .iter_mut()
+                    .find(|(s, _)| *s == shard(o))
+                    .expect("locked")
+                    .1;
+                let obj = g.entry(o).or_default();
+                obj.stamp += 1;
+                obj.stamp
+            };
+            objs.push((o, stamp));
+        }
+        let mut freed = Vec::new();
+        for op in &ops {
+            match op {
+                Op::Usage(_, b, n) => {
+                    let u = &mut usage_guards
+                        .iter_mut()
+                        .find(|(id, _)| *id == op.obj())
+                        .expect("locked")
+                        .1;
+                    u.blocks += b;
+                    u.inodes += n;
+                }
+                Op::WriteSb(s) => sb_guard.as_mut().expect("locked").sb = *s,
+                _ => {
+                    let i = op.obj();
+                    let g = &mut guards
+                        .iter_mut()
+                        .find(|(s, _)| *s == shard(i))
+                        .expect("locked")
+                        .1;
+                    g.get_mut(&i).expect("stamped above").apply(op, &mut freed);
+                }
+            }
+        }
+        for &i in &inos {
+            let g = &mut guards
+                .iter_mut()
+                .find(|(s, _)| *s == shard(i))
+                .expect("locked")
+                .1;
+            self.track_orphan(i, g.get_mut(&i).expect("stamped above"));
+        }
+        let rec = Record { objs, ops };
+        let buffered = {
+            let mut buf = self.lanes[l % LOG_LANES].lock();
+            rec.encode_into(&mut buf);
+            buf.len()
+        };
+        for b in freed {
+            self.groups.defer_free(b);
+        }
+        for op in &rec.ops {
+            if let Op::FreeInode(i) = op {
+                self.groups.free_ino(*i);
+            }
+        }
+        drop(sb_guard);
+        drop(usage_guards);
+        drop(guards);
+        drop(_gate);
+        if buffered >= self.lane_commit_bytes() {
+            self.group_commit()?;
+        }
+        Ok(())
+    }
+
+    pub fn track_orphan(&self, ino: Ino, obj: &mut InodeObj) {
+        match (obj.nlink(), obj.orphan_slot) {
+            (Some(0), None) => obj.orphan_slot = self.orphans.add(ino),
+            (Some(0), Some(_)) => {}
+            (_, Some(s)) => {
+                self.orphans.remove(s);
+                obj.orphan_slot = None;
+            }
+            (_, None) => {}
+        }
+    }
+
+    /// Commit every buffered record (group commit) and checkpoint when the
+    /// journal is half full.
+    pub fn group_commit(&self) -> Result<()> {
+        self.check_ok()?;
+        let target = self.commits_started.load(Ordering::SeqCst) + 1;
+        let mut cs = self.commit.lock();
+        if self.commits_done.load(Ordering::SeqCst) >= target {
+            return Ok(());
+        }
+        let r = self.commit_locked(&mut cs);
+        let half_full = self.journal_used(&cs) * 2 > self.geo.journal_blocks;
+        drop(cs);
+        match r {
+            Ok(()) if !half_full => Ok(()),
+            Ok(()) | Err(Errno::ENOSPC) => self.checkpoint(),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn journal_used(&self, cs: &CommitState) -> u64 {
+        let j = self.geo.journal_blocks;
+        (cs.head + j - cs.tail) % j
+    }
+
+    /// Swap out every lane buffer and write it as one batch (caller holds
+    /// `commit`). `ENOSPC` (records kept in `carry`) when the journal is full.
+    pub fn commit_locked(&self, cs: &mut CommitState) -> Result<()> {
+        let n = self.commits_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut payload = std::mem::take(&mut cs.carry);
+        {
+            // All lane buffers at once: the batch is a consistent cut. A
+            // record whose append finished before another's began is in the
+            // same batch or an earlier one, whatever their lanes, so a
+            // durable batch never holds a call without the calls before it.
+            let mut lanes: Vec<_> = self.lanes.iter().map(|l| l.lock()).collect();
+            for l in lanes.iter_mut() {
+                payload.append(l);
+            }
+        }
+        let data = self.data_written.swap(false, Ordering::SeqCst);
+        if data || !payload.is_empty() {
+            // Data blocks reach the media before the records that map them.
+            let r = self.dev.flush();
+            self.io(r)?;
+        }
+        if !payload.is_empty() {
+            if let Err(e) = self.write_batch(cs, &payload) {
+                cs.carry = payload;
+                return Err(e);
+            }
+            let r = self.dev.flush();
+            self.io(r)?;
+        }
+        self.commits_done.store(n, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn write_batch(&self, cs: &mut CommitState, payload: &[u8]) -> Result<()> {
+        let j = self.geo.journal_blocks;
+        let nb = (journal::BATCH_HEADER + payload.len()).div_ceil(BLOCK) as u64;
+        let wrap = cs.head + nb > j;
+        let need = if wrap { (j - cs.head) + nb } else { nb };
+        if self.journal_used(cs) + need >= j {
+            return Err(Errno::ENOSPC);
+        }
+        let start = self.geo.journal_start * BLOCK as u64;
+        if wrap {
+            let w = journal::encode_batch(BATCH_WRAP, cs.seq, &[]);
+            let r = self.dev.write_at(&w, start + cs.head * BLOCK as u64);
+            self.io(r)?;
+            cs.seq += 1;
+            cs.head = 0;
+        }
+        let b = journal::encode_batch(BATCH_RECORDS, cs.seq, payload);
+        let r = self.dev.write_at(&b, start + cs.head * BLOCK as u64);
+        self.io(r)?;
+        cs.seq += 1;
+        cs.head = (cs.head + nb) % j;
+        Ok(())
+    }
+
+    /// Write every dirty object home (copy-on-write: new chain and entry
+    /// blocks, the older of the two slots), then the superblock with the
+    /// new journal tail. See docs/FORMAT.md, "Checkpoint".
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_ok()?;
+        let mut generation = self.ckpt.lock();
+        let gates: Vec<_> = self.gates.iter().map(|g| g.0.write()).collect();
+        let mut cs = self.commit.lock();
+        self.commit_locked(&mut cs)?;
+        let new_tail = (cs.head, cs.seq);
+        let mut snaps = Vec::new();
+        for s in self.shards.iter() {
+            for (&ino, obj) in s.lock().iter_mut() {
+                if obj.dirty && !obj.bad {
+                    snaps.push(snapshot(ino, obj));
+                }
+            }
+        }
+        let usage: Vec<UsageRec> = self.usage.iter().map(|u| *u.lock()).collect();
+        let (sb_stamp, sb) = {
+            let s = self.sb.lock();
+            (s.stamp, s.sb)
+        };
+        let orphan_blocks = self.orphans.take_dirty();
+        let pending = self.groups.take_pending();
+        drop(cs);
+        drop(gates);
+        let r = self.write_homes(
+            &mut generation,
+            snaps,
+            usage,
+            sb_stamp,
+            sb,
+            orphan_blocks,
+            new_tail,
+        );
+        let written = self.io(r)?;
+        {
+            let mut cs = self.commit.lock();
+            cs.tail = new_tail.0;
+            cs.tail_seq = new_tail.1;
+        }
+        for (ino, target, new_blocks, dir_homes, old_blocks) in written {
+            let mut m = self.shards[shard(ino)].lock();
+            if let Some(obj) = m.get_mut(&ino) {
+                obj.home_slot = target;
+                if let Some(d) = &mut obj.dir {
+                    for (pos, home) in &dir_homes {
+                        if let Some(b) = d.blocks.get_mut(*pos) {
+                            b.home = *home;
+                        }
+                    }
+                }
+                obj.home_blocks = new_blocks.clone();
+            }
+            drop(m);
+            for b in old_blocks.iter().filter(|b| !new_blocks.contains(b)) {
+                self.groups.free_block(*b);
+            }
+        }
+        for b in pending {
+            self.groups.free_block(b);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn write_homes(
+        &self,
+        generation: &mut u64,
+        snaps: Vec<Snap>,
+        usage: Vec<UsageRec>,
+        sb_stamp: u64,
+        sb: Superblock,
+        orphan_blocks: Vec<(usize, Vec<u8>)>,
+        new_tail: (u64, u64),
+    ) -> Result<Vec<(Ino, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>> {
+        let bs = BLOCK as u64;
+        let mut slots = Vec::with_capacity(snaps.len());
+        let mut out = Vec::with_capacity(snaps.len());
+        // Phase 1: new entry and chain blocks (never over a durable block).
+        for s in snaps {
+            let mut new_blocks = Vec::new();
+            let mut dir_homes = Vec::new();
+            let mut list = Vec::new();
+            for (pos, blk) in &s.dir {
+                match blk {
+                    DirBlkSnap::Clean(home) => {
+                        list.push(*home);
+                        new_blocks.push(*home);
+                    }
+                    DirBlkSnap::Dirty(entries) if entries.is_empty() => dir_homes.push((*pos, 0)),
+                    DirBlkSnap::Dirty(entries) => {
+                        let b = self.alloc_meta_block()?;
+                        self.dev
+                            .write_at(&object::encode_dirent(s.ino, s.stamp, entries), b * bs)?;
+                        list.push(b);
+                        new_blocks.push(b);
+                        dir_homes.push((*pos, b));
+                    }
+                }
+            }
+            // A number with pages but no record yet (pages are written
+            // before the Txn that creates the inode) keeps its pages: the
+            // image has an empty record. Recovery frees such reservations.
+            let (state, image) = match &s.rec {
+                None if s.extents.is_empty() && list.is_empty() => (SLOT_FREE, Vec::new()),
+                rec => (
+                    SLOT_LIVE,
+                    object::encode_image(rec.as_deref().unwrap_or_default(), &s.extents, &list),
+                ),
+            };
+            let rest = &image[image.len().min(SLOT_INLINE_MAX)..];
+            let chunks: Vec<&[u8]> = rest.chunks(object::CHAIN_PAYLOAD).collect();
+            let mut chain = Vec::with_capacity(chunks.len());
+            for _ in &chunks {
+                chain.push(self.alloc_meta_block()?);
+            }
+            for (k, c) in chunks.iter().enumerate() {
+                let next = chain.get(k + 1).copied().unwrap_or(0);
+                self.dev.write_at(
+                    &object::encode_chain(s.ino, s.stamp, next, c),
+                    chain[k] * bs,
+                )?;
+            }
+            let head = chain.first().copied().unwrap_or(0);
+            new_blocks.extend(&chain);
+            slots.push((
+                s.ino,
+                s.target,
+                object::encode_slot(s.ino, state, s.stamp, &image, head),
+            ));
+            out.push((s.ino, s.target, new_blocks, dir_homes, s.old_blocks));
+        }
+        for (bi, b) in &orphan_blocks {
+            self.dev
+                .write_at(b, (self.geo.orphan_start + *bi as u64) * bs)?;
+        }
+        self.dev.flush()?;
+        // Phase 2: the slots (each names blocks made durable above).
+        for (ino, target, bytes) in &slots {
+            self.dev
+                .write_at(bytes, self.geo.slot_offset(*ino, *target))?;
+        }
+        self.dev.flush()?;
+        // Phase 3: the superblock, older copy first overwritten.
+        *generation += 1;
+        let mut u = [UsageRec::default(); USAGE_LANES];
+        u.copy_from_slice(&usage);
+        let sup = DiskSuper {
+            generation: *generation,
+            geo: self.geo,
+            journal_tail: new_tail.0,
+            journal_tail_seq: new_tail.1,
+            sb_stamp,
+            sb,
+            usage: u,
+        };
+        self.dev.write_at(&sup.encode(), (*generation % 2) * bs)?;
+        self.dev.flush()?;
+        Ok(out)
+    }
+
+    /// A block for a chain or entry block; runs out only on a full image.
+    fn alloc_meta_block(&self) -> Result<u64> {
+        self.groups.alloc_block(None, 0).ok_or(Errno::ENOSPC)
+    }
+
+    fn alloc_data_block(&self, prefer: Option<u64>) -> Result<u64> {
+        let reserve = GROUP_META_RESERVE_BLOCKS;
+        if let Some(b) = self.groups.alloc_block(prefer, reserve) {
+            return Ok(b);
+        }
+        if self.groups.has_pending() {
+            self.checkpoint()?;
+            if let Some(b) = self.groups.alloc_block(prefer, reserve) {
+                return Ok(b);
+            }
+        }
+        Err(Errno::ENOSPC)
+    }
+
+    /// Read-only access to one object; EIO if it is bad.
+    fn with_obj<T>(&self, ino: Ino, f: impl FnOnce(Option<&InodeObj>) -> Result<T>) -> Result<T> {
+        self.check_ino(ino)?;
+        let m = self.shards[shard(ino)].lock();
+        let o = m.get(&ino);
+        if o.is_some_and(|o| o.bad) {
+            return Err(Errno::EIO);
+        }
+        f(o)
+    }
+}
+
+fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
+    obj.dirty = false;
+    let dir = match &mut obj.dir {
+        None => Vec::new(),
+        Some(d) => d
+            .blocks
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, b)| b.dirty || b.home != 0)
+            .map(|(pos, b)| {
+                let v = if b.dirty || b.home == 0 {
+                    b.dirty = false;
+                    DirBlkSnap::Dirty(b.entries.clone())
+                } else {
+                    DirBlkSnap::Clean(b.home)
+                };
+                (pos, v)
+            })
+            .collect(),
+    };
+    Snap {
+        ino,
+        stamp: obj.stamp,
+        rec: obj.rec.clone(),
+        extents: obj.extents(),
+        dir,
+        target: 1 - obj.home_slot,
+        old_blocks: obj.home_blocks.clone(),
+    }
+}
+
+fn txn_op(op: &TxnOp) -> Op {
+    match op {
+        TxnOp::PutInode(r) => Op::PutInode(r.ino, r.encode()),
+        TxnOp::FreeInode(i) => Op::FreeInode(*i),
+        TxnOp::PutEntry(d, e) => Op::PutEntry(*d, e.name.clone(), e.encode_value()),
+        TxnOp::RemoveEntry(d, n) => Op::RemoveEntry(*d, n.clone()),
+        TxnOp::PunchPages(i, s, e) => Op::Punch(*i, *s, *e),
+        TxnOp::Usage(l, b, n) => Op::Usage(*l, *b, *n),
+    }
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > 255 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+impl ImageStore {
+    pub(crate) fn from_inner(
+        inner: Arc<Inner>,
+        report: RecoveryReport,
+        cfg: &ImageConfig,
+    ) -> ImageStore {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let committer = cfg.commit_interval.map(|every| {
+            let weak: Weak<Inner> = Arc::downgrade(&inner);
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("lanefs-commit".into())
+                .spawn(move || loop {
+                    {
+                        let mut stopped = stop.0.lock();
+                        if !*stopped {
+                            stop.1.wait_for(&mut stopped, every);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    let Some(inner) = weak.upgrade() else { return };
+                    // An error marks the store failed; calls report it.
+                    let _ = inner.group_commit();
+                })
+                .expect("spawn the commit thread")
+        });
+        ImageStore {
+            inner,
+            report,
+            stop,
+            committer,
+        }
+    }
+
+    /// What recovery did when this store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Write every dirty object home and move the journal tail.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+
+    /// Free data blocks (for tests and statfs-like reports).
+    pub fn free_data_blocks(&self) -> u64 {
+        self.inner.groups.free_blocks()
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.inner.geo
+    }
+}
+
+impl Drop for ImageStore {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if let Some(h) = self.committer.take() {
+            let _ = h.join();
+        }
+        // Best effort: a failed device keeps its recoverable image.
+        let _ = self.inner.checkpoint();
+    }
+}
+
+impl Store for ImageStore {
+    fn superblock(&self) -> Result<Superblock> {
+        self.inner.check_ok()?;
+        Ok(self.inner.sb.lock().sb)
+    }
+
+    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
+        self.inner.submit(vec![Op::WriteSb(*sb)])
+    }
+
+    fn alloc_ino(&self) -> Result<Ino> {
+        self.inner.check_ok()?;
+        let ino = self.inner.groups.alloc_ino().ok_or(Errno::ENOSPC)?;
+        debug_assert_ne!(ino, ROOT_INO);
+        Ok(ino)
+    }
+
+    fn free_ino(&self, ino: Ino) -> Result<()> {
+        if ino == ROOT_INO || ino == 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.inner.submit(vec![Op::FreeInode(ino)])
+    }
+
+    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>> {
+        self.inner.check_ok()?;
+        let bytes = self
+            .inner
+            .with_obj(ino, |o| Ok(o.and_then(|o| o.rec.clone())))?;
+        bytes.map(|b| InodeRecord::decode(&b)).transpose()
+    }
+
+    fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
+        self.inner.submit(vec![Op::PutInode(rec.ino, rec.encode())])
+    }
+
+    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
+        self.inner.check_ok()?;
+        self.inner.with_obj(dir, |o| {
+            o.and_then(|o| o.dir.as_ref()).map_or(Ok(Vec::new()), |d| {
+                d.entries()
+                    .map(|(n, v)| DirEntryRecord::decode_value(n, v))
+                    .collect()
+            })
+        })
+    }
+
+    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
+        check_name(&entry.name)?;
+        self.inner.submit(vec![Op::PutEntry(
+            dir,
+            entry.name.clone(),
+            entry.encode_value(),
+        )])
+    }
+
+    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        self.inner.submit(vec![Op::RemoveEntry(dir, name.to_vec())])
+    }
+
+    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool> {
+        self.inner.check_ok()?;
+        let Some(b) = self
+            .inner
+            .with_obj(ino, |o| Ok(o.and_then(|o| o.pages.get(&index).copied())))?
+        else {
+            return Ok(false);
+        };
+        self.inner.dev.read_at(&mut buf[..], b * BLOCK as u64)?;
+        Ok(true)
+    }
+
+    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_ok()?;
+        // The core orders calls for one inode, so the mapping read here
+        // cannot change before this call's record is appended.
+        let (existing, prefer) = inner.with_obj(ino, |o| {
+            let pages = o.map(|o| &o.pages);
+            let existing = pages.and_then(|p| p.get(&index).copied());
+            let prefer = index
+                .checked_sub(1)
+                .and_then(|prev| pages.and_then(|p| p.get(&prev).copied()))
+                .map(|b| b + 1);
+            Ok((existing, prefer))
+        })?;
+        let off = |b: u64| b * BLOCK as u64;
+        if let Some(b) = existing {
+            let r = inner.dev.write_at(&data[..], off(b));
+            inner.io(r)?;
+            inner.note_data_written();
+            return Ok(());
+        }
+        let b = inner.alloc_data_block(prefer)?;
+        let r = inner.dev.write_at(&data[..], off(b));
+        if let Err(e) = inner.io(r) {
+            inner.groups.free_block(b);
+            return Err(e);
+        }
+        inner.note_data_written();
+        if let Err(e) = inner.submit(vec![Op::MapPage(ino, index, b)]) {
+            inner.groups.free_block(b);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        if start >= end {
+            return Ok(0);
+        }
+        let n = self.inner.with_obj(ino, |o| {
+            Ok(o.map_or(0, |o| o.pages.range(start..end).count() as u64))
+        })?;
+        if n > 0 {
+            self.inner.submit(vec![Op::Punch(ino, start, end)])?;
+        }
+        Ok(n)
+    }
+
+    fn list_inodes(&self) -> Result<Vec<Ino>> {
+        self.inner.check_ok()?;
+        Ok(self
+            .inner
+            .shards
+            .iter()
+            .flat_map(|s| {
+                s.lock()
+                    .iter()
+                    .filter(|(_, o)| o.rec.is_some())
+                    .map(|(i, _)| *i)
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
+    fn page_count(&self, ino: Ino) -> Result<u64> {
+        self.inner
+            .with_obj(ino, |o| Ok(o.map_or(0, |o| o.pages.len() as u64)))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.group_commit()
+    }
+
+    fn commit(&self, txn: &Txn) -> Result<()> {
+        for op in txn.ops() {
+            match op {
+                TxnOp::PutEntry(_, e) => check_name(&e.name)?,
+                TxnOp::RemoveEntry(_, n) => check_name(n)?,
+                TxnOp::FreeInode(i) if *i == ROOT_INO || *i == 0 => return Err(Errno::EINVAL),
+                _ => {}
+            }
+        }
+        self.inner.submit(txn.ops().iter().map(txn_op).collect())
+    }
+}
+
+/// Time a closure (recovery reports its duration).
+pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed())
+}
