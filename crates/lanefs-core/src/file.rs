@@ -417,7 +417,8 @@ impl Fs {
                 return Ok((-(freed as i64), pm.size()));
             }
             let range = page_range(off, len);
-            let holes = pm.holes(&*fs.store, ino, range.clone())?;
+            let free = fs.free_blocks.sum().max(0) as u64;
+            let holes = pm.holes(&*fs.store, ino, range.clone(), free)?;
             if !fs.free_blocks.try_sub(holes) {
                 return Err(Errno::ENOSPC);
             }

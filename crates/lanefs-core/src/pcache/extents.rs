@@ -90,7 +90,7 @@ impl Extents {
     }
 
     /// The parts of `r` inside the set, in order.
-    fn overlaps<'a>(&'a self, r: &Range<u64>) -> impl Iterator<Item = Range<u64>> + 'a {
+    pub fn overlaps<'a>(&'a self, r: &Range<u64>) -> impl Iterator<Item = Range<u64>> + 'a {
         let r = r.clone();
         let first = self
             .runs

@@ -376,10 +376,34 @@ impl<'a> PagesMut<'a> {
     }
 
     /// Unallocated pages in `range`: what allocating it must reserve.
-    pub fn holes(&mut self, store: &dyn Store, ino: Ino, range: Range<u64>) -> Result<u64> {
+    /// `ENOSPC` without counting exactly when even the fewest holes the
+    /// range can have exceed `free`: then no store is asked to count more
+    /// than about `free` + its pages, whatever the range's length.
+    pub fn holes(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: Range<u64>,
+        free: u64,
+    ) -> Result<u64> {
+        self.learn(store, ino)?;
+        let len = range.end - range.start;
+        let map = &*self.map;
+        let ext = map.unwritten.as_ref().expect("learnt");
+        let gaps = ext.gaps(&range);
+        let gaps_len: u64 = gaps.iter().map(|g| g.end - g.start).sum();
+        let cached: u64 = gaps
+            .iter()
+            .map(|g| map.pages.range(g.clone()).count() as u64)
+            .sum();
+        let stored = store.page_count(ino)?;
+        let most_allocated = (len - gaps_len) + (cached + stored).min(gaps_len);
+        if len - most_allocated > free {
+            return Err(Errno::ENOSPC);
+        }
         let allocated = self.allocated(store, ino, &range)?;
-        debug_assert!(allocated <= range.end - range.start);
-        Ok(range.end - range.start - allocated)
+        debug_assert!(allocated <= len);
+        Ok(len - allocated)
     }
 
     /// Cache every data page of `range` (a write's pages) and count its
@@ -464,6 +488,18 @@ impl<'a> PagesMut<'a> {
             return Ok(0);
         }
         let (_, cached_in_store) = self.uncache(range.clone(), guard);
+        self.punch_store(store, ino, &range, cached_in_store)
+    }
+
+    /// Punch `range` in the store after its cached pages (`cached_in_store`
+    /// of them in the store) left the cache; returns the store pages gone.
+    fn punch_store(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: &Range<u64>,
+        cached_in_store: u64,
+    ) -> Result<u64> {
         let stored = store.punch_pages(ino, range.start, range.end)?;
         debug_assert!(stored >= cached_in_store, "cached store page not in store");
         if let Some(u) = self.map.uncached.as_mut() {
@@ -486,14 +522,31 @@ impl<'a> PagesMut<'a> {
         if range.is_empty() {
             return Ok(0);
         }
-        let freed = self.allocated(store, ino, &range)?;
-        self.remove_data(store, ino, range.clone(), guard)?;
-        let ext = self.unwritten();
-        if ext.covered(&range) > 0 {
-            ext.remove(range);
+        // Freed = data pages removed (counted by the removal itself, so no
+        // count over the whole range: a truncate's range ends at u64::MAX)
+        // + extent pages that held no data page.
+        let all_cached = self.map.uncached == Some(0);
+        let ext = self.map.unwritten.as_ref().expect("learnt");
+        let mut in_extents = 0;
+        let mut data_in_extents = 0;
+        for piece in ext.overlaps(&range) {
+            in_extents += piece.end - piece.start;
+            let cached = self.map.pages.range(piece.clone());
+            if all_cached {
+                data_in_extents += cached.count() as u64;
+            } else {
+                data_in_extents += cached.filter(|(_, p)| !p.in_store).count() as u64;
+                data_in_extents += store.count_pages(ino, piece.start, piece.end)?;
+            }
+        }
+        debug_assert!(data_in_extents <= in_extents);
+        let (removed, removed_in_store) = self.uncache(range.clone(), guard);
+        let stored = self.punch_store(store, ino, &range, removed_in_store)?;
+        if in_extents > 0 {
+            self.unwritten().remove(range);
             self.map.unwritten_dirty = true;
         }
-        Ok(freed)
+        Ok(removed - removed_in_store + stored + in_extents - data_in_extents)
     }
 
     /// Zero bytes `[offset, end)` of the data page holding them (all in one

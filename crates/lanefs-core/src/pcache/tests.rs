@@ -105,11 +105,14 @@ fn allocation_by_range_costs_no_pages() {
     write(&f, &s, 2 * PAGE, b"data");
     let huge = 0..(1u64 << 51);
     let mut pm = f.write();
-    assert_eq!(pm.holes(&s, INO, huge.clone()).unwrap(), (1 << 51) - 1);
+    assert_eq!(
+        pm.holes(&s, INO, huge.clone(), u64::MAX).unwrap(),
+        (1 << 51) - 1
+    );
     pm.allocate(0..1 << 40, None);
     assert_eq!(pm.cached_pages(), 1, "no page materialised");
     assert_eq!(
-        pm.holes(&s, INO, huge.clone()).unwrap(),
+        pm.holes(&s, INO, huge.clone(), u64::MAX).unwrap(),
         (1 << 51) - (1 << 40)
     );
     assert_eq!(pm.prepare(&s, INO, 5..7).unwrap(), 0, "extent pages");
@@ -129,7 +132,11 @@ fn zero_range_keeps_blocks_and_zeroes_data() {
     write(&f, &s, 0, &[3u8; 4 * PAGE_SIZE]);
     f.write().flush(&s, INO).unwrap();
     let mut pm = f.write();
-    assert_eq!(pm.holes(&s, INO, page_range(100, 6 * PAGE)).unwrap(), 3);
+    assert_eq!(
+        pm.holes(&s, INO, page_range(100, 6 * PAGE), u64::MAX)
+            .unwrap(),
+        3
+    );
     pm.zero_range(&s, INO, 100, 6 * PAGE, Some(100 + 6 * PAGE))
         .unwrap();
     assert_eq!(pm.size(), 100 + 6 * PAGE);
