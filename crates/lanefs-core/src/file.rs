@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::DirectoryIndex;
 use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
 use crate::inode::{Body, Inode};
 use crate::namei::NewNode;
@@ -58,7 +57,6 @@ impl OpenFile {
         let kill = privs_to_kill(&self.cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            self.inode.mirror_access(&m.rec);
         }
     }
 
@@ -197,7 +195,6 @@ impl FsInner {
         let kill = privs_to_kill(cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            inode.mirror_access(&m.rec);
         }
         Ok(())
     }
@@ -244,13 +241,8 @@ impl Fs {
             (self.open(cred, target.ino, flags)?, false)
         } else if !creat {
             check_name(name)?;
-            let idx = fs.dir_read(&dir)?;
-            let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-            let child = fs.iget(slot.ino)?;
-            (
-                fs.open_inode(cred, child.arc(), flags, false, counted)?,
-                false,
-            )
+            let child = fs.lookup_child(&dir, name)?.arc();
+            (fs.open_inode(cred, child, flags, false, counted)?, false)
         } else {
             check_name(name)?;
             let mut idx = fs.dir_write(&dir)?;
@@ -629,7 +621,6 @@ impl Fs {
             || ch.ctime.is_some();
         if changed {
             touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
-            inode.mirror_access(&m.rec);
         }
         Ok(Attr::from_record(&m.rec))
     }

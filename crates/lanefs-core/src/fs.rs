@@ -39,8 +39,9 @@
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
-//! 2. directory entry locks (`Body::Dir`): ancestors before descendants;
-//!    two unrelated directories (only under `rename_lock`) by inode number
+//! 2. directory entry locks (`DirState::change`; lookups take none):
+//!    ancestors before descendants; two unrelated directories (only under
+//!    `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
 //! 4. `Inode::meta` — a directory's before that of an inode linked (or
 //!    being linked) in it; a non-directory's meta is always innermost.
@@ -327,8 +328,19 @@ impl Fs {
         &self.inner.store
     }
 
-    /// Attributes of `ino`.
+    /// Attributes of `ino`. A cached inode answers from its attribute
+    /// mirror without a lock (see `attr_seq`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                if a.freed() {
+                    return Err(Errno::ENOENT);
+                }
+                return Ok(a.attr(inode.ino, inode.kind));
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         if m.freed {
@@ -341,6 +353,13 @@ impl Fs {
     /// [`MAY_WRITE`](crate::MAY_WRITE), [`MAY_EXEC`](crate::MAY_EXEC)
     /// (0 = exists).
     pub fn access(&self, cred: &Cred, ino: Ino, mask: u32) -> Result<()> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         perm::permission(cred, &m.rec, mask)
@@ -419,6 +438,11 @@ impl FsInner {
         if ino == 0 {
             return Err(Errno::ENOENT);
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache load under meta (lock order: shard locks before meta)"
+        );
         let found = self
             .icache
             .get_or_load(ino, &mut || match self.store.read_inode(ino)? {
@@ -545,6 +569,11 @@ impl FsInner {
             m.lookups = n.lookups;
             m.opens = n.opens;
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache insert under meta (lock order: shard locks before meta)"
+        );
         // Holds the creator's reference (`Inode::new`); the budget is
         // enforced when it is dropped, outside the caller's `meta`.
         self.icache.insert_new(inode.clone());
@@ -608,7 +637,7 @@ impl FsInner {
         }
         drop(data);
         if let Body::Dir(d) = &inode.body {
-            d.write().index = None;
+            d.lock().take();
         }
         // DEAD (lookups wait), freed in the store, then unhashed: a racing
         // `iget` never reloads the store's possibly stale record, and a new
@@ -713,10 +742,10 @@ impl FsInner {
                 (n, false)
             }
             Body::Dir(d) => {
-                let Some(mut ds) = d.try_write() else {
+                let Some(mut change) = d.try_lock() else {
                     return (0, false);
                 };
-                (0, ds.index.take().is_some())
+                (0, change.take())
             }
             Body::Other => (0, false),
         }
