@@ -67,6 +67,7 @@ use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
 use crate::orphan::{new_orphan_table, OrphanTable};
+use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
@@ -95,6 +96,8 @@ pub(crate) struct FsInner {
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
+    /// The read path design (seed 003), from `config.variants.read`.
+    pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
     pub totals: Superblock,
     shrinker: Mutex<Option<ShrinkerId>>,
@@ -292,6 +295,7 @@ impl Fs {
             free_inodes: counter(free_inodes),
             cached_pages: Box::new(Charged::new(counter(0))),
             cached_inodes: Box::new(Charged::new(counter(0))),
+            page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
             totals: sb,
             config,
@@ -764,7 +768,7 @@ impl FsInner {
         if let Body::File(d) = &inode.body {
             // Dirty pages left: their writeback failed.
             match d.try_read() {
-                Some(pm) if crate::pcache::PageCache::cached_pages(&*pm) == 0 => {}
+                Some(pm) if pm.cached_pages() == 0 => {}
                 _ => {
                     inode.life.unclaim();
                     return false;

@@ -10,10 +10,11 @@
 //!   permission check of a walk read instead of taking it. It is
 //!   a leaf lock except that the icache may take it with `try_lock` while
 //!   holding a shard lock (eviction never blocks on it).
-//! * `body` is the data lock of a regular file (`RwLock<PageMap>`) or a
-//!   directory's entry state (`DirState`: its change lock is the entry
-//!   lock, lookups take none, see `dir`); either is taken before `meta`
-//!   whenever both are held.
+//! * `body` is the data of a regular file (`FileData`, whose data lock is
+//!   an `RwLock<PageMap>`; reads may copy cached pages without it, see
+//!   `pcache`) or a directory's entry state (`DirState`: its change lock is
+//!   the entry lock, lookups take none, see `dir`); either lock is taken
+//!   before `meta` whenever both are held.
 //! * `atime_stale` (Relaxed): set whenever mtime or ctime changes, cleared
 //!   when atime is brought past them — lets reads skip `meta` in the common
 //!   relatime case. A stale `false` only delays an atime update.
@@ -33,14 +34,13 @@ use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
-use parking_lot::RwLock;
 
 use crate::attr_seq::MetaLock;
 
 use crate::dir::DirState;
 use crate::icache::Life;
 use crate::orphan::OrphanSlot;
-use crate::pcache::PageMap;
+use crate::pcache::FileData;
 
 /// Mutable state of an inode, under `Inode::meta`.
 pub(crate) struct Meta {
@@ -59,8 +59,10 @@ pub(crate) struct Meta {
     pub orphan_slot: Cell<Option<OrphanSlot>>,
 }
 
+// Shuttle's model atomics make `FileData` large in model builds only.
+#[cfg_attr(lanefs_shuttle, allow(clippy::large_enum_variant))]
 pub(crate) enum Body {
-    File(RwLock<PageMap>),
+    File(FileData),
     Dir(DirState),
     Other,
 }
@@ -79,7 +81,7 @@ impl Inode {
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
     pub fn new(rec: InodeRecord, dirty: bool) -> Inode {
         let body = match rec.kind {
-            FileKind::Regular => Body::File(RwLock::new(PageMap::new(rec.size))),
+            FileKind::Regular => Body::File(FileData::new(rec.size, rec.blocks == 0)),
             FileKind::Directory => Body::Dir(DirState::default()),
             _ => Body::Other,
         };
