@@ -754,7 +754,10 @@ impl FsInner {
     /// Finish evicting an inode this thread claimed (FREEING): check the
     /// pins under `meta`, write everything back (no cache lock held; lookups
     /// of this number wait), unhash. On any failure give it back LIVE.
-    fn evict_claimed(&self, inode: &Inode) -> bool {
+    /// A pinned inode leaves the LRU (its unpinning re-offers it); one that
+    /// could not be written back now (its data lock busy, a store error)
+    /// goes back on the LRU, or nobody would ever offer it again.
+    fn evict_claimed(&self, inode: &Arc<Inode>) -> bool {
         {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
@@ -770,7 +773,7 @@ impl FsInner {
             match d.try_read() {
                 Some(pm) if pm.cached_pages() == 0 => {}
                 _ => {
-                    inode.life.unclaim();
+                    self.unclaim_to_lru(inode);
                     return false;
                 }
             }
@@ -780,7 +783,8 @@ impl FsInner {
             if m.dirty {
                 if let Err(e) = self.store.write_inode(&m.rec) {
                     tracing::warn!(ino = inode.ino, "writeback before eviction failed: {e}");
-                    inode.life.unclaim();
+                    drop(m);
+                    self.unclaim_to_lru(inode);
                     return false;
                 }
                 m.dirty = false;
@@ -792,6 +796,15 @@ impl FsInner {
             self.cached_inodes.add(-1);
         }
         removed
+    }
+
+    /// Give back a claimed, unpinned inode that could not be evicted now:
+    /// LIVE again and back on the LRU for a later pass.
+    fn unclaim_to_lru(&self, inode: &Arc<Inode>) {
+        inode.life.unclaim();
+        if inode.life.mark_on_lru() {
+            self.lru.push(Arc::clone(inode));
+        }
     }
 
     /// Evict up to `nr` unreferenced inodes from the LRU; returns how many
