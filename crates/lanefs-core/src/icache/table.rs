@@ -120,11 +120,19 @@ struct Bucket {
 
 type Segment = [Bucket; SEGMENT_BUCKETS];
 
+/// A segment built in place on the heap (never as an array on the stack:
+/// model-check threads run on small stacks).
 fn new_segment() -> Box<Segment> {
-    Box::new(std::array::from_fn(|_| Bucket {
-        lock: Mutex::new(()),
-        head: AtomicPtr::new(ptr::null_mut()),
-    }))
+    let buckets: Box<[Bucket]> = (0..SEGMENT_BUCKETS)
+        .map(|_| Bucket {
+            lock: Mutex::new(()),
+            head: AtomicPtr::new(ptr::null_mut()),
+        })
+        .collect();
+    match buckets.try_into() {
+        Ok(segment) => segment,
+        Err(_) => unreachable!("collected exactly SEGMENT_BUCKETS buckets"),
+    }
 }
 
 /// The hash table of one design.
