@@ -601,5 +601,40 @@ mod tests {
             }
             _ => panic!("wrong subcommand"),
         }
+        let c = Cli::try_parse_from([
+            "lanefs",
+            "mount",
+            "fs.img",
+            "/mnt",
+            "--commit-interval",
+            "0.5",
+        ])
+        .unwrap();
+        match c.cmd {
+            Cmd::Mount(m) => {
+                let p = plan(&m);
+                // fs.img does not exist: refused before any fork, one line.
+                assert!(p.is_err_and(|e| e.contains("fs.img") && !e.contains('\n')));
+                assert_eq!(m.commit_interval, Some(Duration::from_millis(500)));
+            }
+            _ => panic!("wrong subcommand"),
+        }
+        let c = Cli::try_parse_from(["lanefs", "mkfs", "fs.img", "--size", "64M"]).unwrap();
+        assert!(matches!(c.cmd, Cmd::Mkfs(m) if m.size == Some(64 << 20) && !m.force));
+        let c = Cli::try_parse_from(["lanefs", "fsck", "fs.img", "--repair"]).unwrap();
+        assert!(matches!(c.cmd, Cmd::Fsck(f) if f.repair));
+        let c = Cli::try_parse_from([
+            "lanefs",
+            "mount",
+            "--memory",
+            "/mnt",
+            "--commit-interval",
+            "1",
+        ])
+        .unwrap();
+        match c.cmd {
+            Cmd::Mount(m) => assert!(plan(&m).is_err()),
+            _ => panic!("wrong subcommand"),
+        }
     }
 }

@@ -383,9 +383,34 @@ impl ImageMount {
     }
 }
 
+/// Commit interval of the background-commit test, and how long it waits
+/// before the kill (many intervals, so a loaded machine still commits).
+const SHORT_INTERVAL: &str = "0.2";
+const WAIT_FOR_COMMITS: std::time::Duration = std::time::Duration::from_secs(3);
+
+fn background_commit_bounds_what_sigkill_loses() {
+    let s = Scene::new("img-commit");
+    mkfs(&s.img);
+    let m = ImageMount::new(&s.img, &s.mnt, &["--commit-interval", SHORT_INTERVAL]);
+    std::fs::create_dir(s.mnt.join("late")).unwrap();
+    for i in 0..4 {
+        write_file(&s.mnt.join(format!("late/f{i}")), &body(i + 10), false);
+    }
+    std::thread::sleep(WAIT_FOR_COMMITS);
+    m.kill();
+    let m = s.mount();
+    for i in 0..4 {
+        let got = std::fs::read(s.mnt.join(format!("late/f{i}"))).unwrap();
+        assert!(got == body(i + 10), "late/f{i}: {} bytes", got.len());
+    }
+    m.unmount();
+    assert_fsck(&s.img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
     tree_survives_unmount_and_remount,
-    fsynced_data_survives_sigkill
+    fsynced_data_survives_sigkill,
+    background_commit_bounds_what_sigkill_loses
 );
 
 /// Build an image through the Rust API (no mount needed).
@@ -393,7 +418,7 @@ fn image_with_files(img: &Path) {
     let fs = lanefs::Filesystem::create_image(img, 32 << 20).unwrap();
     fs.create_dir_all("/a/b").unwrap();
     for i in 0..8 {
-        fs.write(format!("/a/b/f{i}"), &body(i + 5)).unwrap();
+        fs.write(format!("/a/b/f{i}"), body(i + 5)).unwrap();
     }
     fs.write("/top", b"top").unwrap();
     fs.sync().unwrap();
