@@ -175,9 +175,9 @@ impl Fs {
             if r.nlink == 0 && !orphans.contains(ino) {
                 bad.push(format!("inode {ino}: unlinked but not an orphan (leaked)"));
             }
-            match store.page_count(*ino) {
+            match store.allocated_pages(*ino) {
                 Ok(n) if n != r.blocks => bad.push(format!(
-                    "inode {ino}: blocks {} but {n} pages stored",
+                    "inode {ino}: blocks {} but {n} allocated in the store",
                     r.blocks
                 )),
                 Ok(_) => {}

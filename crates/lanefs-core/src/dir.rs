@@ -1,28 +1,75 @@
-//! Directory index: the in-memory map of one directory's entries.
+//! Directory index: the in-memory map of one directory's entries, with
+//! lock-free lookups and listing.
 //!
-//! A directory inode's `Body::Dir` holds `RwLock<DirState>`; the index is
-//! loaded from the store on first use and may be dropped by a shrink (entries
-//! are written through to the store, so dropping loses nothing).
+//! A directory inode's `Body::Dir` holds a [`DirState`]: the directory's
+//! change lock, an epoch-protected pointer to the loaded [`DirIndex`] (null
+//! until loaded; set back to null by a shrink or when the directory is
+//! freed) and the directory's change sequence. Entries are written through
+//! to the store, so dropping an index loses nothing.
 //!
-//! Locking (the lock is the directory's `Inode::body` RwLock):
-//! * read: lookups, readdir;
-//! * write: every change of entries, loading, dropping.
+//! Locks and atomics:
+//! * `DirState::change` (mutex, the directory's *entry lock* of the mount's
+//!   lock order): held by every change of entries, by loading and by
+//!   dropping the index. Lookups and listings never take it.
+//! * `DirState::index` (`AtomicPtr`): swapped only under `change`; stored
+//!   Release, loaded Acquire by readers inside an epoch guard. An index
+//!   taken out is freed through `defer` (after every guard that could have
+//!   loaded it is gone); at the directory's own drop it is freed at once
+//!   (nobody can reach a dropped inode).
+//! * `DirState::seq` (seqcount): odd while an entry is being removed or
+//!   replaced (unlink, rmdir, rename, exchange), even otherwise; a lock-free
+//!   walk that read it even before looking a name up and finds it unchanged
+//!   afterwards knows that the entry it found stayed linked in between, so
+//!   the inode it named could not have been freed or its number reused.
+//!   Writer: `s+1` Relaxed, `fence(Release)`, change, `s+2` Release;
+//!   reader: `seq` Acquire, reads, `fence(Acquire)`, `seq` Relaxed.
+//!   Adding an entry does not bump it (nothing a reader found goes away).
+//! * Inside a [`DirIndex`]: a hash table of immutable nodes (name, slot)
+//!   chained through `next` (`AtomicPtr`, Release stores by the one writer
+//!   that holds `change`, Acquire loads by readers). Insert links a new
+//!   node at its bucket's head; replace links a new node in the old one's
+//!   place; remove unlinks; unlinked nodes are freed through `defer`, so a
+//!   reader standing on one still follows its frozen `next` to the rest of
+//!   the chain (order of live nodes never changes). Growing copies every
+//!   node into a new table, publishes it (Release) and retires the old
+//!   table with its nodes as one deferred free; readers on the old table
+//!   see the directory as it was when they started (their lookup
+//!   linearizes before the writes they miss).
+//! * `by_cookie`, a lock-free skip list (crossbeam-skiplist, same epoch
+//!   collector) from cookie to name, for listing; `len` is written by the
+//!   writer only (Relaxed).
+//!
+//! Lock order: `change` is the "directory entry lock" of the mount's order
+//! (`fs`): ancestors before descendants; two unrelated directories only
+//! under the rename lock, by inode number; before any `meta`.
 //!
 //! Readdir cookies: every entry gets a cookie from its directory's
-//! `next_cookie` when it is inserted and keeps it until removed; cookies are
-//! persisted with the entry. Listing returns entries in cookie order after
-//! the caller's offset, so an entry present for the whole listing is returned
-//! exactly once, whatever is inserted or removed meanwhile, and across
-//! evictions of the index. Cookies 0, 1 and 2 are the start, `.` and `..`.
+//! `next_cookie` when it is inserted and keeps it until removed (an
+//! exchange keeps both cookies); cookies are persisted with the entry.
+//! Listing returns entries in cookie order after the caller's offset: it
+//! walks `by_cookie` from the offset and returns an entry only if the name
+//! still maps to that cookie. An entry present for the whole listing is in
+//! both maps throughout, so it is returned exactly once, whatever is
+//! inserted or removed meanwhile and across evictions of the index; an
+//! entry added or removed during the listing is returned at most once per
+//! cookie it had. Cookies 0, 1 and 2 are the start, `.` and `..`.
 
-use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::ops::Bound;
+use std::ptr;
 
-use foldhash::HashMap;
-
+use crossbeam_epoch::Guard;
+use crossbeam_skiplist::base::SkipList;
 use lanefs_store::{DirEntryRecord, FileKind, Ino};
+
+use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
+/// Buckets of a new, empty index.
+const MIN_BUCKETS: usize = 8;
+/// The table doubles when entries exceed buckets × this.
+const MAX_LOAD: usize = 1;
 
 /// One entry's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,86 +79,502 @@ pub(crate) struct Slot {
     pub cookie: u64,
 }
 
-/// What a directory index must do (the swap point for milestone 2's
-/// lock-free index).
-pub(crate) trait DirectoryIndex: Sized {
-    fn from_records(records: Vec<DirEntryRecord>) -> Self;
-    fn get(&self, name: &[u8]) -> Option<Slot>;
-    /// Insert or replace.
-    fn insert(&mut self, name: &[u8], slot: Slot);
-    fn remove(&mut self, name: &[u8]) -> Option<Slot>;
-    fn len(&self) -> usize;
-    /// Up to `max` entries with cookie > `after`, in cookie order.
-    fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)>;
+/// An immutable entry; only `next` changes, and only by the writer.
+struct Node {
+    hash: u64,
+    name: Box<[u8]>,
+    slot: Slot,
+    next: AtomicPtr<Node>,
 }
 
-/// Hash map by name plus a cookie-ordered map for listing. Names hash with
-/// foldhash (randomly seeded per map, so names chosen to collide cannot be
-/// precomputed; several times cheaper than SipHash on short names).
-#[derive(Default)]
-pub(crate) struct HashDirIndex {
-    by_name: HashMap<Box<[u8]>, Slot>,
-    by_cookie: BTreeMap<u64, Box<[u8]>>,
+struct Table {
+    buckets: Box<[AtomicPtr<Node>]>,
 }
 
-impl DirectoryIndex for HashDirIndex {
-    fn from_records(records: Vec<DirEntryRecord>) -> Self {
-        let mut d = HashDirIndex::default();
+impl Table {
+    fn new(n: usize) -> Table {
+        debug_assert!(n.is_power_of_two());
+        Table {
+            buckets: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        }
+    }
+
+    fn bucket(&self, hash: u64) -> &AtomicPtr<Node> {
+        &self.buckets[hash as usize & (self.buckets.len() - 1)]
+    }
+
+    /// Free every node. Caller owns the table exclusively.
+    unsafe fn free_nodes(&self) {
+        for b in self.buckets.iter() {
+            let mut p = b.load(Ordering::Relaxed);
+            while !p.is_null() {
+                // SAFETY: the caller owns the table (no reader or writer
+                // can reach it any more); each node is in one chain only.
+                let node = unsafe { Box::from_raw(p) };
+                p = node.next.load(Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A loaded directory index.
+pub(crate) struct DirIndex {
+    table: AtomicPtr<Table>,
+    by_cookie: SkipList<u64, Box<[u8]>>,
+    len: AtomicUsize,
+    hasher: foldhash::fast::RandomState,
+}
+
+// SAFETY: all shared state is atomics, immutable nodes and the Sync skip
+// list; raw node pointers are owned by the index.
+unsafe impl Send for DirIndex {}
+// SAFETY: as above; writers are serialised by the owning `DirState`.
+unsafe impl Sync for DirIndex {}
+
+impl DirIndex {
+    fn with_capacity(n: usize) -> DirIndex {
+        let buckets = (n / MAX_LOAD + 1).next_power_of_two().max(MIN_BUCKETS);
+        DirIndex {
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(buckets)))),
+            by_cookie: SkipList::new(crossbeam_epoch::default_collector().clone()),
+            len: AtomicUsize::new(0),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// An index holding `records` (built before anyone can see it).
+    pub fn from_records(records: Vec<DirEntryRecord>) -> DirIndex {
+        let d = DirIndex::with_capacity(records.len());
+        let guard = crossbeam_epoch::pin();
         for r in records {
-            d.insert(
-                &r.name,
-                Slot {
-                    ino: r.ino,
-                    kind: r.kind,
-                    cookie: r.cookie,
-                },
-            );
+            let slot = Slot {
+                ino: r.ino,
+                kind: r.kind,
+                cookie: r.cookie,
+            };
+            // SAFETY: `d` is not shared yet: this thread is its only writer.
+            unsafe { d.insert(&r.name, slot, &guard) };
         }
         d
     }
 
-    fn get(&self, name: &[u8]) -> Option<Slot> {
-        self.by_name.get(name).copied()
+    fn table<'g>(&self, _guard: &'g Guard) -> &'g Table {
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: the table pointer is never null; an old table is freed
+        // only through `defer` after being replaced, so it outlives `_guard`.
+        unsafe { &*t }
     }
 
-    fn insert(&mut self, name: &[u8], slot: Slot) {
-        if let Some(old) = self.by_name.insert(name.into(), slot) {
-            self.by_cookie.remove(&old.cookie);
+    /// Find `name` and the link that points at it.
+    fn find<'g>(
+        &self,
+        table: &'g Table,
+        hash: u64,
+        name: &[u8],
+    ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
+        let mut link = table.bucket(hash);
+        loop {
+            let p = link.load(Ordering::Acquire);
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: nodes reachable from a table the caller can see are
+            // freed only through `defer` after being unlinked (epoch).
+            let node = unsafe { &*p };
+            if node.hash == hash && *node.name == *name {
+                return Some((link, node));
+            }
+            link = &node.next;
         }
-        self.by_cookie.insert(slot.cookie, name.into());
     }
 
-    fn remove(&mut self, name: &[u8]) -> Option<Slot> {
-        let slot = self.by_name.remove(name)?;
-        self.by_cookie.remove(&slot.cookie);
+    /// The entry `name`, lock-free.
+    pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
+        let hash = self.hasher.hash_one(name);
+        self.find(self.table(guard), hash, name)
+            .map(|(_, n)| n.slot)
+    }
+
+    /// Entries. Exact for the writer; a snapshot for others.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Up to `max` entries with cookie > `after`, in cookie order,
+    /// lock-free (see the module doc for the guarantee).
+    pub fn list_after(&self, after: u64, max: usize, guard: &Guard) -> Vec<(Vec<u8>, Slot)> {
+        let mut out = Vec::new();
+        let mut e = self.by_cookie.lower_bound(Bound::Excluded(&after), guard);
+        while let Some(entry) = e {
+            if out.len() >= max {
+                break;
+            }
+            let cookie = *entry.key();
+            let name = entry.value();
+            if let Some(slot) = self.get(name, guard) {
+                if slot.cookie == cookie {
+                    out.push((name.to_vec(), slot));
+                }
+            }
+            e = entry.next();
+        }
+        out
+    }
+
+    /// Insert or replace `name`.
+    ///
+    /// # Safety
+    /// The caller is the index's only writer (holds the owning directory's
+    /// change lock, or owns the index).
+    unsafe fn insert(&self, name: &[u8], slot: Slot, guard: &Guard) -> Option<Slot> {
+        let hash = self.hasher.hash_one(name);
+        let table = self.table(guard);
+        let node = Box::into_raw(Box::new(Node {
+            hash,
+            name: name.into(),
+            slot,
+            next: AtomicPtr::new(ptr::null_mut()),
+        }));
+        let old = match self.find(table, hash, name) {
+            Some((link, old)) => {
+                // SAFETY: `node` is ours until published just below.
+                unsafe { &*node }
+                    .next
+                    .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
+                link.store(node, Ordering::Release);
+                let old_slot = old.slot;
+                if old_slot.cookie != slot.cookie {
+                    if let Some(e) = self.by_cookie.remove(&old_slot.cookie, guard) {
+                        e.release(guard);
+                    }
+                }
+                let old_ptr = old as *const Node as *mut Node;
+                // SAFETY: `old` is unlinked; readers that reached it hold a
+                // guard, and the free runs after all of them.
+                unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
+                Some(old_slot)
+            }
+            None => {
+                let head = table.bucket(hash);
+                // SAFETY: as above.
+                unsafe { &*node }
+                    .next
+                    .store(head.load(Ordering::Relaxed), Ordering::Relaxed);
+                head.store(node, Ordering::Release);
+                let n = self.len.load(Ordering::Relaxed) + 1;
+                self.len.store(n, Ordering::Relaxed);
+                None
+            }
+        };
+        let cookie_moved = match old {
+            Some(o) => o.cookie != slot.cookie,
+            None => true,
+        };
+        if cookie_moved {
+            self.by_cookie
+                .insert(slot.cookie, name.into(), guard)
+                .release(guard);
+        }
+        // SAFETY: the caller is the only writer (this function's contract).
+        unsafe { self.grow_if_needed(guard) };
+        old
+    }
+
+    /// Remove `name`.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert).
+    unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
+        let hash = self.hasher.hash_one(name);
+        let (link, old) = self.find(self.table(guard), hash, name)?;
+        link.store(old.next.load(Ordering::Relaxed), Ordering::Release);
+        let n = self.len.load(Ordering::Relaxed);
+        debug_assert!(n > 0, "removing from an empty index");
+        self.len.store(n - 1, Ordering::Relaxed);
+        let slot = old.slot;
+        if let Some(e) = self.by_cookie.remove(&slot.cookie, guard) {
+            e.release(guard);
+        }
+        let old_ptr = old as *const Node as *mut Node;
+        // SAFETY: unlinked above; freed after every guard that saw it.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
         Some(slot)
     }
 
-    fn len(&self) -> usize {
-        self.by_name.len()
-    }
-
-    fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)> {
-        self.by_cookie
-            .range(after.saturating_add(1)..)
-            .take(max)
-            .filter_map(|(_, name)| self.by_name.get(name).map(|s| (name.to_vec(), *s)))
-            .collect()
+    /// Double the table when it is over its load.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert).
+    unsafe fn grow_if_needed(&self, guard: &Guard) {
+        let old = self.table(guard);
+        if self.len() <= old.buckets.len() * MAX_LOAD {
+            return;
+        }
+        let new = Table::new(old.buckets.len() * 2);
+        for b in old.buckets.iter() {
+            let mut p = b.load(Ordering::Relaxed);
+            while !p.is_null() {
+                // SAFETY: the writer owns the chain's shape; nodes are live.
+                let n = unsafe { &*p };
+                let head = new.bucket(n.hash);
+                let copy = Box::new(Node {
+                    hash: n.hash,
+                    name: n.name.clone(),
+                    slot: n.slot,
+                    next: AtomicPtr::new(head.load(Ordering::Relaxed)),
+                });
+                head.store(Box::into_raw(copy), Ordering::Relaxed);
+                p = n.next.load(Ordering::Relaxed);
+            }
+        }
+        let old_ptr = self
+            .table
+            .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
+        // SAFETY: the old table and its nodes are unreachable from the
+        // index now; readers that loaded it hold guards, and this runs after
+        // all of them. Nothing else frees its nodes (the writer only ever
+        // works on the current table).
+        unsafe {
+            guard.defer_unchecked(move || {
+                let t = Box::from_raw(old_ptr);
+                t.free_nodes();
+            })
+        };
     }
 }
 
-/// The index type the core uses.
-pub(crate) type DirIndex = HashDirIndex;
+impl Drop for DirIndex {
+    fn drop(&mut self) {
+        let t = *self.table.get_mut();
+        // SAFETY: `&mut self`: nobody else can reach the index or its table.
+        unsafe {
+            let t = Box::from_raw(t);
+            t.free_nodes();
+        }
+    }
+}
 
-/// A directory's lock-protected state: the index once loaded.
-#[derive(Default)]
+/// A directory's entry state: change lock, loaded index, change sequence.
 pub(crate) struct DirState {
-    pub index: Option<DirIndex>,
+    change: Mutex<()>,
+    index: AtomicPtr<DirIndex>,
+    seq: AtomicU64,
 }
 
-#[cfg(test)]
+impl Default for DirState {
+    fn default() -> Self {
+        DirState {
+            change: Mutex::new(()),
+            index: AtomicPtr::new(ptr::null_mut()),
+            seq: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Drop for DirState {
+    fn drop(&mut self) {
+        let p = *self.index.get_mut();
+        if !p.is_null() {
+            // SAFETY: the directory inode is being dropped, so no guard can
+            // still reach its index (inodes themselves are reclaimed after
+            // every reader's guard, see `FsInner::iget_rcu`).
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+impl DirState {
+    /// The loaded index, lock-free, or `None` when not loaded.
+    pub fn index<'g>(&self, _guard: &'g Guard) -> Option<&'g DirIndex> {
+        let p = self.index.load(Ordering::Acquire);
+        // SAFETY: an index taken out of `self.index` is freed through
+        // `defer` (see `DirChange::take`), after `_guard`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Start a validated read: the change sequence, `None` while a change
+    /// is in progress.
+    pub fn read_begin(&self) -> Option<u64> {
+        let s = self.seq.load(Ordering::Acquire);
+        (s & 1 == 0).then_some(s)
+    }
+
+    /// Did no entry get removed or replaced since `read_begin` gave `s`?
+    pub fn read_valid(&self, s: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.seq.load(Ordering::Relaxed) == s
+    }
+
+    /// Take the change lock.
+    pub fn lock(&self) -> DirChange<'_> {
+        DirChange {
+            _lock: self.change.lock(),
+            state: self,
+        }
+    }
+
+    /// Take the change lock if it is free.
+    pub fn try_lock(&self) -> Option<DirChange<'_>> {
+        Some(DirChange {
+            _lock: self.change.try_lock()?,
+            state: self,
+        })
+    }
+}
+
+/// The change lock of one directory, held.
+pub(crate) struct DirChange<'a> {
+    _lock: MutexGuard<'a, ()>,
+    state: &'a DirState,
+}
+
+impl<'a> DirChange<'a> {
+    /// The loaded index. Valid while the lock is held: only a holder of the
+    /// lock takes it out.
+    pub fn index(&self) -> Option<&DirIndex> {
+        let p = self.state.index.load(Ordering::Relaxed);
+        // SAFETY: only lock holders swap the pointer, and we hold the lock.
+        unsafe { p.as_ref() }
+    }
+
+    /// Install a freshly loaded index (none must be loaded).
+    pub fn install(&mut self, idx: DirIndex) {
+        debug_assert!(self.index().is_none(), "index loaded twice");
+        let p = Box::into_raw(Box::new(idx));
+        self.state.index.store(p, Ordering::Release);
+    }
+
+    /// Drop the loaded index; whether there was one.
+    pub fn take(&mut self) -> bool {
+        let p = self.state.index.swap(ptr::null_mut(), Ordering::AcqRel);
+        if p.is_null() {
+            return false;
+        }
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: unpublished above; readers that loaded it hold guards and
+        // the free runs after them.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(p))) };
+        true
+    }
+
+    /// The lock with the index loaded (by `load` if needed).
+    pub fn loaded<E>(
+        mut self,
+        load: impl FnOnce() -> Result<DirIndex, E>,
+    ) -> Result<DirWrite<'a>, E> {
+        if self.index().is_none() {
+            self.install(load()?);
+        }
+        let index = self.state.index.load(Ordering::Relaxed);
+        debug_assert!(!index.is_null());
+        Ok(DirWrite {
+            change: self,
+            index,
+        })
+    }
+}
+
+/// A directory's change lock held with its index loaded: the only writer.
+pub(crate) struct DirWrite<'a> {
+    change: DirChange<'a>,
+    /// Non-null; stays installed while `change` is held.
+    index: *const DirIndex,
+}
+
+impl DirWrite<'_> {
+    fn idx(&self) -> &DirIndex {
+        // SAFETY: installed when this was made, and only a holder of the
+        // change lock (which we are) takes an index out.
+        unsafe { &*self.index }
+    }
+
+    /// Open a change that removes or replaces entries (odd sequence).
+    fn write_begin(&self) -> u64 {
+        let seq = &self.change.state.seq;
+        let s = seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 0, "nested directory change");
+        seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        s
+    }
+
+    fn write_end(&self, s: u64) {
+        self.change.state.seq.store(s + 2, Ordering::Release);
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<Slot> {
+        self.idx().get(name, &crossbeam_epoch::pin())
+    }
+
+    pub fn len(&self) -> usize {
+        self.idx().len()
+    }
+
+    /// Insert `name` (or replace it, bumping the change sequence).
+    pub fn insert(&mut self, name: &[u8], slot: Slot) {
+        let guard = crossbeam_epoch::pin();
+        let idx = self.idx();
+        if idx.get(name, &guard).is_some() {
+            let s = self.write_begin();
+            // SAFETY: we hold the change lock: the only writer.
+            unsafe { idx.insert(name, slot, &guard) };
+            self.write_end(s);
+        } else {
+            // SAFETY: as above.
+            unsafe { idx.insert(name, slot, &guard) };
+        }
+    }
+
+    /// Remove `name`, bumping the change sequence.
+    pub fn remove(&mut self, name: &[u8]) -> Option<Slot> {
+        let guard = crossbeam_epoch::pin();
+        let s = self.write_begin();
+        // SAFETY: we hold the change lock: the only writer.
+        let r = unsafe { self.idx().remove(name, &guard) };
+        self.write_end(s);
+        r
+    }
+}
+
+/// A loaded index pinned by an epoch guard, for lock-free reads.
+pub(crate) struct DirRead<'a> {
+    guard: Guard,
+    index: &'a DirIndex,
+}
+
+impl DirState {
+    /// The loaded index for reading, or `None` when not loaded.
+    pub fn reader(&self) -> Option<DirRead<'_>> {
+        let guard = crossbeam_epoch::pin();
+        let p = self.index.load(Ordering::Acquire);
+        // SAFETY: an index taken out is freed through `defer` after every
+        // guard pinned before, including `guard`, which `DirRead` keeps for
+        // as long as it lends the reference (the field order drops
+        // `index` with it; the reference never leaves `&self` methods).
+        let index = unsafe { p.as_ref()? };
+        Some(DirRead { guard, index })
+    }
+}
+
+impl DirRead<'_> {
+    pub fn get(&self, name: &[u8]) -> Option<Slot> {
+        self.index.get(name, &self.guard)
+    }
+
+    pub fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)> {
+        self.index.list_after(after, max, &self.guard)
+    }
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
 mod tests {
     use super::*;
+
+    fn wr(d: &DirState) -> DirWrite<'_> {
+        d.lock()
+            .loaded(|| Err::<DirIndex, ()>(()))
+            .expect("loaded by the test")
+    }
 
     fn slot(ino: Ino, cookie: u64) -> Slot {
         Slot {
@@ -121,28 +584,191 @@ mod tests {
         }
     }
 
+    fn loaded() -> DirState {
+        let d = DirState::default();
+        d.lock().install(DirIndex::from_records(Vec::new()));
+        d
+    }
+
     #[test]
     fn listing_is_in_cookie_order_and_resumable() {
-        let mut d = HashDirIndex::default();
-        d.insert(b"b", slot(10, 5));
-        d.insert(b"a", slot(11, 3));
-        d.insert(b"c", slot(12, 4));
-        let all: Vec<_> = d.list_after(0, 10).into_iter().map(|(n, _)| n).collect();
+        let d = loaded();
+        let mut w = wr(&d);
+        w.insert(b"b", slot(10, 5));
+        w.insert(b"a", slot(11, 3));
+        w.insert(b"c", slot(12, 4));
+        let g = crossbeam_epoch::pin();
+        let idx = w.idx();
+        let all: Vec<_> = idx
+            .list_after(0, 10, &g)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(all, vec![b"a".to_vec(), b"c".to_vec(), b"b".to_vec()]);
-        let rest: Vec<_> = d
-            .list_after(4, 10)
+        let rest: Vec<_> = idx
+            .list_after(4, 10, &g)
             .into_iter()
             .map(|(n, s)| (n, s.ino))
             .collect();
         assert_eq!(rest, vec![(b"b".to_vec(), 10)]);
-        assert_eq!(d.remove(b"c"), Some(slot(12, 4)));
-        assert_eq!(d.list_after(3, 1).len(), 1);
-        d.insert(b"b", slot(13, 6));
-        assert_eq!(d.len(), 2);
+        drop(g);
+        assert_eq!(w.remove(b"c"), Some(slot(12, 4)));
+        let g = crossbeam_epoch::pin();
+        let idx = w.idx();
+        assert_eq!(idx.list_after(3, 1, &g).len(), 1);
+        drop(g);
+        w.insert(b"b", slot(13, 6));
+        let g = crossbeam_epoch::pin();
+        let idx = w.idx();
+        assert_eq!(idx.len(), 2);
         assert_eq!(
-            d.list_after(5, 10)[0].1.ino,
+            idx.list_after(5, 10, &g)[0].1.ino,
             13,
             "replacing moves the cookie"
+        );
+        assert!(idx.list_after(4, 10, &g).iter().all(|(n, _)| n != b"c"));
+    }
+
+    #[test]
+    fn growing_keeps_every_entry_and_removals_bump_the_sequence() {
+        let d = loaded();
+        let n = 1000u64;
+        {
+            let mut w = wr(&d);
+            for i in 0..n {
+                w.insert(format!("f{i}").as_bytes(), slot(100 + i, FIRST_COOKIE + i));
+            }
+        }
+        let g = crossbeam_epoch::pin();
+        let idx = d.index(&g).unwrap();
+        assert_eq!(idx.len(), n as usize);
+        for i in 0..n {
+            assert_eq!(
+                idx.get(format!("f{i}").as_bytes(), &g).unwrap().ino,
+                100 + i
+            );
+        }
+        assert_eq!(idx.get(b"nope", &g), None);
+        let listed = idx.list_after(0, usize::MAX, &g);
+        assert_eq!(listed.len(), n as usize);
+        assert!(listed.windows(2).all(|w| w[0].1.cookie < w[1].1.cookie));
+        let s = d.read_begin().unwrap();
+        drop(g);
+        wr(&d).insert(b"new", slot(5000, 5000));
+        assert!(d.read_valid(s), "an insert of a new name is not a removal");
+        assert!(wr(&d).remove(b"f1").is_some());
+        assert!(!d.read_valid(s));
+        assert!(d.lock().take());
+        let g = crossbeam_epoch::pin();
+        assert!(d.index(&g).is_none());
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model {
+    use super::*;
+    use crate::sync::Arc;
+    use shuttle::thread;
+
+    fn wr(d: &DirState) -> DirWrite<'_> {
+        d.lock()
+            .loaded(|| Err::<DirIndex, ()>(()))
+            .expect("loaded by the test")
+    }
+
+    fn slot(ino: Ino, cookie: u64) -> Slot {
+        Slot {
+            ino,
+            kind: FileKind::Regular,
+            cookie,
+        }
+    }
+
+    /// Lookups racing inserts (with growth), removes and a drop/reload of
+    /// the index: a lookup of a name that is present throughout always
+    /// finds it with its value; a removed name is never found after the
+    /// remove returned; a changed name is found with an old or new value.
+    #[test]
+    fn model_dir_lookup_vs_insert_remove_drop() {
+        shuttle::check_random(
+            || {
+                let d = Arc::new(DirState::default());
+                {
+                    let mut w = d.lock();
+                    w.install(DirIndex::from_records(vec![
+                        DirEntryRecord {
+                            name: b"stay".to_vec(),
+                            ino: 10,
+                            kind: FileKind::Regular,
+                            cookie: 3,
+                        },
+                        DirEntryRecord {
+                            name: b"gone".to_vec(),
+                            ino: 11,
+                            kind: FileKind::Regular,
+                            cookie: 4,
+                        },
+                    ]));
+                }
+                let removed = Arc::new(AtomicU64::new(0));
+                let writer = {
+                    let d = d.clone();
+                    let removed = removed.clone();
+                    thread::spawn(move || {
+                        // Enough inserts to grow the 8-bucket table.
+                        for i in 0..9u64 {
+                            let mut w = wr(&d);
+                            w.insert(format!("n{i}").as_bytes(), slot(20 + i, 5 + i));
+                        }
+                        assert!(wr(&d).remove(b"gone").is_some());
+                        removed.store(1, Ordering::Release);
+                        wr(&d).insert(b"stay", slot(10, 3));
+                    })
+                };
+                let dropper = {
+                    let d = d.clone();
+                    thread::spawn(move || {
+                        // Drop and reload, as a shrink then a lookup miss:
+                        // entries are written through, so the reload holds
+                        // exactly what the taken index held.
+                        let mut w = d.lock();
+                        let g = crossbeam_epoch::pin();
+                        let records: Vec<_> = w
+                            .index()
+                            .unwrap()
+                            .list_after(0, usize::MAX, &g)
+                            .into_iter()
+                            .map(|(name, s)| DirEntryRecord {
+                                name,
+                                ino: s.ino,
+                                kind: s.kind,
+                                cookie: s.cookie,
+                            })
+                            .collect();
+                        assert!(w.take());
+                        w.install(DirIndex::from_records(records));
+                    })
+                };
+                for _ in 0..4 {
+                    let was_removed = removed.load(Ordering::Acquire) == 1;
+                    let g = crossbeam_epoch::pin();
+                    if let Some(idx) = d.index(&g) {
+                        assert_eq!(idx.get(b"stay", &g), Some(slot(10, 3)));
+                        if was_removed {
+                            assert_eq!(idx.get(b"gone", &g), None);
+                        }
+                        let listed = idx.list_after(0, usize::MAX, &g);
+                        assert_eq!(
+                            listed.iter().filter(|(n, _)| n == b"stay").count(),
+                            1,
+                            "an entry present throughout is listed exactly once"
+                        );
+                    }
+                }
+                writer.join().unwrap();
+                dropper.join().unwrap();
+            },
+            crate::sync::model_iterations(),
         );
     }
 }

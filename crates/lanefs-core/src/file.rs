@@ -4,19 +4,20 @@
 //! Locks: a file's data lock (`Body::File`) is taken before its `meta`;
 //! `open_at` holds the parent directory's entry lock while it opens, so the
 //! entry cannot be unlinked between lookup and open (directory lock before
-//! data lock, as in the mount's order). Reads take the data lock shared and
-//! only fall back to exclusive to pull missing pages from the store.
+//! data lock, as in the mount's order). Reads go through the mount's
+//! [`PageCache`] design: lock-free from cached pages by default (seed 003),
+//! falling back to the data lock — shared, or exclusive to pull missing
+//! pages from the store.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::DirectoryIndex;
 use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
 use crate::inode::{Body, Inode};
 use crate::namei::NewNode;
-use crate::pcache::{PageCache, PageMap};
+use crate::pcache::page_range;
 use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
 use crate::{
     Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
@@ -56,7 +57,6 @@ impl OpenFile {
         let kill = privs_to_kill(&self.cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            self.inode.mirror_access(&m.rec);
         }
     }
 
@@ -185,8 +185,9 @@ impl FsInner {
         self.free_blocks.add(freed as i64);
         let now = Timespec::now();
         let mut m = inode.meta.lock();
-        m.rec.size = pm.size;
-        m.rec.blocks = m.rec.blocks.saturating_sub(freed);
+        m.rec.size = pm.size();
+        debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
+        m.rec.blocks -= freed;
         touch_mc(inode, &mut m, now);
         if let Some(t) = mtime {
             m.rec.mtime = t;
@@ -194,7 +195,6 @@ impl FsInner {
         let kill = privs_to_kill(cred, &m.rec);
         if kill != 0 {
             m.rec.perm &= !kill;
-            inode.mirror_access(&m.rec);
         }
         Ok(())
     }
@@ -241,13 +241,8 @@ impl Fs {
             (self.open(cred, target.ino, flags)?, false)
         } else if !creat {
             check_name(name)?;
-            let idx = fs.dir_read(&dir)?;
-            let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-            let child = fs.iget(slot.ino)?;
-            (
-                fs.open_inode(cred, child.arc(), flags, false, counted)?,
-                false,
-            )
+            let child = fs.lookup_child(&dir, name)?.arc();
+            (fs.open_inode(cred, child, flags, false, counted)?, false)
         } else {
             check_name(name)?;
             let mut idx = fs.dir_write(&dir)?;
@@ -302,23 +297,15 @@ impl Fs {
         if buf.is_empty() {
             return Ok(0);
         }
-        let cached = data.read().read_cached(offset, buf);
-        let n = match cached {
-            Some(n) => n,
-            None => {
-                let fs = &self.inner;
-                let mut pm = data.write();
-                let before = pm.cached_pages();
-                let n = pm.read_fill(&*fs.store, file.inode.ino, offset, buf);
-                let grown = pm.cached_pages() as i64 - before as i64;
-                drop(pm);
-                fs.cached_pages.add(grown);
-                if grown > 0 {
-                    fs.enforce_page_budget();
-                }
-                n?
-            }
-        };
+        let fs = &self.inner;
+        let (n, loaded) = fs
+            .page_cache
+            .read(data, &*fs.store, file.inode.ino, offset, buf);
+        if loaded > 0 {
+            fs.cached_pages.add(loaded as i64);
+            fs.enforce_page_budget();
+        }
+        let n = n?;
         file.touch_atime();
         Ok(n)
     }
@@ -343,7 +330,7 @@ impl Fs {
         let ino = file.inode.ino;
         let mut pm = lock.write();
         let off = if file.flags & libc::O_APPEND != 0 {
-            pm.size
+            pm.size()
         } else {
             offset
         };
@@ -352,7 +339,7 @@ impl Fs {
         }
         let len = (data.len() as u64).min(FILE_SIZE_MAX - off) as usize;
         let before = pm.cached_pages();
-        let holes = match pm.prepare(&*fs.store, ino, PageMap::write_range(off, len as u64)) {
+        let holes = match pm.prepare(&*fs.store, ino, page_range(off, len as u64)) {
             Ok(h) if fs.free_blocks.try_sub(h) => Ok(h),
             Ok(_) => Err(Errno::ENOSPC),
             Err(e) => Err(e),
@@ -367,11 +354,10 @@ impl Fs {
         };
         pm.write(off, &data[..len]);
         let end = off + len as u64;
-        pm.size = pm.size.max(end);
         let grown = pm.cached_pages() as i64 - before as i64;
         {
             let mut m = file.inode.meta.lock();
-            m.rec.size = pm.size;
+            m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, Timespec::now());
             file.kill_privs(&mut m);
@@ -415,24 +401,31 @@ impl Fs {
         let ino = file.inode.ino;
         let mut pm = lock.write();
         let before = pm.cached_pages();
+        // Every step costs O(extents + cached pages in the range), never
+        // O(len): allocation is tracked by range (see `pcache`).
         let result = (|| -> Result<(i64, u64)> {
             if punch {
                 let freed = pm.punch(&*fs.store, ino, off, len)?;
-                return Ok((-(freed as i64), pm.size));
+                return Ok((-(freed as i64), pm.size()));
             }
-            let range = PageMap::write_range(off, len);
-            let holes = pm.prepare(&*fs.store, ino, range.clone())?;
+            let range = page_range(off, len);
+            let free = fs.free_blocks.sum().max(0) as u64;
+            let holes = pm.holes(&*fs.store, ino, range.clone(), free)?;
             if !fs.free_blocks.try_sub(holes) {
                 return Err(Errno::ENOSPC);
             }
-            if zero {
-                pm.zero(off, len);
+            let new_size = (!keep).then_some(end);
+            let done = if zero {
+                pm.zero_range(&*fs.store, ino, off, len, new_size)
+            } else {
+                pm.allocate(range, new_size);
+                Ok(())
+            };
+            if let Err(e) = done {
+                fs.free_blocks.add(holes as i64);
+                return Err(e);
             }
-            pm.allocate(range);
-            if !keep {
-                pm.size = pm.size.max(end);
-            }
-            Ok((holes as i64, pm.size))
+            Ok((holes as i64, pm.size()))
         })();
         fs.cached_pages
             .add(pm.cached_pages() as i64 - before as i64);
@@ -442,7 +435,9 @@ impl Fs {
         }
         let mut m = file.inode.meta.lock();
         m.rec.size = size;
-        m.rec.blocks = m.rec.blocks.saturating_add_signed(block_delta);
+        let blocks = m.rec.blocks.checked_add_signed(block_delta);
+        debug_assert!(blocks.is_some(), "block count out of range");
+        m.rec.blocks = blocks.unwrap_or(0);
         touch_mc(&file.inode, &mut m, Timespec::now());
         // `file_modified`, as a write.
         file.kill_privs(&mut m);
@@ -626,7 +621,6 @@ impl Fs {
             || ch.ctime.is_some();
         if changed {
             touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
-            inode.mirror_access(&m.rec);
         }
         Ok(Attr::from_record(&m.rec))
     }

@@ -39,8 +39,9 @@
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
-//! 2. directory entry locks (`Body::Dir`): ancestors before descendants;
-//!    two unrelated directories (only under `rename_lock`) by inode number
+//! 2. directory entry locks (`DirState::change`; lookups take none):
+//!    ancestors before descendants; two unrelated directories (only under
+//!    `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
 //! 4. `Inode::meta` — a directory's before that of an inode linked (or
 //!    being linked) in it; a non-directory's meta is always innermost.
@@ -66,6 +67,7 @@ use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
 use crate::orphan::{new_orphan_table, OrphanTable};
+use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
@@ -94,6 +96,8 @@ pub(crate) struct FsInner {
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
+    /// The read path design (seed 003), from `config.variants.read`.
+    pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
     pub totals: Superblock,
     shrinker: Mutex<Option<ShrinkerId>>,
@@ -291,6 +295,7 @@ impl Fs {
             free_inodes: counter(free_inodes),
             cached_pages: Box::new(Charged::new(counter(0))),
             cached_inodes: Box::new(Charged::new(counter(0))),
+            page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
             totals: sb,
             config,
@@ -323,8 +328,19 @@ impl Fs {
         &self.inner.store
     }
 
-    /// Attributes of `ino`.
+    /// Attributes of `ino`. A cached inode answers from its attribute
+    /// mirror without a lock (see `attr_seq`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                if a.freed() {
+                    return Err(Errno::ENOENT);
+                }
+                return Ok(a.attr(inode.ino, inode.kind));
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         if m.freed {
@@ -337,6 +353,13 @@ impl Fs {
     /// [`MAY_WRITE`](crate::MAY_WRITE), [`MAY_EXEC`](crate::MAY_EXEC)
     /// (0 = exists).
     pub fn access(&self, cred: &Cred, ino: Ino, mask: u32) -> Result<()> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
+                let a = inode.meta.attr();
+                return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+            }
+        }
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
         perm::permission(cred, &m.rec, mask)
@@ -415,6 +438,11 @@ impl FsInner {
         if ino == 0 {
             return Err(Errno::ENOENT);
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache load under meta (lock order: shard locks before meta)"
+        );
         let found = self
             .icache
             .get_or_load(ino, &mut || match self.store.read_inode(ino)? {
@@ -541,6 +569,11 @@ impl FsInner {
             m.lookups = n.lookups;
             m.opens = n.opens;
         }
+        debug_assert_eq!(
+            crate::attr_seq::metas_held(),
+            0,
+            "icache insert under meta (lock order: shard locks before meta)"
+        );
         // Holds the creator's reference (`Inode::new`); the budget is
         // enforced when it is dropped, outside the caller's `meta`.
         self.icache.insert_new(inode.clone());
@@ -604,7 +637,7 @@ impl FsInner {
         }
         drop(data);
         if let Body::Dir(d) = &inode.body {
-            d.write().index = None;
+            d.lock().take();
         }
         // DEAD (lookups wait), freed in the store, then unhashed: a racing
         // `iget` never reloads the store's possibly stale record, and a new
@@ -709,10 +742,10 @@ impl FsInner {
                 (n, false)
             }
             Body::Dir(d) => {
-                let Some(mut ds) = d.try_write() else {
+                let Some(mut change) = d.try_lock() else {
                     return (0, false);
                 };
-                (0, ds.index.take().is_some())
+                (0, change.take())
             }
             Body::Other => (0, false),
         }
@@ -721,7 +754,10 @@ impl FsInner {
     /// Finish evicting an inode this thread claimed (FREEING): check the
     /// pins under `meta`, write everything back (no cache lock held; lookups
     /// of this number wait), unhash. On any failure give it back LIVE.
-    fn evict_claimed(&self, inode: &Inode) -> bool {
+    /// A pinned inode leaves the LRU (its unpinning re-offers it); one that
+    /// could not be written back now (its data lock busy, a store error)
+    /// goes back on the LRU, or nobody would ever offer it again.
+    fn evict_claimed(&self, inode: &Arc<Inode>) -> bool {
         {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
@@ -735,9 +771,9 @@ impl FsInner {
         if let Body::File(d) = &inode.body {
             // Dirty pages left: their writeback failed.
             match d.try_read() {
-                Some(pm) if crate::pcache::PageCache::cached_pages(&*pm) == 0 => {}
+                Some(pm) if pm.cached_pages() == 0 => {}
                 _ => {
-                    inode.life.unclaim();
+                    self.unclaim_to_lru(inode);
                     return false;
                 }
             }
@@ -747,7 +783,8 @@ impl FsInner {
             if m.dirty {
                 if let Err(e) = self.store.write_inode(&m.rec) {
                     tracing::warn!(ino = inode.ino, "writeback before eviction failed: {e}");
-                    inode.life.unclaim();
+                    drop(m);
+                    self.unclaim_to_lru(inode);
                     return false;
                 }
                 m.dirty = false;
@@ -759,6 +796,15 @@ impl FsInner {
             self.cached_inodes.add(-1);
         }
         removed
+    }
+
+    /// Give back a claimed, unpinned inode that could not be evicted now:
+    /// LIVE again and back on the LRU for a later pass.
+    fn unclaim_to_lru(&self, inode: &Arc<Inode>) {
+        inode.life.unclaim();
+        if inode.life.mark_on_lru() {
+            self.lru.push(Arc::clone(inode));
+        }
     }
 
     /// Evict up to `nr` unreferenced inodes from the LRU; returns how many

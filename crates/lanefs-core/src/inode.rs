@@ -4,12 +4,17 @@
 //!
 //! Inode locking rules:
 //! * `meta` (mutex) protects the record (attributes, link count, size,
-//!   xattrs, symlink target), `dirty`, `lookups`, `opens` and `freed`. It is
+//!   xattrs, symlink target), `dirty`, `lookups`, `opens` and `freed`.
+//!   Releasing it after a change republishes the lock-free attribute
+//!   mirror (a seqlock, see `attr_seq`) that getattr, lookup and the
+//!   permission check of a walk read instead of taking it. It is
 //!   a leaf lock except that the icache may take it with `try_lock` while
 //!   holding a shard lock (eviction never blocks on it).
-//! * `body` is the data lock of a regular file (`RwLock<PageMap>`) or the
-//!   entry lock of a directory (`RwLock<DirState>`); it is taken before
-//!   `meta` whenever both are held.
+//! * `body` is the data of a regular file (`FileData`, whose data lock is
+//!   an `RwLock<PageMap>`; reads may copy cached pages without it, see
+//!   `pcache`) or a directory's entry state (`DirState`: its change lock is
+//!   the entry lock, lookups take none, see `dir`); either lock is taken
+//!   before `meta` whenever both are held.
 //! * `atime_stale` (Relaxed): set whenever mtime or ctime changes, cleared
 //!   when atime is brought past them — lets reads skip `meta` in the common
 //!   relatime case. A stale `false` only delays an atime update.
@@ -26,15 +31,16 @@
 //! leaves the hash.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
-use parking_lot::{Mutex, RwLock};
+
+use crate::attr_seq::MetaLock;
 
 use crate::dir::DirState;
 use crate::icache::Life;
 use crate::orphan::OrphanSlot;
-use crate::pcache::PageMap;
+use crate::pcache::FileData;
 
 /// Mutable state of an inode, under `Inode::meta`.
 pub(crate) struct Meta {
@@ -53,41 +59,37 @@ pub(crate) struct Meta {
     pub orphan_slot: Cell<Option<OrphanSlot>>,
 }
 
+// Shuttle's model atomics make `FileData` large in model builds only.
+#[cfg_attr(lanefs_shuttle, allow(clippy::large_enum_variant))]
 pub(crate) enum Body {
-    File(RwLock<PageMap>),
-    Dir(RwLock<DirState>),
+    File(FileData),
+    Dir(DirState),
     Other,
 }
 
 pub(crate) struct Inode {
     pub ino: Ino,
     pub kind: FileKind,
-    pub meta: Mutex<Meta>,
+    pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: AtomicBool,
     /// Cache life cycle: state, counted references, LRU membership.
     pub life: Life,
-    /// Lock-free mirror of `(perm << 32) | uid` for the lookup permission
-    /// check (Linux's RCU walk reads `i_mode`/`i_uid` the same way).
-    /// Written under `meta` whenever perm or uid change; Relaxed.
-    access_perm_uid: AtomicU64,
-    /// Mirror of the gid, as above.
-    access_gid: AtomicU32,
 }
 
 impl Inode {
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
     pub fn new(rec: InodeRecord, dirty: bool) -> Inode {
         let body = match rec.kind {
-            FileKind::Regular => Body::File(RwLock::new(PageMap::new(rec.size))),
-            FileKind::Directory => Body::Dir(RwLock::new(DirState::default())),
+            FileKind::Regular => Body::File(FileData::new(rec.size, rec.blocks == 0)),
+            FileKind::Directory => Body::Dir(DirState::default()),
             _ => Body::Other,
         };
         let atime_stale = rec.atime <= rec.mtime || rec.atime <= rec.ctime;
         Inode {
             ino: rec.ino,
             kind: rec.kind,
-            meta: Mutex::new(Meta {
+            meta: MetaLock::new(Meta {
                 rec,
                 dirty,
                 lookups: 0,
@@ -99,28 +101,7 @@ impl Inode {
             atime_stale: AtomicBool::new(atime_stale),
             // The loader's or creator's reference.
             life: Life::new_live(1),
-            access_perm_uid: AtomicU64::new(0),
-            access_gid: AtomicU32::new(0),
         }
-        .with_access_mirror()
-    }
-
-    fn with_access_mirror(self) -> Inode {
-        {
-            let m = self.meta.lock();
-            self.mirror_access(&m.rec);
-        }
-        self
-    }
-
-    /// Refresh the lock-free permission mirror; call under `meta` after
-    /// changing perm, uid or gid.
-    pub fn mirror_access(&self, rec: &InodeRecord) {
-        self.access_perm_uid.store(
-            ((rec.perm as u64) << 32) | rec.uid as u64,
-            Ordering::Relaxed,
-        );
-        self.access_gid.store(rec.gid, Ordering::Relaxed);
     }
 
     /// Permission check from the mirror, without `meta` (lookup hot path).
@@ -129,8 +110,7 @@ impl Inode {
         if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
             return Ok(());
         }
-        let pu = self.access_perm_uid.load(Ordering::Relaxed);
-        let gid = self.access_gid.load(Ordering::Relaxed);
-        crate::perm::permission_of(cred, self.kind, (pu >> 32) as u16, pu as u32, gid, mask)
+        let a = self.meta.attr();
+        crate::perm::permission_of(cred, self.kind, a.perm(), a.uid(), a.gid(), mask)
     }
 }

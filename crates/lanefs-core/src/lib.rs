@@ -26,6 +26,7 @@ pub use lanefs_store::{
 };
 pub use types::*;
 
+mod attr_seq;
 mod check;
 mod counters;
 mod dir;
@@ -41,6 +42,7 @@ mod perm;
 mod reclaim;
 pub(crate) mod sync;
 mod variants;
+mod walk_rcu;
 mod xattr;
 
 pub use counters::{AtomicCounter, Counter, PercpuCounter, COUNTER_SHARDS};
@@ -59,6 +61,7 @@ pub use reclaim::{
 pub use variants::{
     CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
 };
+pub use walk_rcu::{MAX_RCU_COMPONENTS, RCU_WALK_RETRIES};
 
 /// Counts from a cache shrink, for tests and stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,12 +8,7 @@
 //! directory, `EEXIST`/`ENOENT`, `may_create`/`may_delete`, type checks), so
 //! that a request with several faults fails with the same errno as on tmpfs.
 
-use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
-use parking_lot::{
-    MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLockReadGuard, RwLockWriteGuard,
-};
-
-use crate::dir::{DirIndex, DirectoryIndex, Slot};
+use crate::dir::{DirIndex, DirRead, DirWrite, Slot};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
@@ -23,6 +18,7 @@ use crate::{
     Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
     RENAME_WHITEOUT, SYMLINK_MAX,
 };
+use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
 
 /// What a new node is made of.
 pub(crate) struct NewNode<'a> {
@@ -41,33 +37,56 @@ pub(crate) struct NewNode<'a> {
 }
 
 impl FsInner {
-    /// The directory's index under its read lock, loading it if needed.
-    pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockReadGuard<'a, DirIndex>> {
-        let Body::Dir(lock) = &dir.body else {
+    /// The directory's index for lock-free reading, loading it if needed
+    /// (the load takes the directory's change lock).
+    pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<DirRead<'a>> {
+        let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
         loop {
-            match RwLockReadGuard::try_map(lock.read(), |s| s.index.as_ref()) {
-                Ok(g) => return Ok(g),
-                Err(g) => drop(g),
+            if let Some(r) = state.reader() {
+                return Ok(r);
             }
-            let mut w = lock.write();
-            if w.index.is_none() {
-                w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+            let mut w = state.lock();
+            if w.index().is_none() {
+                w.install(DirIndex::from_records(self.store.dir_read(dir.ino)?));
             }
         }
     }
 
-    /// The directory's index under its write lock, loading it if needed.
-    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<MappedRwLockWriteGuard<'a, DirIndex>> {
-        let Body::Dir(lock) = &dir.body else {
+    /// The inode linked as `name` in `dir`, by a lock-free lookup validated
+    /// with the directory's change sequence: the entry stayed linked from
+    /// the lookup until the inode was found, so the number was not freed
+    /// and reused in between (without validation a racing unlink, free and
+    /// create could hand back an unrelated inode).
+    pub fn lookup_child(&self, dir: &Inode, name: &[u8]) -> Result<IRef<'_>> {
+        let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
-        let mut w = lock.write();
-        if w.index.is_none() {
-            w.index = Some(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+        loop {
+            let Some(seq) = state.read_begin() else {
+                crate::sync::yield_now();
+                continue;
+            };
+            let slot = self.dir_read(dir)?.get(name);
+            let Some(slot) = slot else {
+                return Err(Errno::ENOENT);
+            };
+            let child = self.iget(slot.ino);
+            if state.read_valid(seq) {
+                return child;
+            }
         }
-        RwLockWriteGuard::try_map(w, |s| s.index.as_mut()).map_err(|_| Errno::EIO)
+    }
+
+    /// The directory's change lock with its index loaded.
+    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<DirWrite<'a>> {
+        let Body::Dir(state) = &dir.body else {
+            return Err(Errno::ENOTDIR);
+        };
+        state
+            .lock()
+            .loaded(|| Ok(DirIndex::from_records(self.store.dir_read(dir.ino)?)))
     }
 
     /// For a directory about to lose its last name (rmdir, rename over it):
@@ -78,7 +97,7 @@ impl FsInner {
         &self,
         victim: &'a Inode,
         is_dir: bool,
-    ) -> Result<Option<MappedRwLockWriteGuard<'a, DirIndex>>> {
+    ) -> Result<Option<DirWrite<'a>>> {
         if !is_dir {
             return Ok(None);
         }
@@ -94,7 +113,7 @@ impl FsInner {
     pub fn add_entry(
         &self,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         dm: &mut Meta,
         name: &[u8],
         ino: Ino,
@@ -122,14 +141,15 @@ impl FsInner {
     pub fn remove_entry(
         &self,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         dm: &mut Meta,
         name: &[u8],
         now: Timespec,
     ) -> Result<()> {
         self.store.dir_remove(dir.ino, name)?;
         idx.remove(name);
-        dm.rec.size = dm.rec.size.saturating_sub(DIRENT_SIZE);
+        debug_assert!(dm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
+        dm.rec.size -= DIRENT_SIZE;
         touch_mc(dir, dm, now);
         Ok(())
     }
@@ -157,25 +177,33 @@ impl FsInner {
         &self,
         cred: &Cred,
         dir: &Inode,
-        idx: &mut DirIndex,
+        idx: &mut DirWrite<'_>,
         name: &[u8],
         n: NewNode<'_>,
     ) -> Result<IRef<'_>> {
+        let parent_rec = {
+            let dm = dir.meta.lock();
+            if dm.rec.nlink == 0 {
+                return Err(Errno::ENOENT);
+            }
+            if idx.get(name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+            if n.needs_mknod_cap && !cred.is_root() {
+                return Err(Errno::EPERM);
+            }
+            if n.kind == FileKind::Directory {
+                check_link_room(dm.rec.nlink)?;
+            }
+            dm.rec.clone()
+        };
+        // The new inode enters the icache with no `meta` held (shard locks
+        // come before `meta`). Holding the directory's change lock, nothing
+        // can kill it, add `name` or change its link count meanwhile.
+        let inode = self.alloc_inode(cred, &parent_rec, &n)?;
         let mut dm = dir.meta.lock();
-        if dm.rec.nlink == 0 {
-            return Err(Errno::ENOENT);
-        }
-        if idx.get(name).is_some() {
-            return Err(Errno::EEXIST);
-        }
-        perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
-        if n.needs_mknod_cap && !cred.is_root() {
-            return Err(Errno::EPERM);
-        }
-        if n.kind == FileKind::Directory {
-            check_link_room(dm.rec.nlink)?;
-        }
-        let inode = self.alloc_inode(cred, &dm.rec, &n)?;
+        debug_assert!(dm.rec.nlink != 0, "directory died under its change lock");
         let now = Timespec::now();
         if let Err(e) = self.add_entry(dir, idx, &mut dm, name, inode.ino, n.kind, now) {
             drop(dm);
@@ -190,6 +218,9 @@ impl FsInner {
 
     /// Find `name` in `parent`; add a lookup reference if `counted`.
     pub fn lookup(&self, cred: &Cred, parent: Ino, name: &[u8], counted: bool) -> Result<Attr> {
+        if let Some(r) = self.walk_rcu(cred, parent, &[name], counted) {
+            return r;
+        }
         let dir = self.dir(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         let attr_of = |inode: &Inode| {
@@ -206,14 +237,29 @@ impl FsInner {
             return attr_of(&dir);
         }
         if name == b".." {
-            let up = dir.meta.lock().rec.parent;
+            // A dead directory's `..` is ENOENT: its recorded parent number
+            // is held by nobody and may have been reused (docs/SEMANTICS.md).
+            let up = {
+                let dm = dir.meta.lock();
+                if dm.rec.nlink == 0 {
+                    return Err(Errno::ENOENT);
+                }
+                dm.rec.parent
+            };
             return attr_of(&*self.iget(up)?);
         }
         check_name(name)?;
-        let idx = self.dir_read(&dir)?;
-        let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-        let child = self.iget(slot.ino)?;
+        let child = self.lookup_child(&dir, name)?;
         attr_of(&child)
+    }
+
+    /// Report a store call that undoes part of a failed change. The change
+    /// already fails with the first error; a failed undo leaves the store
+    /// behind memory (the next writeback or check shows it).
+    pub fn undo(&self, r: Result<()>) {
+        if let Err(e) = r {
+            tracing::error!("store refused to undo a failed change: {e}");
+        }
     }
 
     /// Is directory `ancestor` equal to `dir` or above it? Walks parents;
@@ -429,10 +475,12 @@ impl Fs {
             fs.remove_entry(&dir, &mut idx, &mut dm, name, now)?;
             let mut cm = child.meta.lock();
             if is_dir {
-                dm.rec.nlink = dm.rec.nlink.saturating_sub(1);
+                debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
+                dm.rec.nlink -= 1;
                 cm.rec.nlink = 0;
             } else {
-                cm.rec.nlink = cm.rec.nlink.saturating_sub(1);
+                debug_assert!(cm.rec.nlink > 0, "unlinking an unlinked inode");
+                cm.rec.nlink -= 1;
             }
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(child.ino, &cm);
@@ -523,12 +571,12 @@ impl Fs {
     /// The body of rename with the directory locks held. `new` is `None` for
     /// a rename within `odir`. Returns a replaced inode that may need freeing.
     #[allow(clippy::too_many_arguments)]
-    fn rename_locked(
+    fn rename_locked<'d>(
         &self,
         cred: &Cred,
         odir: &Inode,
-        oidx: &mut DirIndex,
-        new: Option<(&Inode, &mut DirIndex)>,
+        oidx: &mut DirWrite<'d>,
+        new: Option<(&Inode, &mut DirWrite<'d>)>,
         name: &[u8],
         newname: &[u8],
         flags: u32,
@@ -627,45 +675,37 @@ impl Fs {
             }
         }
         let now = Timespec::now();
+        // The store first, ordered so that a failure leaves it as it was
+        // (each later step undoes the earlier ones); then memory, which
+        // cannot fail. In the index every name that exists before the
+        // rename exists throughout it: an entry over another is replaced in
+        // place, never removed and re-added (POSIX: `newname` stays visible).
         if exchange {
             let Some(t) = target else {
                 return Err(Errno::ENOENT);
             };
             let ns = nslot.ok_or(Errno::ENOENT)?;
-            fs.store.dir_insert(
-                odir.ino,
-                &DirEntryRecord {
-                    name: name.to_vec(),
-                    ino: ns.ino,
-                    kind: ns.kind,
-                    cookie: oslot.cookie,
-                },
-            )?;
-            fs.store.dir_insert(
-                ndir.ino,
-                &DirEntryRecord {
-                    name: newname.to_vec(),
-                    ino: oslot.ino,
-                    kind: oslot.kind,
-                    cookie: ns.cookie,
-                },
-            )?;
-            oidx.insert(
-                name,
-                Slot {
-                    ino: ns.ino,
-                    kind: ns.kind,
-                    cookie: oslot.cookie,
-                },
-            );
-            nidx!().insert(
-                newname,
-                Slot {
-                    ino: oslot.ino,
-                    kind: oslot.kind,
-                    cookie: ns.cookie,
-                },
-            );
+            let entry = |name: &[u8], s: Slot| DirEntryRecord {
+                name: name.to_vec(),
+                ino: s.ino,
+                kind: s.kind,
+                cookie: s.cookie,
+            };
+            let o_new = Slot {
+                cookie: oslot.cookie,
+                ..ns
+            };
+            let n_new = Slot {
+                cookie: ns.cookie,
+                ..oslot
+            };
+            fs.store.dir_insert(odir.ino, &entry(name, o_new))?;
+            if let Err(e) = fs.store.dir_insert(ndir.ino, &entry(newname, n_new)) {
+                fs.undo(fs.store.dir_insert(odir.ino, &entry(name, oslot)));
+                return Err(e);
+            }
+            oidx.insert(name, o_new);
+            nidx!().insert(newname, n_new);
             if cross && old_is_dir != new_is_dir {
                 let (gain, lose) = if old_is_dir {
                     (ndir, odir)
@@ -674,7 +714,11 @@ impl Fs {
                 };
                 gain.meta.lock().rec.nlink += 1;
                 let mut lm = lose.meta.lock();
-                lm.rec.nlink = lm.rec.nlink.saturating_sub(1);
+                debug_assert!(
+                    lm.rec.nlink > 2,
+                    "a directory losing a subdirectory it lacks"
+                );
+                lm.rec.nlink -= 1;
             }
             for (inode, dir) in [(&*old, ndir), (&*t, odir)] {
                 let mut m = inode.meta.lock();
@@ -689,43 +733,79 @@ impl Fs {
             }
             return Ok(None);
         }
-        // Replace (or create) newname, then drop name.
-        let mut replaced = None;
-        if let Some(t) = target {
-            let t_idx = fs.lock_empty_victim(&t, new_is_dir)?;
-            {
-                let mut ndm = ndir.meta.lock();
-                fs.remove_entry(ndir, nidx!(), &mut ndm, newname, now)?;
-                if new_is_dir {
-                    ndm.rec.nlink = ndm.rec.nlink.saturating_sub(1);
-                }
-            }
-            let mut tm = t.meta.lock();
-            tm.rec.nlink = if new_is_dir {
-                0
-            } else {
-                tm.rec.nlink.saturating_sub(1)
-            };
-            touch_c(&t, &mut tm, now);
-            fs.note_unlinked(t.ino, &tm);
-            drop(tm);
-            drop(t_idx);
-            replaced = Some(t);
+        // Replace (or create) newname, then drop name. A directory target
+        // stays locked (and so empty) until it is dead.
+        let t_idx = match &target {
+            Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
+            None => None,
+        };
+        let cookie = ndir.meta.lock().rec.next_cookie;
+        let moved = Slot { cookie, ..oslot };
+        fs.store.dir_insert(
+            ndir.ino,
+            &DirEntryRecord {
+                name: newname.to_vec(),
+                ino: moved.ino,
+                kind: moved.kind,
+                cookie,
+            },
+        )?;
+        if let Err(e) = fs.store.dir_remove(odir.ino, name) {
+            fs.undo(match nslot {
+                Some(ns) => fs.store.dir_insert(
+                    ndir.ino,
+                    &DirEntryRecord {
+                        name: newname.to_vec(),
+                        ino: ns.ino,
+                        kind: ns.kind,
+                        cookie: ns.cookie,
+                    },
+                ),
+                None => fs.store.dir_remove(ndir.ino, newname),
+            });
+            return Err(e);
         }
+        nidx!().insert(newname, moved);
         {
             let mut ndm = ndir.meta.lock();
-            fs.add_entry(ndir, nidx!(), &mut ndm, newname, oslot.ino, oslot.kind, now)?;
+            ndm.rec.next_cookie = cookie + 1;
+            if target.is_none() {
+                ndm.rec.size += DIRENT_SIZE;
+            }
+            if new_is_dir {
+                debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
+                ndm.rec.nlink -= 1;
+            }
             if old_is_dir && cross {
                 ndm.rec.nlink += 1;
             }
+            touch_mc(ndir, &mut ndm, now);
         }
+        oidx.remove(name);
         {
             let mut odm = odir.meta.lock();
-            fs.remove_entry(odir, oidx, &mut odm, name, now)?;
+            debug_assert!(odm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
+            odm.rec.size -= DIRENT_SIZE;
             if old_is_dir && cross {
-                odm.rec.nlink = odm.rec.nlink.saturating_sub(1);
+                debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
+                odm.rec.nlink -= 1;
             }
+            touch_mc(odir, &mut odm, now);
         }
+        if let Some(t) = &target {
+            let mut tm = t.meta.lock();
+            if new_is_dir {
+                tm.rec.nlink = 0;
+            } else {
+                debug_assert!(tm.rec.nlink > 0, "replacing an unlinked inode");
+                tm.rec.nlink -= 1;
+            }
+            touch_c(t, &mut tm, now);
+            fs.note_unlinked(t.ino, &tm);
+            drop(tm);
+        }
+        drop(t_idx);
+        let replaced = target;
         let mut om = old.meta.lock();
         if old_is_dir {
             om.rec.parent = ndir.ino;

@@ -96,6 +96,9 @@ mod model_locks {
         pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
             self.0.try_write().ok()
         }
+        pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
+            self.0.try_read().ok()
+        }
     }
 }
 

@@ -77,6 +77,48 @@ pub trait Store: Send + Sync + 'static {
     /// Remove pages `start..end` of `ino`; returns how many existed.
     fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64>;
 
+    /// Data pages of `ino` with an index in `start..end`. The core counts
+    /// allocated blocks of a range with this (fallocate, punch, truncate),
+    /// so it should cost O(pages in the range), not O(range): the default
+    /// reads every index and is only fit for small ranges — override it.
+    fn count_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        let mut buf = [0u8; PAGE_SIZE];
+        let mut n = 0;
+        for idx in start..end {
+            n += u64::from(self.read_page(ino, idx, &mut buf)?);
+        }
+        Ok(n)
+    }
+
+    /// The unwritten extents of `ino`: page ranges `start..end` allocated
+    /// to the file (by `fallocate`) that read as zeros wherever no data page
+    /// exists. Sorted, disjoint. A page is allocated (one block) when it is a
+    /// data page, inside an extent, or both. Default: none.
+    fn read_unwritten(&self, ino: Ino) -> Result<Vec<std::ops::Range<u64>>> {
+        let _ = ino;
+        Ok(Vec::new())
+    }
+
+    /// Replace the unwritten extents of `ino` (the core writes the whole
+    /// list at writeback, with the pages). [`free_ino`](Self::free_ino)
+    /// drops them. Default: a store without extent records accepts only an
+    /// empty list (`EOPNOTSUPP` otherwise).
+    fn write_unwritten(&self, ino: Ino, extents: &[std::ops::Range<u64>]) -> Result<()> {
+        let _ = ino;
+        if extents.is_empty() {
+            Ok(())
+        } else {
+            Err(Errno::EOPNOTSUPP)
+        }
+    }
+
+    /// Blocks allocated to `ino`: data pages and unwritten extents, a page
+    /// in both counted once (for checkers; may be slow). Default:
+    /// [`page_count`](Self::page_count).
+    fn allocated_pages(&self, ino: Ino) -> Result<u64> {
+        self.page_count(ino)
+    }
+
     /// Every inode number that has a record (for checkers; may be slow).
     fn list_inodes(&self) -> Result<Vec<Ino>>;
     /// Number of data pages stored for `ino` (for checkers; may be slow).

@@ -3,7 +3,7 @@
 //! Locking rules:
 //! * `inodes[s]`, `dirs[s]`, `pages[s]`: one mutex per shard, chosen by
 //!   `ino % SHARDS`; each protects the records of the inodes in its shard.
-//!   No call holds two shard locks at once, so there is no lock order.
+//!   No call holds two of these at once (except `unwritten[s]` below).
 //! * `ino_lanes[l]` (mutex, one cache line each): lane `l`'s inode-number
 //!   allocator — numbers it freed (reused first, newest first) and a chunk of
 //!   never-used numbers. A thread allocates and frees on its own lane only,
@@ -12,12 +12,15 @@
 //! * `next_chunk` (atomic, Relaxed): start of the next never-used chunk of
 //!   [`INO_CHUNK`] numbers; touched once per chunk, numbers are unique
 //!   because `fetch_add` is atomic, no ordering with data needed.
+//! * `unwritten[s]`: the unwritten extents (fallocate) of the shard's inodes.
+//!   Taken alone, or after `pages[s]` (`allocated_pages`), never before it.
 //! * `superblock`: protects the superblock copy.
 //!
 //! Records are stored serialized (`InodeRecord::encode`), never as live
 //! objects, so the core's caches really are caches over this store.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -71,6 +74,7 @@ pub struct MemoryStore {
     pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
     ino_lanes: Box<[Mutex<InoLane>]>,
     next_chunk: AtomicU64,
+    unwritten: Vec<Mutex<HashMap<Ino, Vec<Range<u64>>>>>,
     superblock: Mutex<Superblock>,
 }
 
@@ -91,6 +95,7 @@ impl MemoryStore {
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
             next_chunk: AtomicU64::new(ROOT_INO + 1),
+            unwritten: shards(),
             superblock: Mutex::new(Superblock {
                 total_blocks: cfg.capacity_bytes / PAGE_SIZE as u64,
                 total_inodes: cfg.max_inodes.max(1),
@@ -161,6 +166,7 @@ impl Store for MemoryStore {
         self.dirs[s].lock().remove(&ino);
         self.pages[s].lock().remove(&ino);
         self.ino_lane().lock().freed.push(ino);
+        self.unwritten[s].lock().remove(&ino);
         Ok(())
     }
 
@@ -243,6 +249,53 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
+    fn count_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        if start >= end {
+            return Ok(0);
+        }
+        let pages = self.pages[shard(ino)].lock();
+        Ok(pages
+            .get(&ino)
+            .map_or(0, |m| m.range(start..end).count() as u64))
+    }
+
+    fn read_unwritten(&self, ino: Ino) -> Result<Vec<Range<u64>>> {
+        Ok(self.unwritten[shard(ino)]
+            .lock()
+            .get(&ino)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn write_unwritten(&self, ino: Ino, extents: &[Range<u64>]) -> Result<()> {
+        let mut sorted = extents.to_vec();
+        sorted.sort_by_key(|r| r.start);
+        if sorted.iter().any(|r| r.is_empty()) || sorted.windows(2).any(|w| w[0].end > w[1].start) {
+            return Err(Errno::EINVAL);
+        }
+        let mut m = self.unwritten[shard(ino)].lock();
+        if sorted.is_empty() {
+            m.remove(&ino);
+        } else {
+            m.insert(ino, sorted);
+        }
+        Ok(())
+    }
+
+    fn allocated_pages(&self, ino: Ino) -> Result<u64> {
+        let s = shard(ino);
+        let pages = self.pages[s].lock();
+        let unwritten = self.unwritten[s].lock();
+        let data = pages.get(&ino);
+        let extents = unwritten.get(&ino).map_or(&[][..], |v| &v[..]);
+        let mut n = data.map_or(0, |m| m.len() as u64);
+        for r in extents {
+            let inside = data.map_or(0, |m| m.range(r.clone()).count() as u64);
+            n += r.end - r.start - inside;
+        }
+        Ok(n)
+    }
+
     fn list_inodes(&self) -> Result<Vec<Ino>> {
         Ok(self
             .inodes
@@ -282,6 +335,25 @@ mod tests {
         assert_eq!(s.page_records(), 1);
         assert_eq!(s.punch_pages(5, 4, u64::MAX).unwrap(), 1);
         assert_eq!(s.page_records(), 0);
+    }
+
+    #[test]
+    fn ranges_count_and_extents_union_with_pages() {
+        let s = MemoryStore::default();
+        for idx in [2, 5, 9, 1 << 40] {
+            s.write_page(4, idx, &[1; PAGE_SIZE]).unwrap();
+        }
+        assert_eq!(s.count_pages(4, 3, 10).unwrap(), 2);
+        assert_eq!(s.count_pages(4, 0, u64::MAX).unwrap(), 4);
+        assert_eq!(s.count_pages(4, 10, 3).unwrap(), 0);
+        s.write_unwritten(4, &[8..12, 0..3]).unwrap();
+        assert_eq!(s.read_unwritten(4).unwrap(), vec![0..3, 8..12]);
+        // pages 2 and 9 are inside extents: counted once.
+        assert_eq!(s.allocated_pages(4).unwrap(), 4 + 3 + 4 - 2);
+        assert_eq!(s.write_unwritten(4, &[0..5, 4..6]), Err(Errno::EINVAL));
+        s.free_ino(4).unwrap();
+        assert!(s.read_unwritten(4).unwrap().is_empty());
+        assert_eq!(s.allocated_pages(4).unwrap(), 0);
     }
 
     #[test]

@@ -19,8 +19,11 @@
 //! # Locks and atomics
 //!
 //! This crate has none of its own. A [`Filesystem`] is an `Arc` of the core
-//! instance plus a credential and a umask (values, copied per view). While a
-//! path is walked, every directory the walk stands in is pinned with a
+//! instance plus a credential and a umask (values, copied per view). A path
+//! is first resolved by the core's RCU-walk (no lock, no reference; one
+//! counted lookup on the final inode unless the call is a `stat`); what
+//! that cannot answer (symlinks to follow, `..`, cache misses, concurrent
+//! changes) is walked with every directory the walk stands in pinned by a
 //! counted lookup that a guard gives back (`forget`) when it drops, so a
 //! concurrent `rmdir` can never make a call operate in a freed or reused
 //! inode; all other synchronization is the core's (see its module docs and
@@ -780,20 +783,28 @@ impl Filesystem {
 
     /// `stat(path)`: follows a final symlink.
     pub fn metadata<P: AsRef<Path>>(&self, path: P) -> io::Result<Metadata> {
-        let h = self.resolve(bytes(&path), true)?;
-        Ok(Metadata(self.core().getattr(h.ino)?))
+        Ok(Metadata(self.stat(bytes(&path), true)?))
     }
 
     /// `lstat(path)`: a final symlink is not followed.
     pub fn symlink_metadata<P: AsRef<Path>>(&self, path: P) -> io::Result<Metadata> {
-        let h = self.resolve(bytes(&path), false)?;
-        Ok(Metadata(self.core().getattr(h.ino)?))
+        Ok(Metadata(self.stat(bytes(&path), false)?))
+    }
+
+    /// `stat`/`lstat`: the RCU-walk (no lock, no reference), else the
+    /// reference walk and `getattr` of the pinned result.
+    fn stat(&self, path: &[u8], follow: bool) -> Result<Attr> {
+        if let Some(r) = self.walker().stat_rcu(path, follow) {
+            return r;
+        }
+        let h = self.resolve(path, follow)?;
+        self.core().getattr(h.ino)
     }
 
     /// True if `path` resolves (following symlinks); errors other than
     /// `ENOENT` are returned.
     pub fn try_exists<P: AsRef<Path>>(&self, path: P) -> io::Result<bool> {
-        match self.resolve(bytes(&path), true) {
+        match self.stat(bytes(&path), true) {
             Ok(_) => Ok(true),
             Err(Errno::ENOENT) => Ok(false),
             Err(e) => Err(e.into()),

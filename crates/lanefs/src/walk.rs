@@ -5,15 +5,28 @@
 //! credential, follows symbolic links (at most [`MAXSYMLINKS`] per
 //! resolution, `ELOOP` beyond) and applies the trailing-slash rules.
 //!
-//! Locking: none. Every directory the walk stands in is pinned by a counted
-//! lookup ([`Held`]), given back with `forget` when the guard drops, so a
-//! concurrent `rmdir` can unlink the directory under us but never free it or
-//! let its inode number be reused while we still use it (we then get the
-//! errors Linux gives for a dead directory, `ENOENT` on lookup and create).
+//! Two walks, as Linux's `LOOKUP_RCU` then ref-walk:
+//! * first the core's RCU-walk ([`Fs::resolve_rcu`]): no lock and no
+//!   reference on the way; a stat takes none at all, every other call one
+//!   counted lookup on the final inode. It answers only plain names (and
+//!   `.`); a symlink it must follow, `..`, a cache miss or repeated
+//!   concurrent changes hand the path to
+//! * the reference walk: every directory the walk stands in is pinned by a
+//!   counted lookup ([`Held`]), given back with `forget` when the guard
+//!   drops, so a concurrent `rmdir` can unlink the directory under us but
+//!   never free it or let its inode number be reused while we still use it
+//!   (we then get the errors Linux gives for a dead directory, `ENOENT` on
+//!   lookup and create).
+//!
+//! Both give the same answers on a quiet tree; under concurrent changes
+//! each step of either is one linearizable lookup (see the core's
+//! `walk_rcu` module for the exact guarantee).
 
 use std::collections::VecDeque;
 
-use lanefs_core::{Cred, Errno, FileKind, Fs, Ino, Result, MAY_EXEC, ROOT_INO};
+use lanefs_core::{
+    Attr, Cred, Errno, FileKind, Fs, Ino, Result, MAX_RCU_COMPONENTS, MAY_EXEC, ROOT_INO,
+};
 
 /// Most symbolic links followed while resolving one path (Linux's
 /// `MAXSYMLINKS`): the 41st gives `ELOOP`.
@@ -138,6 +151,63 @@ impl<'a> Walker<'a> {
         Ok(target)
     }
 
+    /// The RCU-walk of `comps` from `start` with one counted lookup on the
+    /// result; `None` when it cannot answer (the reference walk then does).
+    fn walk_rcu(
+        &self,
+        start: &Held<'a>,
+        comps: &VecDeque<Vec<u8>>,
+        follow_last: bool,
+        must_dir: bool,
+    ) -> Option<Result<Held<'a>>> {
+        if comps.is_empty() || comps.len() > MAX_RCU_COMPONENTS {
+            return None;
+        }
+        let mut names: [&[u8]; MAX_RCU_COMPONENTS] = [&[]; MAX_RCU_COMPONENTS];
+        for (n, c) in names.iter_mut().zip(comps) {
+            *n = c;
+        }
+        let names = &names[..comps.len()];
+        let attr = match self.fs.resolve_rcu_counted(self.cred, start.ino, names)? {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        let held = Held::counted(self.fs, attr.ino, attr.kind);
+        if attr.kind == FileKind::Symlink && (follow_last || must_dir) {
+            return None;
+        }
+        if must_dir && attr.kind != FileKind::Directory {
+            return Some(Err(Errno::ENOTDIR));
+        }
+        Some(Ok(held))
+    }
+
+    /// `stat`/`lstat` of a whole path by the RCU-walk alone: no lock and no
+    /// reference. `None` when it cannot answer (use [`resolve`](Self::resolve)).
+    pub(crate) fn stat_rcu(&self, path: &[u8], follow: bool) -> Option<Result<Attr>> {
+        if let Err(e) = check_path(path) {
+            return Some(Err(e));
+        }
+        let must_dir = path.ends_with(b"/");
+        let mut names: [&[u8]; MAX_RCU_COMPONENTS] = [&[]; MAX_RCU_COMPONENTS];
+        let mut n = 0;
+        for c in path.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            *names.get_mut(n)? = c;
+            n += 1;
+        }
+        let attr = match self.fs.resolve_rcu(self.cred, ROOT_INO, &names[..n])? {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        if attr.kind == FileKind::Symlink && (follow || must_dir) {
+            return None;
+        }
+        if must_dir && attr.kind != FileKind::Directory {
+            return Some(Err(Errno::ENOTDIR));
+        }
+        Some(Ok(attr))
+    }
+
     /// Walk `comps` starting in `start`. Every component but the last must
     /// lead to a directory (symlinks followed); the last is followed when
     /// `follow_last` or `must_dir`. With `must_dir` the result must be a
@@ -149,6 +219,9 @@ impl<'a> Walker<'a> {
         follow_last: bool,
         mut must_dir: bool,
     ) -> Result<Held<'a>> {
+        if let Some(r) = self.walk_rcu(&start, &comps, follow_last, must_dir) {
+            return r;
+        }
         let mut cur = start;
         while let Some(name) = comps.pop_front() {
             let is_last = comps.is_empty();

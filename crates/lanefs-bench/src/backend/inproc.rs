@@ -1,8 +1,9 @@
 //! The in-process engine through the Rust API (`lanefs::Fs`).
 //!
 //! Every path operation walks the path the way the kernel's path walk
-//! would: one `lookup` per component from the root (uncounted, like an
-//! RCU-mode walk that takes no references), then the operation on the last
+//! would: the engine's RCU-walk from the root (no lock, no reference, like
+//! the kernel's `LOOKUP_RCU`), falling back to one uncounted `lookup` per
+//! component where it cannot answer, then the operation on the last
 //! component: `getattr` for stat, `open_at` for open and create, `unlink`,
 //! `rename`, `open` + `readdir` for listing. File operations use the open
 //! handle (`read`, `write`, `setattr` with the handle for ftruncate,
@@ -79,8 +80,26 @@ impl Inproc {
         &self.fs
     }
 
-    /// Walk every component of `path`; the inode of the last one.
+    /// Walk every component of `path`; the inode of the last one. First
+    /// the engine's RCU-walk (no lock, no reference, as the kernel's
+    /// `LOOKUP_RCU`); what it cannot answer (a cache miss, concurrent
+    /// changes) with one uncounted `lookup` per component.
     fn walk(&self, op: &str, path: &str) -> OpResult<Ino> {
+        let mut names: [&[u8]; lanefs::MAX_RCU_COMPONENTS] = [&[]; lanefs::MAX_RCU_COMPONENTS];
+        let mut n = 0;
+        let mut fits = true;
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            match names.get_mut(n) {
+                Some(slot) => *slot = comp.as_bytes(),
+                None => fits = false,
+            }
+            n += 1;
+        }
+        if fits {
+            if let Some(r) = self.fs.resolve_rcu(&self.cred, ROOT_INO, &names[..n]) {
+                return r.map(|a| a.ino).map_err(|e| err(op, path, e));
+            }
+        }
         let mut ino = ROOT_INO;
         for comp in path.split('/').filter(|c| !c.is_empty()) {
             ino = self

@@ -3,6 +3,13 @@
 //! removal takes, and whether a cold lookup inserts in the same critical
 //! section as its search.
 //!
+//! Buckets live in segments of [`SEGMENT_BUCKETS`], allocated on first use
+//! and published by a compare-and-swap on `Table::segments[i]` (Release,
+//! paired with the Acquire load of every later user; the loser of a race
+//! frees its own copy), and freed only when the table is dropped. So a mount
+//! costs one small array of segment pointers, not the whole bucket array
+//! (seed 001: creating and dropping an instance must be cheap).
+//!
 //! Chains: `Bucket::head` and `Node::next` are `AtomicPtr`s. Changes
 //! (insert at the head, unlink) happen only under the policy's insert lock
 //! and publish with Release stores; searches load with Acquire, lock-free
@@ -32,6 +39,8 @@ use crate::sync::{AtomicPtr, Mutex, MutexGuard, Ordering};
 /// budget (like Linux's boot-sized inode hash), a power of two in between.
 pub(crate) const MIN_BUCKETS: usize = 64;
 pub(crate) const MAX_BUCKETS: usize = 1 << 16;
+/// Buckets allocated together, the first time one of them is used.
+pub(crate) const SEGMENT_BUCKETS: usize = 256;
 
 /// Which lock guards an operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -109,9 +118,19 @@ struct Bucket {
     head: AtomicPtr<Node>,
 }
 
+type Segment = [Bucket; SEGMENT_BUCKETS];
+
+fn new_segment() -> Box<Segment> {
+    Box::new(std::array::from_fn(|_| Bucket {
+        lock: Mutex::new(()),
+        head: AtomicPtr::new(ptr::null_mut()),
+    }))
+}
+
 /// The hash table of one design.
 pub(crate) struct Table<P: LockPolicy> {
-    buckets: Box<[Bucket]>,
+    /// `Box::into_raw` of each allocated segment, null until first use.
+    segments: Box<[AtomicPtr<Segment>]>,
     shift: u32,
     global: Mutex<()>,
     _policy: PhantomData<P>,
@@ -138,12 +157,10 @@ impl<P: LockPolicy> Table<P> {
     pub fn new(max_inodes: usize) -> Self {
         let n = bucket_count(max_inodes);
         debug_assert!(n.is_power_of_two());
+        debug_assert!(n >= SEGMENT_BUCKETS || SEGMENT_BUCKETS.is_multiple_of(n));
         Table {
-            buckets: (0..n)
-                .map(|_| Bucket {
-                    lock: Mutex::new(()),
-                    head: AtomicPtr::new(ptr::null_mut()),
-                })
+            segments: (0..n.div_ceil(SEGMENT_BUCKETS))
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             shift: 64 - n.trailing_zeros(),
             global: Mutex::new(()),
@@ -154,7 +171,37 @@ impl<P: LockPolicy> Table<P> {
     fn bucket(&self, ino: Ino) -> &Bucket {
         let h = ino.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         // `shift` is 64 - log2(buckets) ≥ 48, so the index is in range.
-        &self.buckets[(h >> self.shift) as usize]
+        let i = (h >> self.shift) as usize;
+        // With fewer buckets than a segment, the one segment is partly used.
+        let seg = &self.segments[i / SEGMENT_BUCKETS];
+        let mut p = seg.load(Ordering::Acquire);
+        if p.is_null() {
+            let fresh = Box::into_raw(new_segment());
+            match seg.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => p = fresh,
+                Err(winner) => {
+                    // SAFETY: `fresh` came from `Box::into_raw` just above
+                    // and was never published.
+                    unsafe { drop(Box::from_raw(fresh)) };
+                    p = winner;
+                }
+            }
+        }
+        // SAFETY: a non-null segment pointer was published once by the CAS
+        // above from `Box::into_raw` and is freed only in `Drop` (`&mut self`).
+        let segment = unsafe { &*p };
+        &segment[i % SEGMENT_BUCKETS]
+    }
+
+    /// The allocated buckets, for walks over the whole table.
+    fn buckets(&self) -> impl Iterator<Item = &Bucket> {
+        self.segments.iter().flat_map(|seg| {
+            let p = seg.load(Ordering::Acquire);
+            // SAFETY: as in `bucket`: published once, freed only in `Drop`.
+            let segment: Option<&Segment> = unsafe { p.as_ref() };
+            segment.into_iter().flat_map(|s| s.iter())
+        })
     }
 
     fn lock<'a>(&'a self, scope: Scope, b: &'a Bucket) -> Option<MutexGuard<'a, ()>> {
@@ -251,7 +298,7 @@ impl<P: LockPolicy> Table<P> {
 
     fn each_node(&self, f: &mut dyn FnMut(&Node)) {
         let guard = epoch::pin();
-        for b in self.buckets.iter() {
+        for b in self.buckets() {
             // An empty bucket is skipped without its lock (a snapshot: an
             // insert racing this walk may or may not be seen either way).
             if b.head.load(Ordering::Acquire).is_null() {
@@ -454,7 +501,7 @@ impl<P: LockPolicy> InodeCache for Table<P> {
 
 impl<P: LockPolicy> Drop for Table<P> {
     fn drop(&mut self) {
-        for b in self.buckets.iter() {
+        for b in self.buckets() {
             let mut p = b.head.load(Ordering::Relaxed);
             while !p.is_null() {
                 // SAFETY: the table is being dropped (`&mut self`): no
@@ -462,6 +509,15 @@ impl<P: LockPolicy> Drop for Table<P> {
                 // made by `Box::into_raw` in `push`.
                 let n = unsafe { Box::from_raw(p) };
                 p = n.next.load(Ordering::Relaxed);
+            }
+        }
+        for seg in self.segments.iter() {
+            let p = seg.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: published once from `Box::into_raw` in `bucket`;
+                // `&mut self` means no one can reach it any more, and its
+                // chains were freed above.
+                unsafe { drop(Box::from_raw(p)) };
             }
         }
     }

@@ -1,0 +1,412 @@
+//! Attributes readable without `meta`: a per-inode seqlock mirror of the
+//! [`Attr`] fields of the inode's record, and the guard around `meta` that
+//! republishes it.
+//!
+//! Locks and atomics:
+//! * `MetaLock::mutex` is the inode's `meta` mutex (see `inode`): it
+//!   protects the record and the life-cycle fields. Every change of them is
+//!   made through a [`MetaGuard`], whose `DerefMut` marks it changed and
+//!   whose drop republishes the mirror *before* the mutex is released (and
+//!   writes nothing when the attribute words did not change) — so
+//!   mirror writers are serialised by `meta`, and call sites stay as they
+//!   were (`inode.meta.lock()`).
+//! * `AttrSeq::seq` (seqcount): odd while a writer is copying, even
+//!   otherwise. Writer: `seq = s+1` (Relaxed), `fence(Release)`, words
+//!   (Relaxed), `seq = s+2` (Release). Reader: `s1 = seq` (Acquire; retry
+//!   while odd), words (Relaxed), `fence(Acquire)`, `s2 = seq` (Relaxed);
+//!   the copy is whole iff `s1 == s2`. The Release fence after the odd
+//!   store pairs with the reader's Acquire fence: a reader that saw any
+//!   word of a later write sees `s2 != s1`. Every word is an atomic, so a
+//!   torn read is a retry, never undefined behaviour.
+//! * The mirror carries the perm/uid/gid that the permission check of a
+//!   lookup reads (what Linux's RCU walk reads from `i_mode`/`i_uid`), and
+//!   the `freed` flag, so a lock-free reader can tell a dead inode.
+//!
+//! Lock order: none of its own; `meta` keeps its place in the mount's order.
+
+use std::ops::{Deref, DerefMut};
+
+use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
+
+use crate::inode::Meta;
+use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::Attr;
+
+/// Word slots of the mirror.
+const W_GENERATION: usize = 0;
+/// perm (bits 0..16) | freed (bit 16) | nlink (bits 32..64).
+const W_PERM_FREED_NLINK: usize = 1;
+/// uid | gid << 32.
+const W_UID_GID: usize = 2;
+const W_SIZE: usize = 3;
+const W_BLOCKS: usize = 4;
+const W_ATIME_SEC: usize = 5;
+const W_MTIME_SEC: usize = 6;
+const W_CTIME_SEC: usize = 7;
+const W_BTIME_SEC: usize = 8;
+/// atime.nsec | mtime.nsec << 32.
+const W_AM_NSEC: usize = 9;
+/// ctime.nsec | btime.nsec << 32.
+const W_CB_NSEC: usize = 10;
+const W_RDEV: usize = 11;
+/// Number of words.
+const WORDS: usize = 12;
+const FREED_BIT: u64 = 1 << 16;
+
+/// The words of one record.
+fn encode(rec: &InodeRecord, freed: bool) -> [u64; WORDS] {
+    let mut w = [0u64; WORDS];
+    w[W_GENERATION] = rec.generation;
+    w[W_PERM_FREED_NLINK] =
+        rec.perm as u64 | if freed { FREED_BIT } else { 0 } | (rec.nlink as u64) << 32;
+    w[W_UID_GID] = rec.uid as u64 | (rec.gid as u64) << 32;
+    w[W_SIZE] = rec.size;
+    w[W_BLOCKS] = rec.blocks;
+    w[W_ATIME_SEC] = rec.atime.sec as u64;
+    w[W_MTIME_SEC] = rec.mtime.sec as u64;
+    w[W_CTIME_SEC] = rec.ctime.sec as u64;
+    w[W_BTIME_SEC] = rec.btime.sec as u64;
+    w[W_AM_NSEC] = rec.atime.nsec as u64 | (rec.mtime.nsec as u64) << 32;
+    w[W_CB_NSEC] = rec.ctime.nsec as u64 | (rec.btime.nsec as u64) << 32;
+    w[W_RDEV] = rec.rdev;
+    w
+}
+
+fn time(sec: u64, nsec: u64) -> Timespec {
+    Timespec {
+        sec: sec as i64,
+        nsec: nsec as u32,
+    }
+}
+
+/// A consistent copy of the mirror.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttrSnapshot {
+    words: [u64; WORDS],
+}
+
+impl AttrSnapshot {
+    pub fn freed(&self) -> bool {
+        self.words[W_PERM_FREED_NLINK] & FREED_BIT != 0
+    }
+    pub fn perm(&self) -> u16 {
+        self.words[W_PERM_FREED_NLINK] as u16
+    }
+    pub fn nlink(&self) -> u32 {
+        (self.words[W_PERM_FREED_NLINK] >> 32) as u32
+    }
+    pub fn uid(&self) -> u32 {
+        self.words[W_UID_GID] as u32
+    }
+    pub fn gid(&self) -> u32 {
+        (self.words[W_UID_GID] >> 32) as u32
+    }
+
+    /// The attributes, as `Attr::from_record` makes them.
+    pub fn attr(&self, ino: Ino, kind: FileKind) -> Attr {
+        let w = &self.words;
+        Attr {
+            ino,
+            generation: w[W_GENERATION],
+            kind,
+            perm: self.perm(),
+            nlink: self.nlink(),
+            uid: self.uid(),
+            gid: self.gid(),
+            size: w[W_SIZE],
+            blocks: w[W_BLOCKS] * (PAGE_SIZE as u64 / 512),
+            atime: time(w[W_ATIME_SEC], w[W_AM_NSEC] & 0xffff_ffff),
+            mtime: time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32),
+            ctime: time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff),
+            btime: time(w[W_BTIME_SEC], w[W_CB_NSEC] >> 32),
+            rdev: w[W_RDEV],
+            blksize: PAGE_SIZE as u32,
+        }
+    }
+}
+
+/// The seqlock-protected words.
+pub(crate) struct AttrSeq {
+    seq: AtomicU64,
+    words: [AtomicU64; WORDS],
+}
+
+impl AttrSeq {
+    fn new(rec: &InodeRecord, freed: bool) -> AttrSeq {
+        let w = encode(rec, freed);
+        AttrSeq {
+            seq: AtomicU64::new(0),
+            words: std::array::from_fn(|i| AtomicU64::new(w[i])),
+        }
+    }
+
+    /// Publish `rec`. Callers are serialised by `meta` (the only caller is
+    /// [`MetaGuard`]'s drop, which runs under it).
+    fn publish(&self, rec: &InodeRecord, freed: bool) {
+        let w = encode(rec, freed);
+        // Only the writer stores words, so Relaxed loads see its own last
+        // values: a change of life-cycle fields alone (lookup counts, opens,
+        // dirty) writes nothing, keeping readers' cache lines shared.
+        if self
+            .words
+            .iter()
+            .zip(w)
+            .all(|(slot, v)| slot.load(Ordering::Relaxed) == v)
+        {
+            return;
+        }
+        let s = self.seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 0, "two mirror writers at once");
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (slot, v) in self.words.iter().zip(w) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        self.seq.store(s + 2, Ordering::Release);
+    }
+
+    /// A whole copy, retrying while a writer is mid-copy.
+    pub fn read(&self) -> AttrSnapshot {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s1 {
+                    return AttrSnapshot { words };
+                }
+            }
+            crate::sync::spin_hint();
+        }
+    }
+}
+
+/// An inode's `meta` mutex with its attribute mirror.
+pub(crate) struct MetaLock {
+    mutex: Mutex<Meta>,
+    attr: AttrSeq,
+}
+
+impl MetaLock {
+    pub fn new(meta: Meta) -> MetaLock {
+        MetaLock {
+            attr: AttrSeq::new(&meta.rec, meta.freed),
+            mutex: Mutex::new(meta),
+        }
+    }
+
+    pub fn lock(&self) -> MetaGuard<'_> {
+        let guard = self.mutex.lock();
+        held::enter();
+        MetaGuard {
+            guard,
+            attr: &self.attr,
+            changed: false,
+        }
+    }
+
+    /// The mirror, without the lock.
+    pub fn attr(&self) -> AttrSnapshot {
+        self.attr.read()
+    }
+}
+
+/// `meta` held; republishes the mirror on drop if it was borrowed mutably.
+pub(crate) struct MetaGuard<'a> {
+    guard: MutexGuard<'a, Meta>,
+    attr: &'a AttrSeq,
+    changed: bool,
+}
+
+impl Deref for MetaGuard<'_> {
+    type Target = Meta;
+    fn deref(&self) -> &Meta {
+        &self.guard
+    }
+}
+
+impl DerefMut for MetaGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Meta {
+        self.changed = true;
+        &mut self.guard
+    }
+}
+
+impl Drop for MetaGuard<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            self.attr.publish(&self.guard.rec, self.guard.freed);
+        }
+        held::leave();
+    }
+}
+
+/// How many `meta` locks this thread holds, in debug builds, so that code
+/// that must not run under any `meta` (an icache insert or load: shard
+/// locks come before `meta` in the lock order) can assert it.
+mod held {
+    #[cfg(debug_assertions)]
+    thread_local!(static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+
+    #[inline]
+    pub(super) fn enter() {
+        #[cfg(debug_assertions)]
+        HELD.with(|h| h.set(h.get() + 1));
+    }
+
+    #[inline]
+    pub(super) fn leave() {
+        #[cfg(debug_assertions)]
+        HELD.with(|h| {
+            debug_assert!(h.get() > 0, "meta released more often than taken");
+            h.set(h.get() - 1)
+        });
+    }
+
+    /// `meta` locks held by this thread (always 0 in release builds).
+    pub(crate) fn count() -> usize {
+        #[cfg(debug_assertions)]
+        return HELD.with(|h| h.get());
+        #[cfg(not(debug_assertions))]
+        0
+    }
+}
+
+/// `meta` locks held by this thread (debug builds; 0 in release builds).
+pub(crate) fn metas_held() -> usize {
+    held::count()
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod tests {
+    use super::*;
+
+    fn rec() -> InodeRecord {
+        InodeRecord {
+            ino: 7,
+            generation: 9,
+            kind: FileKind::Regular,
+            perm: 0o4755,
+            uid: 1000,
+            gid: 1001,
+            nlink: 3,
+            size: 12345,
+            blocks: 4,
+            atime: Timespec { sec: -5, nsec: 1 },
+            mtime: Timespec {
+                sec: 6,
+                nsec: 999_999_999,
+            },
+            ctime: Timespec { sec: 7, nsec: 3 },
+            btime: Timespec { sec: 8, nsec: 4 },
+            rdev: 0x0103,
+            parent: 0,
+            next_cookie: 3,
+            symlink: Vec::new(),
+            xattrs: Vec::new(),
+        }
+    }
+
+    fn meta(rec: InodeRecord) -> Meta {
+        Meta {
+            rec,
+            dirty: false,
+            lookups: 0,
+            opens: 0,
+            freed: false,
+            orphan_slot: std::cell::Cell::new(None),
+        }
+    }
+
+    #[test]
+    fn mirror_round_trips_every_attr_field() {
+        let l = MetaLock::new(meta(rec()));
+        let snap = l.attr();
+        assert_eq!(snap.attr(7, FileKind::Regular), Attr::from_record(&rec()));
+        assert!(!snap.freed());
+    }
+
+    #[test]
+    fn a_change_through_the_guard_is_republished_at_unlock() {
+        let l = MetaLock::new(meta(rec()));
+        {
+            let mut m = l.lock();
+            m.rec.perm = 0o600;
+            m.rec.size = 1;
+            m.freed = true;
+            // Not yet published while held.
+            assert_eq!(l.attr().perm(), 0o4755);
+        }
+        let snap = l.attr();
+        assert_eq!(snap.perm(), 0o600);
+        assert_eq!(snap.attr(7, FileKind::Regular).size, 1);
+        assert!(snap.freed());
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model {
+    use super::*;
+    use shuttle::thread;
+
+    /// A reader racing writers sees one whole record, never a mix: every
+    /// write sets size == uid == gid == nlink, so a torn copy would differ.
+    #[test]
+    fn model_seqlock_reader_never_sees_a_torn_record() {
+        shuttle::check_random(
+            || {
+                let mut r = InodeRecord {
+                    ino: 2,
+                    generation: 1,
+                    kind: FileKind::Regular,
+                    perm: 0o644,
+                    uid: 0,
+                    gid: 0,
+                    nlink: 0,
+                    size: 0,
+                    blocks: 0,
+                    atime: Timespec::default(),
+                    mtime: Timespec::default(),
+                    ctime: Timespec::default(),
+                    btime: Timespec::default(),
+                    rdev: 0,
+                    parent: 0,
+                    next_cookie: 3,
+                    symlink: Vec::new(),
+                    xattrs: Vec::new(),
+                };
+                r.nlink = 0;
+                let l = crate::sync::Arc::new(MetaLock::new(Meta {
+                    rec: r,
+                    dirty: false,
+                    lookups: 0,
+                    opens: 0,
+                    freed: false,
+                    orphan_slot: std::cell::Cell::new(None),
+                }));
+                let writers: Vec<_> = (1..=2u32)
+                    .map(|v| {
+                        let l = l.clone();
+                        thread::spawn(move || {
+                            let mut m = l.lock();
+                            m.rec.size = v as u64;
+                            m.rec.uid = v;
+                            m.rec.gid = v;
+                            m.rec.nlink = v;
+                        })
+                    })
+                    .collect();
+                for _ in 0..3 {
+                    let s = l.attr();
+                    let a = s.attr(2, FileKind::Regular);
+                    assert!(a.size == a.uid as u64 && a.uid == a.gid && a.gid == a.nlink);
+                }
+                for w in writers {
+                    w.join().unwrap();
+                }
+                assert_ne!(l.attr().uid(), 0);
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+}

@@ -1,0 +1,781 @@
+//! Page cache of one regular file: 4 KiB pages over the store, read without
+//! locks (seed 003), allocation tracked by range.
+//!
+//! A regular file's body is a [`FileData`]:
+//! * `map` (`RwLock<PageMap>`, the file's *data lock*): taken exclusively by
+//!   writes, truncate, fallocate/punch, writeback, page drops and by a read
+//!   that loads pages from the store; shared by locked reads (the
+//!   [`LockedRead`] design, and the fallback of [`LocklessRead`]). It
+//!   protects the page metadata (dirty, in store), the unwritten extents and
+//!   the count of store pages that are not cached. Taken before the inode's
+//!   `meta`.
+//! * `seq` (sequence count): even when stable, odd while a change that a
+//!   reader could observe is in progress. Advanced (by 2, in a [`Change`]
+//!   section, only under the data lock held exclusively) by writes,
+//!   truncate, punch, zero-range, fallocate's size change and page drops
+//!   (`drop_clean`, `discard`). Writer: store odd (Relaxed),
+//!   `fence(Release)`, the changes (Relaxed or Release), store even
+//!   (Release). Reader: load (Acquire), its Relaxed loads, `fence(Acquire)`,
+//!   load again (Relaxed); equal and even means no change overlapped the
+//!   loads (the seqlock of Boehm, "Can seqlocks get along with programming
+//!   language memory models?", 2012). Loading a page from the store does not
+//!   advance it: that changes no byte a reader can see.
+//! * `size` (Relaxed): the file size, changed only inside a change section.
+//! * `all_cached`: every data page the store holds for this file is cached,
+//!   so a page missing from the index reads as zeros (a hole or an
+//!   unwritten extent). Set `true` with Release after the pages that made it
+//!   true were published; read with Acquire before index lookups; set
+//!   `false` only inside a change section (a page drop).
+//! * `index`: the lock-free page index ([`index`]), changed only under the
+//!   data lock held exclusively; page words ([`page`]) are atomics.
+//!
+//! Allocation: a page is *allocated* (one block, counted in `rec.blocks`)
+//! when it is a data page — cached or in the store — or inside an unwritten
+//! extent ([`extents`]), or both. `fallocate` adds extents, punch and
+//! truncate remove them with the pages, a write into an extent creates a
+//! data page without allocating again, and zero-range turns whole data
+//! pages into extent. Counting the allocated pages of a range costs
+//! O(extents + cached pages in the range + a store range count per gap),
+//! never O(range length), and no zero page is ever materialised for an
+//! allocation. Extents reach the store at writeback
+//! (`Store::write_unwritten`) and are loaded on first use.
+
+mod extents;
+mod index;
+mod page;
+mod read;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crossbeam_epoch::{self as epoch, Guard};
+use lanefs_store::{Errno, Ino, Result, Store, PAGE_SIZE};
+
+use crate::sync::{
+    fence, AtomicBool, AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+use extents::Extents;
+use index::PageIndex;
+use page::PageBuf;
+pub(crate) use read::{page_cache, PageCache};
+
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// The pieces of `[offset, offset + len)` page by page: `(page index,
+/// offset in the page, offset in the range, length)`.
+fn chunks(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = offset + done as u64;
+        let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+        let chunk = (PAGE_SIZE - in_page).min(len - done);
+        let piece = (idx, in_page, done, chunk);
+        done += chunk;
+        Some(piece)
+    })
+}
+
+/// Page indexes covering `[offset, offset + len)`; empty when `len == 0`.
+pub(crate) fn page_range(offset: u64, len: u64) -> Range<u64> {
+    if len == 0 {
+        return 0..0;
+    }
+    offset / PAGE..(offset + len - 1) / PAGE + 1
+}
+
+/// Bytes readable at `offset` in a file of `size`, up to `want`.
+fn readable(size: u64, offset: u64, want: usize) -> usize {
+    if offset >= size {
+        return 0;
+    }
+    (size - offset).min(want as u64) as usize
+}
+
+struct PageState {
+    dirty: bool,
+    /// The store holds a copy (possibly older, when dirty).
+    in_store: bool,
+}
+
+/// What the data lock protects.
+pub(crate) struct PageMap {
+    /// Cached pages (each also in `FileData::index`).
+    pages: BTreeMap<u64, PageState>,
+    /// Unwritten extents; `None` until loaded from the store.
+    unwritten: Option<Extents>,
+    /// `unwritten` differs from the store's copy.
+    unwritten_dirty: bool,
+    /// Store data pages not cached; `None` until counted.
+    uncached: Option<u64>,
+}
+
+/// The data of one regular file (see the module header for the rules).
+pub(crate) struct FileData {
+    seq: AtomicU64,
+    size: AtomicU64,
+    all_cached: AtomicBool,
+    index: PageIndex,
+    map: RwLock<PageMap>,
+}
+
+/// An open change section: `seq` is odd until it drops.
+struct Change<'a> {
+    seq: &'a AtomicU64,
+    start: u64,
+}
+
+impl Drop for Change<'_> {
+    fn drop(&mut self) {
+        debug_assert_eq!(self.seq.load(Ordering::Relaxed), self.start + 1);
+        self.seq.store(self.start + 2, Ordering::Release);
+    }
+}
+
+impl FileData {
+    /// The data of a file of `size` bytes. `empty`: it has no allocated
+    /// page (a new file, or a record with no blocks), so nothing needs to be
+    /// learnt from the store.
+    pub fn new(size: u64, empty: bool) -> FileData {
+        FileData {
+            seq: AtomicU64::new(0),
+            size: AtomicU64::new(size),
+            all_cached: AtomicBool::new(empty),
+            index: PageIndex::new(),
+            map: RwLock::new(PageMap {
+                pages: BTreeMap::new(),
+                unwritten: empty.then(Extents::default),
+                unwritten_dirty: false,
+                uncached: empty.then_some(0),
+            }),
+        }
+    }
+
+    /// The data lock, exclusively.
+    pub fn write(&self) -> PagesMut<'_> {
+        PagesMut {
+            f: self,
+            map: self.map.write(),
+        }
+    }
+
+    pub fn try_write(&self) -> Option<PagesMut<'_>> {
+        Some(PagesMut {
+            f: self,
+            map: self.map.try_write()?,
+        })
+    }
+
+    pub fn try_read(&self) -> Option<PagesRef<'_>> {
+        Some(PagesRef {
+            map: self.map.try_read()?,
+        })
+    }
+
+    /// Copy `buf[from..n]` (file bytes `offset + from ..`) from cached
+    /// pages; a missing page reads as zeros when `all_cached`. Returns how
+    /// far it got (`n` when complete). Lock-free; the caller validates.
+    fn copy_cached(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        from: usize,
+        n: usize,
+        all_cached: bool,
+        guard: &Guard,
+    ) -> usize {
+        for (idx, in_page, done, chunk) in chunks(offset + from as u64, n - from) {
+            let out = &mut buf[from + done..from + done + chunk];
+            match self.index.get(idx, guard) {
+                Some(p) => p.read(in_page, out),
+                None if all_cached => out.fill(0),
+                None => return from + done,
+            }
+        }
+        n
+    }
+}
+
+/// The data lock held shared.
+pub(crate) struct PagesRef<'a> {
+    map: RwLockReadGuard<'a, PageMap>,
+}
+
+impl PagesRef<'_> {
+    pub fn cached_pages(&self) -> usize {
+        self.map.pages.len()
+    }
+}
+
+/// The data lock held exclusively: every change to a file's data.
+pub(crate) struct PagesMut<'a> {
+    f: &'a FileData,
+    map: RwLockWriteGuard<'a, PageMap>,
+}
+
+impl<'a> PagesMut<'a> {
+    pub fn size(&self) -> u64 {
+        self.f.size.load(Ordering::Relaxed)
+    }
+
+    pub fn cached_pages(&self) -> usize {
+        self.map.pages.len()
+    }
+
+    fn change(&self) -> Change<'a> {
+        let f: &'a FileData = self.f;
+        let seq = &f.seq;
+        let start = seq.load(Ordering::Relaxed);
+        debug_assert!(start.is_multiple_of(2), "change sections nest");
+        seq.store(start + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        Change { seq, start }
+    }
+
+    fn set_size(&self, _section: &Change<'_>, size: u64) {
+        self.f.size.store(size, Ordering::Relaxed);
+    }
+
+    fn publish_all_cached(&self) {
+        let all = self.map.uncached == Some(0);
+        if all != self.f.all_cached.load(Ordering::Relaxed) {
+            debug_assert!(all, "all_cached cleared outside a change section");
+            self.f.all_cached.store(true, Ordering::Release);
+        }
+    }
+
+    /// Load the unwritten extents and count uncached store pages, once.
+    fn learn(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
+        if self.map.unwritten.is_none() {
+            let ranges = store.read_unwritten(ino)?;
+            self.map.unwritten = Some(Extents::from_ranges(&ranges));
+        }
+        if self.map.uncached.is_none() {
+            let stored = store.page_count(ino)?;
+            let cached = self.map.pages.values().filter(|p| p.in_store).count() as u64;
+            debug_assert!(stored >= cached, "cached store pages missing in store");
+            self.map.uncached = Some(stored - cached);
+            self.publish_all_cached();
+        }
+        Ok(())
+    }
+
+    fn unwritten(&mut self) -> &mut Extents {
+        self.map
+            .unwritten
+            .as_mut()
+            .expect("extents used before learn()")
+    }
+
+    /// Bring page `idx` into the cache if the store has it.
+    fn load<'g>(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        idx: u64,
+        guard: &'g Guard,
+    ) -> Result<Option<&'g PageBuf>> {
+        debug_assert!(!self.map.pages.contains_key(&idx));
+        let mut data = Box::new([0u8; PAGE_SIZE]);
+        if !store.read_page(ino, idx, &mut data)? {
+            return Ok(None);
+        }
+        let page = self.f.index.insert(idx, PageBuf::from_bytes(&data), guard);
+        self.map.pages.insert(
+            idx,
+            PageState {
+                dirty: false,
+                in_store: true,
+            },
+        );
+        if let Some(u) = self.map.uncached.as_mut() {
+            debug_assert!(*u > 0, "loaded a store page counted as cached");
+            *u -= 1;
+        }
+        self.publish_all_cached();
+        Ok(Some(page))
+    }
+
+    /// The cached page `idx`, loading it from the store.
+    fn get_or_load<'g>(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        idx: u64,
+        guard: &'g Guard,
+    ) -> Result<Option<&'g PageBuf>> {
+        match self.f.index.get(idx, guard) {
+            Some(p) => Ok(Some(p)),
+            None => self.load(store, ino, idx, guard),
+        }
+    }
+
+    /// The cached page `idx`, created zero-filled (dirty, not in store) if
+    /// absent. The page must be allocated or reserved by the caller.
+    fn get_or_create<'g>(&mut self, idx: u64, guard: &'g Guard) -> &'g PageBuf {
+        if let Some(p) = self.f.index.get(idx, guard) {
+            return p;
+        }
+        self.map.pages.insert(
+            idx,
+            PageState {
+                dirty: true,
+                in_store: false,
+            },
+        );
+        self.f.index.insert(idx, PageBuf::zeroed(), guard)
+    }
+
+    /// Read under the data lock (held exclusively), loading missing pages:
+    /// fill `buf[from..n]`. Returns `(result, pages loaded)`.
+    fn read_fill(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        offset: u64,
+        buf: &mut [u8],
+        from: usize,
+        n: usize,
+    ) -> (Result<usize>, usize) {
+        let guard = epoch::pin();
+        let before = self.map.pages.len();
+        let mut fill = || -> Result<usize> {
+            for (idx, in_page, done, chunk) in chunks(offset + from as u64, n - from) {
+                let out = &mut buf[from + done..from + done + chunk];
+                match self.get_or_load(store, ino, idx, &guard)? {
+                    Some(p) => p.read(in_page, out),
+                    None => out.fill(0),
+                }
+            }
+            self.learn(store, ino)?;
+            Ok(n)
+        };
+        let r = fill();
+        (r, self.map.pages.len() - before)
+    }
+
+    /// Allocated pages in `range` (see the module header for the cost).
+    fn allocated(&mut self, store: &dyn Store, ino: Ino, range: &Range<u64>) -> Result<u64> {
+        self.learn(store, ino)?;
+        let map = &*self.map;
+        let ext = map.unwritten.as_ref().expect("learnt");
+        let mut n = ext.covered(range);
+        let all_cached = map.uncached == Some(0);
+        for gap in ext.gaps(range) {
+            let cached = map.pages.range(gap.clone());
+            if all_cached {
+                n += cached.count() as u64;
+            } else {
+                n += cached.filter(|(_, p)| !p.in_store).count() as u64;
+                n += store.count_pages(ino, gap.start, gap.end)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Unallocated pages in `range`: what allocating it must reserve.
+    /// `ENOSPC` without counting exactly when even the fewest holes the
+    /// range can have exceed `free`: then no store is asked to count more
+    /// than about `free` + its pages, whatever the range's length.
+    pub fn holes(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: Range<u64>,
+        free: u64,
+    ) -> Result<u64> {
+        self.learn(store, ino)?;
+        let len = range.end - range.start;
+        let map = &*self.map;
+        let ext = map.unwritten.as_ref().expect("learnt");
+        let gaps = ext.gaps(&range);
+        let gaps_len: u64 = gaps.iter().map(|g| g.end - g.start).sum();
+        let cached: u64 = gaps
+            .iter()
+            .map(|g| map.pages.range(g.clone()).count() as u64)
+            .sum();
+        let stored = store.page_count(ino)?;
+        let most_allocated = (len - gaps_len) + (cached + stored).min(gaps_len);
+        if len - most_allocated > free {
+            return Err(Errno::ENOSPC);
+        }
+        let allocated = self.allocated(store, ino, &range)?;
+        debug_assert!(allocated <= len);
+        Ok(len - allocated)
+    }
+
+    /// Cache every data page of `range` (a write's pages) and count its
+    /// holes: the pages the write must reserve. Changes no data. Costs
+    /// O(pages in the range).
+    pub fn prepare(&mut self, store: &dyn Store, ino: Ino, range: Range<u64>) -> Result<u64> {
+        self.learn(store, ino)?;
+        let guard = epoch::pin();
+        let mut holes = 0;
+        for idx in range {
+            if self.map.pages.contains_key(&idx) || self.load(store, ino, idx, &guard)?.is_some() {
+                continue;
+            }
+            if !self.unwritten().contains(idx) {
+                holes += 1;
+            }
+        }
+        Ok(holes)
+    }
+
+    /// Write `data` at `offset` and grow the size to cover it. Every page in
+    /// range must have been [`prepare`](Self::prepare)d and its holes
+    /// reserved.
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        let guard = epoch::pin();
+        let section = self.change();
+        for (idx, in_page, done, chunk) in chunks(offset, data.len()) {
+            let page = self.get_or_create(idx, &guard);
+            page.write(in_page, &data[done..done + chunk]);
+            if let Some(p) = self.map.pages.get_mut(&idx) {
+                p.dirty = true;
+            }
+        }
+        let end = offset + data.len() as u64;
+        if end > self.size() {
+            self.set_size(&section, end);
+        }
+    }
+
+    /// Allocate `range` (pages) as unwritten extent — its holes must have
+    /// been reserved — and grow the size to `new_size` if given.
+    pub fn allocate(&mut self, range: Range<u64>, new_size: Option<u64>) {
+        self.unwritten().insert(range);
+        self.map.unwritten_dirty = true;
+        if let Some(size) = new_size.filter(|s| *s > self.size()) {
+            let section = self.change();
+            self.set_size(&section, size);
+        }
+    }
+
+    /// Take pages `range` out of the cache: `(removed, of which in store)`.
+    fn uncache(&mut self, range: Range<u64>, guard: &Guard) -> (u64, u64) {
+        let doomed: Vec<(u64, bool)> = self
+            .map
+            .pages
+            .range(range)
+            .map(|(k, p)| (*k, p.in_store))
+            .collect();
+        let mut in_store = 0;
+        for (idx, stored) in &doomed {
+            self.map.pages.remove(idx);
+            let was = self.f.index.remove(*idx, guard);
+            debug_assert!(was, "page {idx} in the map but not the index");
+            in_store += u64::from(*stored);
+        }
+        if self.map.pages.is_empty() {
+            self.f.index.clear(guard);
+        }
+        (doomed.len() as u64, in_store)
+    }
+
+    /// Remove every data page of `range` from cache and store (inside a
+    /// change section). Returns the store pages removed.
+    fn remove_data(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: Range<u64>,
+        guard: &Guard,
+    ) -> Result<u64> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let (_, cached_in_store) = self.uncache(range.clone(), guard);
+        self.punch_store(store, ino, &range, cached_in_store)
+    }
+
+    /// Punch `range` in the store after its cached pages (`cached_in_store`
+    /// of them in the store) left the cache; returns the store pages gone.
+    fn punch_store(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: &Range<u64>,
+        cached_in_store: u64,
+    ) -> Result<u64> {
+        let stored = store.punch_pages(ino, range.start, range.end)?;
+        debug_assert!(stored >= cached_in_store, "cached store page not in store");
+        if let Some(u) = self.map.uncached.as_mut() {
+            debug_assert!(*u >= stored - cached_in_store);
+            *u -= stored - cached_in_store;
+        }
+        self.publish_all_cached();
+        Ok(stored)
+    }
+
+    /// Free every allocated page of `range` (data and extent); returns how
+    /// many. Inside a change section.
+    fn free_range(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        range: Range<u64>,
+        guard: &Guard,
+    ) -> Result<u64> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        // Freed = data pages removed (counted by the removal itself, so no
+        // count over the whole range: a truncate's range ends at u64::MAX)
+        // + extent pages that held no data page.
+        let all_cached = self.map.uncached == Some(0);
+        let ext = self.map.unwritten.as_ref().expect("learnt");
+        let mut in_extents = 0;
+        let mut data_in_extents = 0;
+        for piece in ext.overlaps(&range) {
+            in_extents += piece.end - piece.start;
+            let cached = self.map.pages.range(piece.clone());
+            if all_cached {
+                data_in_extents += cached.count() as u64;
+            } else {
+                data_in_extents += cached.filter(|(_, p)| !p.in_store).count() as u64;
+                data_in_extents += store.count_pages(ino, piece.start, piece.end)?;
+            }
+        }
+        debug_assert!(data_in_extents <= in_extents);
+        let (removed, removed_in_store) = self.uncache(range.clone(), guard);
+        let stored = self.punch_store(store, ino, &range, removed_in_store)?;
+        if in_extents > 0 {
+            self.unwritten().remove(range);
+            self.map.unwritten_dirty = true;
+        }
+        Ok(removed - removed_in_store + stored + in_extents - data_in_extents)
+    }
+
+    /// Zero bytes `[offset, end)` of the data page holding them (all in one
+    /// page), loading it; a hole or extent page already reads as zeros.
+    fn zero_in_page(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        offset: u64,
+        end: u64,
+        guard: &Guard,
+    ) -> Result<()> {
+        let idx = offset / PAGE;
+        debug_assert!(end > offset && end <= (idx + 1) * PAGE);
+        if let Some(p) = self.get_or_load(store, ino, idx, guard)? {
+            p.zero((offset % PAGE) as usize, (end - offset) as usize);
+            if let Some(s) = self.map.pages.get_mut(&idx) {
+                s.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Zero the partial pages at the edges of `[offset, end)`; returns the
+    /// whole pages between.
+    fn zero_edges(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        offset: u64,
+        end: u64,
+        guard: &Guard,
+    ) -> Result<Range<u64>> {
+        let whole = offset.div_ceil(PAGE)..end / PAGE;
+        if whole.is_empty() {
+            // Within one page, or across one page boundary.
+            let mut at = offset;
+            while at < end {
+                let stop = end.min((at / PAGE + 1) * PAGE);
+                self.zero_in_page(store, ino, at, stop, guard)?;
+                at = stop;
+            }
+            return Ok(whole.start..whole.start);
+        }
+        if !offset.is_multiple_of(PAGE) {
+            self.zero_in_page(store, ino, offset, whole.start * PAGE, guard)?;
+        }
+        if !end.is_multiple_of(PAGE) {
+            self.zero_in_page(store, ino, whole.end * PAGE, end, guard)?;
+        }
+        Ok(whole)
+    }
+
+    /// Punch `[offset, offset + len)`: zero partial pages at the edges and
+    /// free the whole pages between. Returns the pages freed.
+    pub fn punch(&mut self, store: &dyn Store, ino: Ino, offset: u64, len: u64) -> Result<u64> {
+        self.learn(store, ino)?;
+        let guard = epoch::pin();
+        let end = offset
+            .checked_add(len)
+            .expect("range checked by the caller");
+        let _section = self.change();
+        let whole = self.zero_edges(store, ino, offset, end, &guard)?;
+        self.free_range(store, ino, whole, &guard)
+    }
+
+    /// Zero `[offset, offset + len)` and leave all of it allocated: partial
+    /// edge pages are zeroed, whole data pages become unwritten extent, and
+    /// the page range's holes (reserved by the caller, see
+    /// [`holes`](Self::holes)) are allocated. Grows the size to `new_size`
+    /// if given.
+    pub fn zero_range(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        new_size: Option<u64>,
+    ) -> Result<()> {
+        self.learn(store, ino)?;
+        let guard = epoch::pin();
+        let end = offset
+            .checked_add(len)
+            .expect("range checked by the caller");
+        let section = self.change();
+        let whole = self.zero_edges(store, ino, offset, end, &guard)?;
+        self.remove_data(store, ino, whole, &guard)?;
+        self.unwritten().insert(page_range(offset, len));
+        self.map.unwritten_dirty = true;
+        if let Some(size) = new_size.filter(|s| *s > self.size()) {
+            self.set_size(&section, size);
+        }
+        Ok(())
+    }
+
+    /// Set the size to `new_size`. Shrinking frees every allocated page past
+    /// the new end (extents beyond the old size too) and zeroes the tail of
+    /// the last page. Returns the pages freed.
+    pub fn truncate(&mut self, store: &dyn Store, ino: Ino, new_size: u64) -> Result<u64> {
+        let guard = epoch::pin();
+        if new_size >= self.size() {
+            let section = self.change();
+            self.set_size(&section, new_size);
+            return Ok(0);
+        }
+        self.learn(store, ino)?;
+        let section = self.change();
+        let freed = self.free_range(store, ino, new_size.div_ceil(PAGE)..u64::MAX, &guard)?;
+        if !new_size.is_multiple_of(PAGE) {
+            let page_end = (new_size / PAGE + 1) * PAGE;
+            self.zero_in_page(store, ino, new_size, page_end, &guard)?;
+        }
+        self.set_size(&section, new_size);
+        Ok(freed)
+    }
+
+    /// Write dirty pages and changed extents to the store.
+    pub fn flush(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
+        let guard = epoch::pin();
+        let mut bytes = Box::new([0u8; PAGE_SIZE]);
+        let dirty: Vec<u64> = self
+            .map
+            .pages
+            .iter()
+            .filter(|(_, p)| p.dirty)
+            .map(|(k, _)| *k)
+            .collect();
+        for idx in dirty {
+            let page = self.f.index.get(idx, &guard).expect("mapped page indexed");
+            page.to_bytes(&mut bytes);
+            store.write_page(ino, idx, &bytes)?;
+            if let Some(p) = self.map.pages.get_mut(&idx) {
+                p.dirty = false;
+                p.in_store = true;
+            }
+        }
+        if self.map.unwritten_dirty {
+            let ranges = self.map.unwritten.as_ref().map(Extents::to_ranges);
+            match store.write_unwritten(ino, &ranges.unwrap_or_default()) {
+                Err(Errno::EOPNOTSUPP) => self.materialise_unwritten(store, ino)?,
+                other => other?,
+            }
+            self.map.unwritten_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// For a store without extent records: write a zero page for every
+    /// extent page that has no data page, then forget the extents. Costs
+    /// O(extent pages) — what every `fallocate` cost before extents — and
+    /// keeps the allocation exact on such a store.
+    fn materialise_unwritten(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
+        let ranges = self.map.unwritten.as_ref().map(Extents::to_ranges);
+        let zeros = Box::new([0u8; PAGE_SIZE]);
+        let mut scratch = Box::new([0u8; PAGE_SIZE]);
+        for idx in ranges.unwrap_or_default().into_iter().flatten() {
+            if self.map.pages.contains_key(&idx) || store.read_page(ino, idx, &mut scratch)? {
+                continue;
+            }
+            store.write_page(ino, idx, &zeros)?;
+            if let Some(u) = self.map.uncached.as_mut() {
+                *u += 1;
+            }
+        }
+        if self.map.uncached != Some(0) && self.f.all_cached.load(Ordering::Relaxed) {
+            // New store pages that are not cached: readers must not take a
+            // missing page for a hole any more (they read zeros either way,
+            // but the flag must stay truthful).
+            let _section = self.change();
+            self.f.all_cached.store(false, Ordering::Relaxed);
+        }
+        self.map.unwritten = Some(Extents::default());
+        Ok(())
+    }
+
+    /// Drop every clean page; returns how many. Call `flush` first to drop
+    /// all.
+    pub fn drop_clean(&mut self) -> usize {
+        let clean: Vec<u64> = self
+            .map
+            .pages
+            .iter()
+            .filter(|(_, p)| !p.dirty)
+            .map(|(k, _)| *k)
+            .collect();
+        if clean.is_empty() {
+            return 0;
+        }
+        let guard = epoch::pin();
+        let _section = self.change();
+        for idx in &clean {
+            let p = self.map.pages.remove(idx);
+            debug_assert!(p.is_some_and(|p| p.in_store), "clean page not in store");
+            self.f.index.remove(*idx, &guard);
+        }
+        if self.map.pages.is_empty() {
+            self.f.index.clear(&guard);
+        }
+        if let Some(u) = self.map.uncached.as_mut() {
+            *u += clean.len() as u64;
+        }
+        self.f.all_cached.store(false, Ordering::Relaxed);
+        self.publish_all_cached();
+        clean.len()
+    }
+
+    /// Drop everything without writing back (the file is being freed).
+    pub fn discard(&mut self) -> usize {
+        let n = self.map.pages.len();
+        let guard = epoch::pin();
+        let _section = self.change();
+        self.map.pages.clear();
+        self.f.index.clear(&guard);
+        self.map.unwritten = Some(Extents::default());
+        self.map.unwritten_dirty = false;
+        self.map.uncached = Some(0);
+        self.publish_all_cached();
+        n
+    }
+
+    /// Allocated pages that exist only in the cache.
+    #[cfg(all(test, not(lanefs_shuttle)))]
+    fn cache_only(&self) -> usize {
+        self.map.pages.values().filter(|p| !p.in_store).count()
+    }
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod tests;
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model;

@@ -1,0 +1,263 @@
+//! The engine's RCU-walk: path resolution that takes no lock and no
+//! reference on the way (Linux's `LOOKUP_RCU`).
+//!
+//! Under one crossbeam-epoch guard, for each component the walk:
+//! 1. checks search permission on the directory it stands in from the
+//!    inode's attribute mirror (`attr_seq`), without `meta`;
+//! 2. reads the directory's change sequence (`DirState::read_begin`; odd =
+//!    a removal or replacement in progress → retry);
+//! 3. looks the name up in the directory's loaded index, lock-free (not
+//!    loaded → bail out);
+//! 4. finds the child with `FsInner::iget_rcu` (a guard-scoped reference,
+//!    no count; a miss or an inode in flight → bail out), and for the last
+//!    component reads its attribute mirror;
+//! 5. re-reads the change sequence: unchanged means the entry stayed linked
+//!    from the lookup to here, so the child could not have been freed and
+//!    its number could not have been reused (a removal bumps the sequence
+//!    before the entry goes, and an inode is freed only after its last
+//!    entry is gone); changed → retry the whole walk.
+//!
+//! A symlink in the middle (or a last one the caller must follow), `..`,
+//! a cache miss, or more than [`RCU_WALK_RETRIES`] failed validations end
+//! the RCU-walk with "not handled" (`None`); the caller then walks with
+//! counted lookups (the reference walk), which handles everything.
+//!
+//! The guarantee (the same as the reference walk's): every step is one
+//! linearizable lookup — the entry it followed was present in the directory
+//! it stood in at some instant between that step's start and end, and the
+//! attributes returned are one whole version of the final inode's that held
+//! while its entry was linked. The walk as a whole is not atomic against
+//! changes of *other* directories (neither is Linux's). It never returns,
+//! and never dereferences, a freed inode: inodes and indexes found under the
+//! guard are reclaimed only after it is dropped.
+//!
+//! Locks taken: none, except `meta` of the final inode for a counted walk
+//! (to add the one lookup reference), and what `iget_rcu` takes (none in
+//! the icache's lock-free design).
+
+use crossbeam_epoch::Guard;
+use lanefs_store::{Errno, FileKind, Ino, Result};
+
+use crate::attr_seq::AttrSnapshot;
+use crate::fs::{check_name, FsInner};
+use crate::inode::{Body, Inode};
+use crate::{Attr, Cred, Fs, MAY_EXEC};
+
+/// Whole-walk retries after a failed validation before giving up.
+pub const RCU_WALK_RETRIES: usize = 4;
+/// Most components callers pass in one RCU-walk without allocating (a
+/// longer path takes the reference walk).
+pub const MAX_RCU_COMPONENTS: usize = 64;
+
+/// What one attempt ended with.
+enum Attempt<'g> {
+    /// Resolved: the final inode and a whole copy of its attributes.
+    Found(&'g Inode, AttrSnapshot),
+    /// A definite answer (ENOENT, ENOTDIR, EACCES, ENAMETOOLONG, ...).
+    Failed(Errno),
+    /// A concurrent change was seen: try again.
+    Retry,
+    /// Not handled lock-free (symlink, `..`, cache miss).
+    Bail,
+}
+
+impl FsInner {
+    /// One lock-free attempt to resolve `comps` from `start`.
+    fn walk_rcu_once<'g>(
+        &'g self,
+        cred: &Cred,
+        start: Ino,
+        comps: &[&[u8]],
+        guard: &'g Guard,
+    ) -> Attempt<'g> {
+        let Some(mut cur) = self.iget_rcu(start, guard) else {
+            return Attempt::Bail;
+        };
+        let mut cur_attr = None;
+        for (i, &name) in comps.iter().enumerate() {
+            let is_last = i + 1 == comps.len();
+            if cur.kind != FileKind::Directory {
+                return Attempt::Failed(Errno::ENOTDIR);
+            }
+            if let Err(e) = cur.permission_unlocked(cred, MAY_EXEC) {
+                return Attempt::Failed(e);
+            }
+            if name == b"." {
+                cur_attr = None;
+                continue;
+            }
+            if name == b".." {
+                return Attempt::Bail;
+            }
+            if let Err(e) = check_name(name) {
+                return Attempt::Failed(e);
+            }
+            let Body::Dir(state) = &cur.body else {
+                return Attempt::Failed(Errno::ENOTDIR);
+            };
+            let Some(seq) = state.read_begin() else {
+                return Attempt::Retry;
+            };
+            let Some(index) = state.index(guard) else {
+                return Attempt::Bail;
+            };
+            let Some(slot) = index.get(name, guard) else {
+                return Attempt::Failed(Errno::ENOENT);
+            };
+            let Some(child) = self.iget_rcu(slot.ino, guard) else {
+                return Attempt::Bail;
+            };
+            let attr = child.meta.attr();
+            if !state.read_valid(seq) {
+                return Attempt::Retry;
+            }
+            debug_assert_eq!(child.ino, slot.ino);
+            if attr.freed() || child.kind != slot.kind {
+                // Linked, yet freed: a stale cache object of a reused
+                // number; the reference walk sorts it out.
+                return Attempt::Bail;
+            }
+            if child.kind == FileKind::Symlink {
+                return if is_last {
+                    Attempt::Found(child, attr)
+                } else {
+                    Attempt::Bail
+                };
+            }
+            if !is_last && child.kind != FileKind::Directory {
+                return Attempt::Failed(Errno::ENOTDIR);
+            }
+            cur = child;
+            cur_attr = Some(attr);
+        }
+        let attr = match cur_attr {
+            Some(a) => a,
+            None => {
+                let a = cur.meta.attr();
+                if a.freed() {
+                    return Attempt::Failed(Errno::ENOENT);
+                }
+                a
+            }
+        };
+        Attempt::Found(cur, attr)
+    }
+
+    /// Resolve `comps` from directory `start` lock-free; with `counted`,
+    /// add one lookup reference to the final inode. `None` when the walk
+    /// cannot answer lock-free (see the module doc).
+    pub fn walk_rcu(
+        &self,
+        cred: &Cred,
+        start: Ino,
+        comps: &[&[u8]],
+        counted: bool,
+    ) -> Option<Result<Attr>> {
+        let guard = crossbeam_epoch::pin();
+        for _ in 0..=RCU_WALK_RETRIES {
+            match self.walk_rcu_once(cred, start, comps, &guard) {
+                Attempt::Found(inode, attr) if !counted => {
+                    return Some(Ok(attr.attr(inode.ino, inode.kind)));
+                }
+                Attempt::Found(inode, _) => {
+                    // The one reference of a counted walk. The inode cannot
+                    // be reclaimed under the guard; it may have been freed
+                    // (all links gone) since validation: then try again.
+                    let mut m = inode.meta.lock();
+                    if m.freed {
+                        continue;
+                    }
+                    m.lookups += 1;
+                    return Some(Ok(crate::Attr::from_record(&m.rec)));
+                }
+                Attempt::Failed(e) => return Some(Err(e)),
+                Attempt::Retry => crate::sync::spin_hint(),
+                Attempt::Bail => return None,
+            }
+        }
+        None
+    }
+}
+
+impl Fs {
+    /// Resolve the plain names `comps` from directory `start` without
+    /// taking a lock or a reference (the RCU-walk), each step with the
+    /// checks of [`lookup`](Self::lookup): search permission, name rules,
+    /// `ENOENT`, `ENOTDIR` for a non-directory in the middle. `.` is
+    /// understood. Returns the final inode's attributes (not held: use them
+    /// as a `stat`), or `None` when the walk cannot answer lock-free — a
+    /// symlink in the middle, `..`, a cache miss, or repeated concurrent
+    /// changes — and the caller should walk with [`lookup`](Self::lookup) /
+    /// [`lookup_counted`](Self::lookup_counted) instead. A final symlink is
+    /// returned, not followed.
+    pub fn resolve_rcu(&self, cred: &Cred, start: Ino, comps: &[&[u8]]) -> Option<Result<Attr>> {
+        self.inner.walk_rcu(cred, start, comps, false)
+    }
+
+    /// As [`resolve_rcu`](Self::resolve_rcu), adding one lookup reference
+    /// to the final inode (give it back with [`forget`](Self::forget)).
+    pub fn resolve_rcu_counted(
+        &self,
+        cred: &Cred,
+        start: Ino,
+        comps: &[&[u8]],
+    ) -> Option<Result<Attr>> {
+        self.inner.walk_rcu(cred, start, comps, true)
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model {
+    use super::*;
+    use shuttle::thread;
+
+    /// A stat walk racing a rename, an unlink and a create that may reuse
+    /// the freed number: the walk answers the file that was at the name
+    /// (same number and generation, still linked) or ENOENT, or steps
+    /// aside — never a freed inode, never the new file under the old name.
+    /// (Same-directory renames only: the cross-directory rename lock is a
+    /// parking_lot mutex, which a model thread must not block on.)
+    #[test]
+    fn model_walk_vs_rename_unlink() {
+        shuttle::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let d = fs
+                    .mkdir(&r, lanefs_store::ROOT_INO, b"d", 0o755, 0)
+                    .unwrap();
+                let x = fs.mknod(&r, d.ino, b"x", 0o644, 0, 0).unwrap();
+                fs.forget(x.ino, 1);
+                // Load the index and cache the inodes: the walk can answer.
+                assert!(fs.resolve_rcu(&r, 1, &[b"d", b"x"]).is_some());
+                let writer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let r = Cred::root();
+                        fs.rename(&r, d.ino, b"x", d.ino, b"y", 0).unwrap();
+                        fs.unlink(&r, d.ino, b"y").unwrap();
+                        let z = fs.mknod(&r, d.ino, b"x", 0o600, 0, 0).unwrap();
+                        fs.forget(z.ino, 1);
+                    })
+                };
+                for name in [&b"x"[..], b"y", b"x"] {
+                    match fs.resolve_rcu(&r, 1, &[b"d", name]) {
+                        Some(Ok(a)) => {
+                            assert_eq!(a.nlink, 1, "walk returned an unlinked inode");
+                            let old = a.ino == x.ino && a.generation == x.generation;
+                            let new = name == b"x" && a.perm == 0o600;
+                            assert!(old || new, "walk returned {a:?}");
+                            if a.ino == x.ino && a.generation != x.generation {
+                                assert_eq!(a.perm, 0o600);
+                            }
+                        }
+                        Some(Err(e)) => assert_eq!(e, Errno::ENOENT),
+                        None => {}
+                    }
+                }
+                writer.join().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+}
