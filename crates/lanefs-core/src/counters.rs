@@ -53,6 +53,21 @@ pub trait Counter: Send + Sync {
     fn sum(&self) -> i64;
     /// A cheap approximate value (one load), for budgets and heuristics.
     fn estimate(&self) -> i64;
+    /// Largest distance between [`estimate`](Self::estimate) and the true
+    /// value while no fold is in flight.
+    fn error_bound(&self) -> i64;
+    /// How far the value is above `limit` (0 when it is not). Decided by the
+    /// estimate while that is farther below `limit` than the error bound,
+    /// by the exact sum only near it — seed 004's rule, so a budget check on
+    /// a hot path reads one line instead of every lane's shard. A fold in
+    /// flight can make it miss an excess once; budgets are soft and the
+    /// next check sees it.
+    fn excess_over(&self, limit: i64) -> i64 {
+        if self.estimate().saturating_add(self.error_bound()) <= limit {
+            return 0;
+        }
+        (self.sum() - limit).max(0)
+    }
 }
 
 /// Shards of a [`PercpuCounter`] (lanes map onto them modulo this).
@@ -102,7 +117,7 @@ impl PercpuCounter {
 
     /// Largest distance between `global` and the true value while no fold
     /// is in flight: every shard holds less than `batch` either way.
-    fn error_bound(&self) -> i64 {
+    fn bound(&self) -> i64 {
         (self.batch - 1) * self.shards.len() as i64
     }
 
@@ -173,7 +188,7 @@ impl PercpuCounter {
         let finished = self.folds_finished.load(Ordering::SeqCst);
         let estimate = self.global.load(Ordering::SeqCst);
         let started = self.folds_started.load(Ordering::SeqCst);
-        started == finished && estimate >= self.error_bound()
+        started == finished && estimate >= self.bound()
     }
 }
 
@@ -200,6 +215,10 @@ impl Counter for PercpuCounter {
 
     fn estimate(&self) -> i64 {
         self.global.load(Ordering::Relaxed)
+    }
+
+    fn error_bound(&self) -> i64 {
+        self.bound()
     }
 }
 
@@ -236,6 +255,10 @@ impl Counter for AtomicCounter {
     fn estimate(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    fn error_bound(&self) -> i64 {
+        0
+    }
 }
 
 /// A counter of the configured design starting at `value` (`batch` is the
@@ -262,6 +285,22 @@ mod tests {
         CounterVariant::Atomic,
         CounterVariant::ExactCompare,
     ];
+
+    #[test]
+    fn excess_is_exact_near_the_limit_and_zero_far_below() {
+        for v in DESIGNS {
+            let c = new_counter(v, 0, 4);
+            for _ in 0..50 {
+                c.add(1);
+            }
+            let bound = c.error_bound();
+            assert!(bound >= 0 && c.estimate() + bound >= 50, "{v:?}");
+            assert_eq!(c.excess_over(50 + bound), 0, "{v:?}: far below");
+            assert_eq!(c.excess_over(50), 0, "{v:?}: at the limit");
+            assert_eq!(c.excess_over(49), 1, "{v:?}: exact near it");
+            assert_eq!(c.excess_over(20), 30, "{v:?}");
+        }
+    }
 
     #[test]
     fn sums_exactly_when_quiet() {

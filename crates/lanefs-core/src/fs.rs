@@ -824,7 +824,9 @@ impl FsInner {
     }
 
     fn enforce_inode_budget(&self) {
-        let over = self.cached_inodes.sum() - self.config.cache_inodes_max as i64;
+        let over = self
+            .cached_inodes
+            .excess_over(self.config.cache_inodes_max as i64);
         if over > 0 {
             self.evict_inodes((over as usize).max(EVICT_BATCH_MIN));
         }
@@ -844,7 +846,9 @@ impl FsInner {
 
     /// Called after pages were added to the cache, with no locks held.
     pub fn enforce_page_budget(&self) {
-        let over = self.cached_pages.sum() - self.config.cache_pages_max as i64;
+        let over = self
+            .cached_pages
+            .excess_over(self.config.cache_pages_max as i64);
         if over > 0 {
             self.reclaim_pages(over as usize + self.config.cache_pages_max / 8);
         }

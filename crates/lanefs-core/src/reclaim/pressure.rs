@@ -106,6 +106,10 @@ impl Counter for Charged {
     fn estimate(&self) -> i64 {
         self.0.estimate()
     }
+
+    fn error_bound(&self) -> i64 {
+        self.0.error_bound()
+    }
 }
 
 impl Drop for Charged {
