@@ -28,7 +28,9 @@ def load(path):
     res = json.load(open(path))
     rows = {}
     for r in res["results"]:
-        key = (r["workload"], r["target"], r.get("variant", "default"), r["threads"])
+        # Non-engine targets record their variant as "-".
+        variant = r.get("variant") or "default"
+        key = (r["workload"], r["target"], "default" if variant == "-" else variant, r["threads"])
         rows[key] = r
     return res, rows
 
