@@ -20,6 +20,9 @@ fn fio(m: &TestMount, name: &str, args: &[&str]) {
         Command::new(fio)
             .arg(format!("--name={name}"))
             .arg(format!("--directory={}", dir.display()))
+            // fio saves its verify state (`*-verify.state`) in the working
+            // directory: keep it on the mount, out of the source tree.
+            .current_dir(&dir)
             .args(["--bs=4k", "--verify_fatal=1", "--exitall_on_error=1"])
             .args(args),
     );

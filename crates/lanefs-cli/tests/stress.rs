@@ -30,6 +30,9 @@ fn stress_ng(stressor: &str, extra: &[&str]) {
             .args(["--timeout", STRESS_SECS, "--verify", "--metrics-brief"])
             .arg("--temp-path")
             .arg(&dir)
+            // Some stressors (open) also make files in the working
+            // directory: keep them on the mount, out of the source tree.
+            .current_dir(&dir)
             .args(extra),
     );
     let unsupported = STRESS_NG_UNSUPPORTED.iter().find(|(n, _)| *n == stressor);
