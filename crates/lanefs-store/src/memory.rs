@@ -19,7 +19,11 @@
 //! Records are stored serialized (`InodeRecord::encode`), never as live
 //! objects, so the core's caches really are caches over this store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// foldhash (randomly seeded per map) rather than SipHash: names and numbers
+// hash several times faster, and a chosen-collision attack still needs the seed.
+use foldhash::{HashMap, HashMapExt};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
