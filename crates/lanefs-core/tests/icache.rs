@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use lanefs_core::*;
-use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock};
+
+mod common;
+use common::{Call, HookedStore};
 
 const ALL: [IcacheVariant; 4] = [
     IcacheVariant::Rcu,
@@ -135,72 +137,20 @@ fn cached_inodes_counter_does_not_drift() {
     }
 }
 
-/// A store whose `free_ino` fails while `fail_free` is set.
-struct FailingStore {
-    inner: MemoryStore,
-    fail_free: AtomicBool,
-}
-
-impl Store for FailingStore {
-    fn superblock(&self) -> Result<Superblock> {
-        self.inner.superblock()
-    }
-    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
-        self.inner.write_superblock(sb)
-    }
-    fn alloc_ino(&self) -> Result<Ino> {
-        self.inner.alloc_ino()
-    }
-    fn free_ino(&self, ino: Ino) -> Result<()> {
-        if self.fail_free.load(Ordering::Relaxed) {
-            return Err(Errno::EIO);
-        }
-        self.inner.free_ino(ino)
-    }
-    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>> {
-        self.inner.read_inode(ino)
-    }
-    fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
-        self.inner.write_inode(rec)
-    }
-    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
-        self.inner.dir_read(dir)
-    }
-    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
-        self.inner.dir_insert(dir, entry)
-    }
-    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
-        self.inner.dir_remove(dir, name)
-    }
-    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool> {
-        self.inner.read_page(ino, index, buf)
-    }
-    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()> {
-        self.inner.write_page(ino, index, data)
-    }
-    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
-        self.inner.punch_pages(ino, start, end)
-    }
-    fn list_inodes(&self) -> Result<Vec<Ino>> {
-        self.inner.list_inodes()
-    }
-    fn page_count(&self, ino: Ino) -> Result<u64> {
-        self.inner.page_count(ino)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()
-    }
-}
-
 /// Regression: when the store refuses `free_ino`, the free-inode and
 /// free-block counters must not be credited (the store still holds them).
 #[test]
 fn failed_free_credits_no_counters() {
     for v in ALL {
-        let store = Arc::new(FailingStore {
-            inner: MemoryStore::default(),
-            fail_free: AtomicBool::new(false),
-        });
+        // `free_ino` fails while `fail_free` is set.
+        let fail_free = Arc::new(AtomicBool::new(false));
+        let flag = fail_free.clone();
+        let store = Arc::new(HookedStore::new(move |call| {
+            if call == Call::FreeIno && flag.load(Ordering::Relaxed) {
+                return Err(Errno::EIO);
+            }
+            Ok(())
+        }));
         let fs = fs_with(v, 1 << 10, store.clone());
         let r = Cred::root();
         let (_, f, _) = fs
@@ -218,7 +168,7 @@ fn failed_free_credits_no_counters() {
         drop(f);
         fs.sync().unwrap();
         let before = fs.statfs().unwrap();
-        store.fail_free.store(true, Ordering::Relaxed);
+        fail_free.store(true, Ordering::Relaxed);
         fs.unlink(&r, ROOT_INO, b"f").unwrap();
         let after = fs.statfs().unwrap();
         assert_eq!(after.files_free, before.files_free, "{v:?}: inode credited");

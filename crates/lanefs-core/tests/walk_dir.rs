@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use lanefs_core::*;
-use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock};
+
+mod common;
+use common::{Call, HookedStore};
 
 fn root() -> Cred {
     Cred::root()
@@ -166,74 +168,6 @@ fn rcu_walks_racing_renames_and_unlinks_see_only_linked_inodes() {
     fs.check().unwrap();
 }
 
-/// A store that fails the `n`-th directory call from now (0 = never).
-struct FailingStore {
-    inner: MemoryStore,
-    countdown: AtomicI64,
-}
-
-impl FailingStore {
-    fn fail_nth(&self, n: i64) {
-        self.countdown.store(n, Ordering::SeqCst);
-    }
-    fn tick(&self) -> Result<()> {
-        if self.countdown.fetch_sub(1, Ordering::SeqCst) == 1 {
-            return Err(Errno::EIO);
-        }
-        Ok(())
-    }
-}
-
-impl Store for FailingStore {
-    fn superblock(&self) -> Result<Superblock> {
-        self.inner.superblock()
-    }
-    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
-        self.inner.write_superblock(sb)
-    }
-    fn alloc_ino(&self) -> Result<Ino> {
-        self.inner.alloc_ino()
-    }
-    fn free_ino(&self, ino: Ino) -> Result<()> {
-        self.inner.free_ino(ino)
-    }
-    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>> {
-        self.inner.read_inode(ino)
-    }
-    fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
-        self.inner.write_inode(rec)
-    }
-    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
-        self.inner.dir_read(dir)
-    }
-    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
-        self.tick()?;
-        self.inner.dir_insert(dir, entry)
-    }
-    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
-        self.tick()?;
-        self.inner.dir_remove(dir, name)
-    }
-    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool> {
-        self.inner.read_page(ino, index, buf)
-    }
-    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()> {
-        self.inner.write_page(ino, index, data)
-    }
-    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
-        self.inner.punch_pages(ino, start, end)
-    }
-    fn list_inodes(&self) -> Result<Vec<Ino>> {
-        self.inner.list_inodes()
-    }
-    fn page_count(&self, ino: Ino) -> Result<u64> {
-        self.inner.page_count(ino)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()
-    }
-}
-
 /// Name → (number, kind) of every entry under `dir`, recursively.
 fn tree(fs: &Fs, dir: Ino, prefix: &str, out: &mut Vec<(String, Ino, u32)>) {
     let r = root();
@@ -291,10 +225,17 @@ fn name_changes_are_all_or_nothing_against_a_failing_store() {
     ];
     for (what, op) in ops {
         for fail_at in 1..=4 {
-            let store = Arc::new(FailingStore {
-                inner: MemoryStore::default(),
-                countdown: AtomicI64::new(0),
-            });
+            // Fails the `n`-th directory call after `countdown` is set to
+            // `n` (0 = never).
+            let countdown = Arc::new(AtomicI64::new(0));
+            let left = countdown.clone();
+            let store = Arc::new(HookedStore::new(move |call| {
+                let dir_call = matches!(call, Call::DirInsert | Call::DirRemove);
+                if dir_call && left.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    return Err(Errno::EIO);
+                }
+                Ok(())
+            }));
             let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
             let a = fs.mkdir(&r, ROOT_INO, b"a", 0o755, 0).unwrap();
             let b = fs.mkdir(&r, ROOT_INO, b"b", 0o755, 0).unwrap();
@@ -308,10 +249,10 @@ fn name_changes_are_all_or_nothing_against_a_failing_store() {
             }
             let mut before = Vec::new();
             tree(&fs, ROOT_INO, "", &mut before);
-            store.fail_nth(fail_at);
+            countdown.store(fail_at, Ordering::SeqCst);
             let res = op(&fs, a.ino, b.ino);
-            let failed = store.countdown.load(Ordering::SeqCst) <= 0;
-            store.fail_nth(0);
+            let failed = countdown.load(Ordering::SeqCst) <= 0;
+            countdown.store(0, Ordering::SeqCst);
             let mut after = Vec::new();
             tree(&fs, ROOT_INO, "", &mut after);
             if failed {

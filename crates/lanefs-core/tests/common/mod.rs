@@ -1,0 +1,101 @@
+//! Test support shared by the core's integration tests.
+//!
+//! [`HookedStore`]: a [`Store`] that forwards the trait's *required* calls
+//! to a [`MemoryStore`] and asks a hook first, which may fail the call. The
+//! optional calls (unwritten-extent records, range counts) are not
+//! forwarded, so they take the trait's defaults: the store behaves like one
+//! written before those calls existed.
+
+use lanefs_core::*;
+use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock};
+
+/// Which store call the hook is asked about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // each test binary matches on the calls it cares about
+pub enum Call {
+    FreeIno,
+    DirInsert,
+    DirRemove,
+    /// Any other call.
+    Other,
+}
+
+type Hook = Box<dyn Fn(Call) -> Result<()> + Send + Sync>;
+
+pub struct HookedStore {
+    inner: MemoryStore,
+    hook: Hook,
+}
+
+impl HookedStore {
+    /// A fresh memory store behind `hook`.
+    pub fn new(hook: impl Fn(Call) -> Result<()> + Send + Sync + 'static) -> HookedStore {
+        HookedStore {
+            inner: MemoryStore::default(),
+            hook: Box::new(hook),
+        }
+    }
+}
+
+impl Store for HookedStore {
+    fn superblock(&self) -> Result<Superblock> {
+        (self.hook)(Call::Other)?;
+        self.inner.superblock()
+    }
+    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
+        (self.hook)(Call::Other)?;
+        self.inner.write_superblock(sb)
+    }
+    fn alloc_ino(&self) -> Result<Ino> {
+        (self.hook)(Call::Other)?;
+        self.inner.alloc_ino()
+    }
+    fn free_ino(&self, ino: Ino) -> Result<()> {
+        (self.hook)(Call::FreeIno)?;
+        self.inner.free_ino(ino)
+    }
+    fn read_inode(&self, ino: Ino) -> Result<Option<InodeRecord>> {
+        (self.hook)(Call::Other)?;
+        self.inner.read_inode(ino)
+    }
+    fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
+        (self.hook)(Call::Other)?;
+        self.inner.write_inode(rec)
+    }
+    fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
+        (self.hook)(Call::Other)?;
+        self.inner.dir_read(dir)
+    }
+    fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
+        (self.hook)(Call::DirInsert)?;
+        self.inner.dir_insert(dir, entry)
+    }
+    fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
+        (self.hook)(Call::DirRemove)?;
+        self.inner.dir_remove(dir, name)
+    }
+    fn read_page(&self, ino: Ino, index: u64, buf: &mut Page) -> Result<bool> {
+        (self.hook)(Call::Other)?;
+        self.inner.read_page(ino, index, buf)
+    }
+    fn write_page(&self, ino: Ino, index: u64, data: &Page) -> Result<()> {
+        (self.hook)(Call::Other)?;
+        self.inner.write_page(ino, index, data)
+    }
+    fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        (self.hook)(Call::Other)?;
+        self.inner.punch_pages(ino, start, end)
+    }
+    fn list_inodes(&self) -> Result<Vec<Ino>> {
+        (self.hook)(Call::Other)?;
+        self.inner.list_inodes()
+    }
+    fn page_count(&self, ino: Ino) -> Result<u64> {
+        (self.hook)(Call::Other)?;
+        self.inner.page_count(ino)
+    }
+    fn sync(&self) -> Result<()> {
+        (self.hook)(Call::Other)?;
+        self.inner.sync()
+    }
+}
