@@ -19,8 +19,11 @@
 //! * `Entry::dead` (Release store by unregister before it unlinks the
 //!   entry, Acquire load by scans): a scan skips dead entries it still
 //!   finds in an old list, and checks again just before each call.
+//! * `SCAN_SNAPSHOT` (thread-local, no synchronisation): a scanning
+//!   thread's buffer for the references it copies under its one pin; taken
+//!   for the scan and put back empty, so scans allocate only to grow it.
 
-use crossbeam_epoch::{self as epoch, Atomic, Owned};
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 
 use super::{ReclaimRegistry, Shrinker, ShrinkerId};
 use crate::lane::lane;
@@ -71,14 +74,22 @@ impl EpochList {
 
     /// References to the live entries (the scan's snapshot).
     pub fn live(&self) -> Vec<Arc<Entry>> {
-        let guard = epoch::pin();
-        let list = self.list.load(Ordering::Acquire, &guard);
+        let mut snapshot = Vec::new();
+        self.live_into(&epoch::pin(), &mut snapshot);
+        snapshot
+    }
+
+    /// Append references to the live entries to `snapshot`, under the
+    /// caller's `guard` (one pin may cover every shard of a scan).
+    pub fn live_into(&self, guard: &Guard, snapshot: &mut Vec<Arc<Entry>>) {
+        let list = self.list.load(Ordering::Acquire, guard);
         // SAFETY: loaded under `guard`; freed only via `defer_destroy`.
         let list = unsafe { list.as_ref() }.expect("the list is never null");
-        list.iter()
-            .filter(|e| !e.dead.load(Ordering::Acquire))
-            .cloned()
-            .collect()
+        snapshot.extend(
+            list.iter()
+                .filter(|e| !e.dead.load(Ordering::Acquire))
+                .cloned(),
+        );
     }
 
     pub fn len(&self) -> usize {
@@ -125,6 +136,14 @@ pub(super) fn scan_all(snapshot: &[Arc<Entry>], nr: usize) -> usize {
         .sum()
 }
 
+thread_local! {
+    /// A scanning thread's snapshot buffer, kept between its scans (empty
+    /// while no scan of this thread runs; a nested scan finds it taken and
+    /// starts its own).
+    static SCAN_SNAPSHOT: std::cell::RefCell<Vec<Arc<Entry>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The default registry.
 pub struct DeferredRegistry {
     shards: Box<[EpochList]>,
@@ -150,7 +169,10 @@ impl DeferredRegistry {
             dead: AtomicBool::new(false),
         });
         self.shards[shard].update(|cur| {
-            let mut next = cur.clone();
+            // One allocation of the final size (a clone then a push would
+            // grow the copy a second time).
+            let mut next = Vec::with_capacity(cur.len() + 1);
+            next.extend(cur.iter().cloned());
             next.push(entry);
             next
         });
@@ -175,8 +197,25 @@ impl ReclaimRegistry for DeferredRegistry {
     }
 
     fn shrink_all(&self, nr: usize) -> usize {
-        let freed = self.shards.iter().map(|s| scan_all(&s.live(), nr)).sum();
+        // One pin for the copy of every shard (a pin is a full fence, and
+        // may run a collection), into this thread's reused buffer: a scan
+        // neither pins nor allocates per shard. The guard is dropped
+        // before any shrinker runs.
+        let mut snapshot = SCAN_SNAPSHOT.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        debug_assert!(snapshot.is_empty(), "a scan's snapshot outlived it");
+        {
+            let guard = epoch::pin();
+            for shard in self.shards.iter() {
+                shard.live_into(&guard, &mut snapshot);
+            }
+        }
+        let freed = scan_all(&snapshot, nr);
+        // Our references go before the deferred unmounts run, so an entry
+        // whose last reference is ours is freed here, not kept to the next
+        // scan.
+        snapshot.clear();
         super::drain_after_scan();
+        SCAN_SNAPSHOT.with(|b| *b.borrow_mut() = snapshot);
         freed
     }
 
