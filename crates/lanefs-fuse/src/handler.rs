@@ -440,7 +440,10 @@ impl Handler {
     /// Linux decides the setuid/setgid kill by the *writer*
     /// (`file_remove_privs` runs as the writing task), the engine by the
     /// handle's opener; when they differ the result is corrected here (see
-    /// `Handler::kill_as_writer`).
+    /// `Handler::kill_as_writer`). The engine removes `security.capability`
+    /// itself (as `FUSE_HANDLE_KILLPRIV_V2` asks), whoever writes. `mapped`
+    /// is `FUSE_WRITE_CACHE`: the write-back of pages a shared mapping
+    /// dirtied, which removes no privileges (Linux's `page_mkwrite`).
     pub fn write(
         &self,
         caller: &Caller,
@@ -448,6 +451,7 @@ impl Handler {
         offset: u64,
         data: &[u8],
         kill_suidgid: bool,
+        mapped: bool,
     ) -> Result<u32> {
         let h = self.handle(fh)?;
         let writer = if kill_suidgid {
@@ -455,8 +459,13 @@ impl Handler {
         } else {
             Caller::default()
         };
-        let (n, _end) =
-            self.kill_as_writer(&h, &writer, || self.fs.write(&h.file, offset, data))?;
+        let (n, _end) = self.kill_as_writer(&h, &writer, || {
+            if mapped {
+                self.fs.write_back_mapped(&h.file, offset, data)
+            } else {
+                self.fs.write(&h.file, offset, data)
+            }
+        })?;
         u32::try_from(n).map_err(|_| Errno::EIO)
     }
 
@@ -732,7 +741,7 @@ mod tests {
             let (a, o) = h
                 .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
                 .unwrap(); // +1 each
-            h.write(&c, o.fh, 0, b"x", true).unwrap();
+            h.write(&c, o.fh, 0, b"x", true, false).unwrap();
             h.release(o.fh).unwrap();
             files.push((name, a.ino));
         }
