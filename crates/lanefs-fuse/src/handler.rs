@@ -38,6 +38,8 @@ pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
+/// The file capability attribute (Linux `XATTR_NAME_CAPS`).
+const CAPS_XATTR: &[u8] = b"security.capability";
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
@@ -668,8 +670,19 @@ impl Handler {
         self.fs.listxattr(&cred_for(caller), ino)
     }
 
+    /// REMOVEXATTR. `security.capability` is removed whoever asks: the
+    /// kernel has already refused a `removexattr(2)` without `CAP_SETFCAP`
+    /// (commoncap.c `cap_inode_removexattr`), and its own privilege kill
+    /// (`file_remove_privs` → `cap_inode_killpriv`, before a write by any
+    /// user, or a chown) arrives here with the writer's uid; refusing
+    /// that would fail the user's write.
     pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
-        self.fs.removexattr(&cred_for(caller), ino, name)
+        let cred = if name == CAPS_XATTR {
+            lanefs_core::Cred::root()
+        } else {
+            cred_for(caller)
+        };
+        self.fs.removexattr(&cred, ino, name)
     }
 
     /// ACCESS (only sent without `default_permissions`).
