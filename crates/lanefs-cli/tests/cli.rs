@@ -444,6 +444,145 @@ fn root_write_keeps_suid_sgid() {
     assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o6755);
 }
 
+/// A VFS_CAP_REVISION_2 `security.capability` value (magic_etc
+/// 0x02000001 little-endian, then permitted/inheritable pairs;
+/// permitted = CAP_NET_BIND_SERVICE).
+fn cap_blob() -> Vec<u8> {
+    [0x0200_0001u32, 1 << 10, 0, 0, 0]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
+}
+
+const CAPS: &str = "security.capability";
+
+fn c_path(p: &std::path::Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.to_str().unwrap()).unwrap()
+}
+
+/// `getxattr(p, "security.capability")`: the value, or the errno.
+fn get_caps(p: &std::path::Path) -> Result<Vec<u8>, i32> {
+    let (path, name) = (c_path(p), std::ffi::CString::new(CAPS).unwrap());
+    let mut buf = [0u8; 64];
+    // SAFETY: both names are NUL-terminated CStrings that outlive the
+    // call; `buf` is writable for the length passed.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
+    }
+    Ok(buf[..n as usize].to_vec())
+}
+
+/// A 20-byte file `n` (mode 0o777) with a file capability set by root.
+fn capable_file(m: &TestMount, n: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = m.path(n);
+    std::fs::write(&p, [7u8; 20]).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (path, name, v) = (
+        c_path(&p),
+        std::ffi::CString::new(CAPS).unwrap(),
+        cap_blob(),
+    );
+    // SAFETY: NUL-terminated names and a value buffer that outlive the call.
+    let rc = unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    assert_eq!(get_caps(&p), Ok(cap_blob()));
+    p
+}
+
+/// File capabilities go as on tmpfs (the same steps run on a tmpfs on
+/// this kernel, 6.18, gave these results): any write of data — by root
+/// too — truncate (even to the same size), O_TRUNC open, chown/chgrp
+/// (even `chown(f, -1, -1)`) remove `security.capability`; a zero-length
+/// write, chmod, utimes and a store through a shared mapping keep it.
+fn file_capabilities_removed_as_on_tmpfs() {
+    require_tool("setpriv");
+    let m = TestMount::with("fcaps", &["-o", "allow_other"], &[]);
+    use std::os::unix::fs::{FileExt, PermissionsExt};
+    std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gone = |p: &std::path::Path, what: &str| {
+        assert_eq!(get_caps(p), Err(libc::ENODATA), "{what} removes it")
+    };
+    let kept = |p: &std::path::Path, what: &str| {
+        assert_eq!(get_caps(p), Ok(cap_blob()), "{what} keeps it")
+    };
+
+    let w = capable_file(&m, "w");
+    let f = std::fs::OpenOptions::new().write(true).open(&w).unwrap();
+    f.write_at(b"", 3).unwrap();
+    kept(&w, "a zero-length write");
+    f.write_at(b"x", 3).unwrap();
+    gone(&w, "root's write");
+    drop(f);
+
+    let u = capable_file(&m, "u");
+    let t = capable_file(&m, "t");
+    let o = capable_file(&m, "o");
+    let script = format!(
+        "printf x >> {0}/u && truncate -s 20 {0}/t && : > {0}/o",
+        m.mnt.display()
+    );
+    let out = run_timeout(
+        30,
+        Command::new("setpriv").args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &script,
+        ]),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    gone(&u, "a user's write");
+    gone(&t, "truncate to the same size");
+    gone(&o, "open with O_TRUNC");
+
+    let c = capable_file(&m, "c");
+    std::fs::set_permissions(&c, std::fs::Permissions::from_mode(0o750)).unwrap();
+    kept(&c, "chmod");
+    std::os::unix::fs::chown(&c, None, None).unwrap();
+    gone(&c, "chown(f, -1, -1)");
+    let g = capable_file(&m, "g");
+    std::os::unix::fs::chown(&g, None, Some(1000)).unwrap();
+    gone(&g, "chgrp");
+
+    let mm = capable_file(&m, "m");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&mm)
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh shared mapping of 20 bytes of an open 20-byte file;
+    // it is written only inside its length and unmapped before `f` closes.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            20,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        *p.cast::<u8>() = b'A';
+        assert_eq!(libc::msync(p, 20, libc::MS_SYNC), 0);
+        assert_eq!(libc::munmap(p, 20), 0);
+    }
+    drop(f);
+    assert_eq!(std::fs::read(&mm).unwrap()[0], b'A');
+    kept(&mm, "a store through a shared mapping");
+}
+
 on_both_transports!(
     mount_type_df_and_umount,
     fusermount3_unmounts,
@@ -459,6 +598,7 @@ on_both_transports!(
     allow_other_alone_checks_cached_dentries,
     pre_1970_times_and_noop_chown_ctime,
     root_write_keeps_suid_sgid,
+    file_capabilities_removed_as_on_tmpfs,
 );
 
 /// `-o cache_dir`: listings come from the kernel's directory cache, and

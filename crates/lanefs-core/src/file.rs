@@ -19,6 +19,7 @@ use crate::inode::{Body, Inode};
 use crate::namei::NewNode;
 use crate::pcache::page_range;
 use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
+use crate::xattr::kill_capability;
 use crate::{
     Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
@@ -52,12 +53,10 @@ impl OpenFile {
         matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
-    /// Strip setuid/setgid after a data change by this handle's opener.
+    /// Strip setuid/setgid after a data change by this handle's opener,
+    /// and the file capability whoever the writer is (`file_remove_privs`).
     fn kill_privs(&self, m: &mut crate::inode::Meta) {
-        let kill = privs_to_kill(&self.cred, &m.rec);
-        if kill != 0 {
-            m.rec.perm &= !kill;
-        }
+        kill_privs(&self.cred, m);
     }
 
     /// Relatime: bring atime past mtime/ctime after an access.
@@ -192,12 +191,27 @@ impl FsInner {
         if let Some(t) = mtime {
             m.rec.mtime = t;
         }
-        let kill = privs_to_kill(cred, &m.rec);
-        if kill != 0 {
-            m.rec.perm &= !kill;
-        }
+        // `do_truncate`: `dentry_needs_remove_privs`, even when the size
+        // does not change.
+        kill_privs(cred, &mut m);
         Ok(())
     }
+}
+
+/// Linux `file_remove_privs` / `dentry_needs_remove_privs` on a regular
+/// file after a data change (write, truncate, fallocate) by `cred`:
+/// setuid/setgid by [`privs_to_kill`], and `security.capability` whenever
+/// it is present, even for root (`security_inode_need_killpriv` does not
+/// look at the caller). The caller updates ctime.
+fn kill_privs(cred: &Cred, m: &mut crate::inode::Meta) {
+    if m.rec.kind != FileKind::Regular {
+        return;
+    }
+    let kill = privs_to_kill(cred, &m.rec);
+    if kill != 0 {
+        m.rec.perm &= !kill;
+    }
+    kill_capability(&mut m.rec);
 }
 
 impl Fs {
@@ -313,8 +327,35 @@ impl Fs {
     /// Write `data` at `offset` (at end of file for `O_APPEND`); returns the
     /// bytes written and the offset just past them. Fails with `ENOSPC`
     /// before changing anything when the new pages do not fit, and `EFBIG`
-    /// at [`FILE_SIZE_MAX`].
+    /// at [`FILE_SIZE_MAX`]. A write of at least one byte removes
+    /// privileges as Linux's `file_remove_privs`: setuid/setgid by the
+    /// opener's credentials, `security.capability` always.
     pub fn write(&self, file: &OpenFile, offset: u64, data: &[u8]) -> Result<(usize, u64)> {
+        self.write_data(file, offset, data, true)
+    }
+
+    /// As [`Fs::write`], for the write-back of pages a shared mapping
+    /// dirtied (FUSE's `FUSE_WRITE_CACHE`): Linux's `page_mkwrite` only
+    /// updates the times, so neither setuid/setgid nor the file capability
+    /// is removed (tmpfs keeps them after a store through `mmap`).
+    pub fn write_back_mapped(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(usize, u64)> {
+        self.write_data(file, offset, data, false)
+    }
+
+    /// Write `data` at `offset`; `remove_privs`: the data change removes
+    /// privileges (`file_remove_privs`) as a `write(2)` does.
+    fn write_data(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        data: &[u8],
+        remove_privs: bool,
+    ) -> Result<(usize, u64)> {
         if !file.writable() {
             return Err(Errno::EBADF);
         }
@@ -360,7 +401,9 @@ impl Fs {
             m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, Timespec::now());
-            file.kill_privs(&mut m);
+            if remove_privs {
+                file.kill_privs(&mut m);
+            }
         }
         drop(pm);
         fs.cached_pages.add(grown);
@@ -592,6 +635,9 @@ impl Fs {
                 m.rec.gid = g;
             }
             if inode.kind != FileKind::Directory {
+                // `chown_common` adds ATTR_KILL_PRIV on a non-directory:
+                // `setattr_prepare` → `security_inode_killpriv`.
+                kill_capability(&mut m.rec);
                 m.rec.perm &= !S_ISUID;
                 let gid = m.rec.gid;
                 if m.rec.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(gid)) {

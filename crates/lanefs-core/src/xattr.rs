@@ -63,6 +63,28 @@ fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) ->
     }
 }
 
+/// The file capability attribute (Linux `XATTR_NAME_CAPS`).
+pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+
+/// Remove the file capability from `rec`, as Linux does when privileges
+/// are killed: `security_inode_need_killpriv` (commoncap.c
+/// `cap_inode_need_killpriv`: a `security.capability` value of non-zero
+/// length is present) then `security_inode_killpriv` (`cap_inode_killpriv`:
+/// remove it). Neither looks at the caller's credentials, so root's writes
+/// remove it too. Returns whether it was removed. Called under `meta`.
+pub(crate) fn kill_capability(rec: &mut InodeRecord) -> bool {
+    let found = rec
+        .xattrs
+        .binary_search_by(|(k, _)| k.as_slice().cmp(XATTR_NAME_CAPS));
+    match found {
+        Ok(i) if !rec.xattrs[i].1.is_empty() => {
+            rec.xattrs.remove(i);
+            true
+        }
+        _ => false,
+    }
+}
+
 fn total_size(rec: &InodeRecord) -> usize {
     rec.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum()
 }

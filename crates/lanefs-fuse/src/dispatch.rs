@@ -398,7 +398,8 @@ fn serve(
         }
         Op::Write { arg, data } => {
             let kill = arg.write_flags & FUSE_WRITE_KILL_SUIDGID != 0;
-            let n = h.write(&c, arg.fh, arg.offset, data, kill)?;
+            let mapped = arg.write_flags & FUSE_WRITE_CACHE != 0;
+            let n = h.write(&c, arg.fh, arg.offset, data, kill, mapped)?;
             out.push(&WriteOut {
                 size: n,
                 padding: 0,

@@ -38,6 +38,8 @@ pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
+/// The file capability attribute (Linux `XATTR_NAME_CAPS`).
+const CAPS_XATTR: &[u8] = b"security.capability";
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
@@ -440,7 +442,10 @@ impl Handler {
     /// Linux decides the setuid/setgid kill by the *writer*
     /// (`file_remove_privs` runs as the writing task), the engine by the
     /// handle's opener; when they differ the result is corrected here (see
-    /// `Handler::kill_as_writer`).
+    /// `Handler::kill_as_writer`). The engine removes `security.capability`
+    /// itself (as `FUSE_HANDLE_KILLPRIV_V2` asks), whoever writes. `mapped`
+    /// is `FUSE_WRITE_CACHE`: the write-back of pages a shared mapping
+    /// dirtied, which removes no privileges (Linux's `page_mkwrite`).
     pub fn write(
         &self,
         caller: &Caller,
@@ -448,6 +453,7 @@ impl Handler {
         offset: u64,
         data: &[u8],
         kill_suidgid: bool,
+        mapped: bool,
     ) -> Result<u32> {
         let h = self.handle(fh)?;
         let writer = if kill_suidgid {
@@ -455,8 +461,13 @@ impl Handler {
         } else {
             Caller::default()
         };
-        let (n, _end) =
-            self.kill_as_writer(&h, &writer, || self.fs.write(&h.file, offset, data))?;
+        let (n, _end) = self.kill_as_writer(&h, &writer, || {
+            if mapped {
+                self.fs.write_back_mapped(&h.file, offset, data)
+            } else {
+                self.fs.write(&h.file, offset, data)
+            }
+        })?;
         u32::try_from(n).map_err(|_| Errno::EIO)
     }
 
@@ -659,8 +670,19 @@ impl Handler {
         self.fs.listxattr(&cred_for(caller), ino)
     }
 
+    /// REMOVEXATTR. `security.capability` is removed whoever asks: the
+    /// kernel has already refused a `removexattr(2)` without `CAP_SETFCAP`
+    /// (commoncap.c `cap_inode_removexattr`), and its own privilege kill
+    /// (`file_remove_privs` → `cap_inode_killpriv`, before a write by any
+    /// user, or a chown) arrives here with the writer's uid; refusing
+    /// that would fail the user's write.
     pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
-        self.fs.removexattr(&cred_for(caller), ino, name)
+        let cred = if name == CAPS_XATTR {
+            lanefs_core::Cred::root()
+        } else {
+            cred_for(caller)
+        };
+        self.fs.removexattr(&cred, ino, name)
     }
 
     /// ACCESS (only sent without `default_permissions`).
@@ -732,7 +754,7 @@ mod tests {
             let (a, o) = h
                 .create(&c, d, name.as_bytes(), 0o644, 0, libc::O_RDWR)
                 .unwrap(); // +1 each
-            h.write(&c, o.fh, 0, b"x", true).unwrap();
+            h.write(&c, o.fh, 0, b"x", true, false).unwrap();
             h.release(o.fh).unwrap();
             files.push((name, a.ino));
         }

@@ -136,6 +136,7 @@ pub const FATTR_KILL_SUIDGID: u32 = 1 << 11;
 pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
 pub const FOPEN_CACHE_DIR: u32 = 1 << 3;
 
+pub const FUSE_WRITE_CACHE: u32 = 1 << 0;
 pub const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
 pub const FUSE_OPEN_KILL_SUIDGID: u32 = 1 << 0;
 pub const FUSE_GETATTR_FH: u32 = 1 << 0;

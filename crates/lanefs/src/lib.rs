@@ -878,7 +878,29 @@ impl Filesystem {
             }
         }
         self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
+            // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
+            // file capability once the change is allowed, whoever the
+            // caller is (`cap_inode_killpriv`). A given uid or gid does it
+            // inside the core's setattr.
+            self.kill_capability(h.ino)?;
+        }
         Ok(())
+    }
+
+    /// Remove a non-empty `security.capability` from `ino`
+    /// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
+    fn kill_capability(&self, ino: Ino) -> io::Result<()> {
+        const CAPS: &[u8] = b"security.capability";
+        let root = Cred::root();
+        match self.core().getxattr(&root, ino, CAPS) {
+            Ok(v) if !v.is_empty() => match self.core().removexattr(&root, ino, CAPS) {
+                Ok(()) | Err(Errno::ENODATA) => Ok(()),
+                Err(e) => Err(e.into()),
+            },
+            Ok(_) | Err(Errno::ENODATA) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// `utimensat(path, [atime, mtime], 0)`: `None` is `UTIME_OMIT`,

@@ -1118,3 +1118,54 @@ fn o_creat_on_a_foreign_symlink_in_a_sticky_dir_is_eacces() -> io::Result<()> {
     assert_eq!(errno(open(&bob(&fs))), Errno::ELOOP, "not sticky: ELOOP");
     Ok(())
 }
+
+/// File capabilities through the path API, as on tmpfs: a write of data
+/// (by root too), truncate and chown — also `chown(f, -1, -1)` by a user
+/// who does not own the file — remove `security.capability`; a zero-length
+/// write and chmod keep it.
+#[test]
+fn file_capabilities_go_on_write_truncate_and_chown() -> io::Result<()> {
+    const CAPS: &[u8] = b"security.capability";
+    let blob: Vec<u8> = [0x0200_0001u32, 1 << 10, 0, 0, 0]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let fs = fs();
+    let capable = |p: &str| -> io::Result<()> {
+        fs.write(p, [7u8; 20])?;
+        fs.set_permissions(p, 0o777)?;
+        fs.set_xattr(p, CAPS, &blob, 0)?;
+        assert_eq!(fs.get_xattr(p, CAPS)?, blob);
+        Ok(())
+    };
+    let gone = |p: &str| match fs.get_xattr(p, CAPS) {
+        Ok(v) => {
+            assert_eq!(v, blob, "{p}: the value is intact while present");
+            false
+        }
+        Err(_) => errno(fs.get_xattr(p, CAPS)) == Errno::ENODATA,
+    };
+
+    capable("/w")?;
+    let mut f = fs.open_with("/w", OpenOptions::new().write(true))?;
+    assert_eq!(f.write(b"")?, 0);
+    assert!(!gone("/w"), "a zero-length write keeps it");
+    f.write_all(b"x")?;
+    assert!(gone("/w"), "root's write removes it");
+    drop(f);
+
+    capable("/t")?;
+    fs.truncate("/t", 20)?;
+    assert!(gone("/t"), "truncate to the same size removes it");
+
+    capable("/c")?;
+    fs.set_permissions("/c", 0o755)?;
+    assert!(!gone("/c"), "chmod keeps it");
+    alice(&fs).chown("/c", None, None)?;
+    assert!(gone("/c"), "anyone's chown(f, -1, -1) removes it");
+
+    capable("/g")?;
+    fs.chown("/g", None, Some(1000))?;
+    assert!(gone("/g"), "chgrp removes it");
+    Ok(())
+}
