@@ -2,26 +2,34 @@
 //!
 //! The registry is [`REGISTRY_SHARDS`] shards; a shrinker joins the shard of
 //! the registering thread's lane, so mounts created on different lanes
-//! never touch the same lock or cache line. Each shard publishes an
-//! immutable list of entries through an epoch-protected pointer.
+//! never touch the same lock or cache line. Each shard is a chain of
+//! blocks of [`SLOTS_PER_BLOCK`] epoch-protected slots, each holding one
+//! registered entry or null.
 //!
-//! Locks and atomics:
-//! * `Shard::writer` (mutex, a leaf): serialises the register/unregister
-//!   calls of one shard (they copy the list, change the copy, publish it).
-//!   Scans never take it.
-//! * `Shard::list` (crossbeam-epoch `Atomic`; Release store by writers,
-//!   Acquire load by scans under a guard): the current list. A replaced
-//!   list is freed by `defer_destroy` once every guard that could have read
-//!   it is gone, which drops its references to the entries.
-//! * `Entry` is reference-counted (`Arc`): each published list holds one
-//!   reference, each scan one per entry it is about to call. The shrinker
-//!   is freed with the last reference — never while a scan uses it.
-//! * `Entry::dead` (Release store by unregister before it unlinks the
-//!   entry, Acquire load by scans): a scan skips dead entries it still
-//!   finds in an old list, and checks again just before each call.
+//! Locks and atomics (deferred registry):
+//! * `SlotShard::writer` (mutex, a leaf): serialises the register/unregister
+//!   calls of one shard (find a free slot / the entry's slot; append a
+//!   block). Scans never take it.
+//! * a slot (crossbeam-epoch `Atomic<SlotEntry>`; Release store by
+//!   register/unregister, Acquire load by scans under a guard): the entry.
+//!   Unregister stores null, then `defer_destroy`s the entry, freed once
+//!   every guard that could have loaded it is gone. Register allocates only
+//!   the entry; unregister allocates nothing and never waits.
+//! * `Block::next` (Release store by the writer that appends, Acquire load
+//!   by every walker): blocks are only appended, never freed before the
+//!   registry is dropped.
+//! * A scan copies, under one pin for all shards, a reference to each
+//!   entry's shrinker (`Arc`) into `SCAN_SNAPSHOT`, unpins, then calls
+//!   them: the shrinker lives until the call returns; a scan that copied it
+//!   before unregister may still make that one call (module `reclaim`).
 //! * `SCAN_SNAPSHOT` (thread-local, no synchronisation): a scanning
-//!   thread's buffer for the references it copies under its one pin; taken
-//!   for the scan and put back empty, so scans allocate only to grow it.
+//!   thread's buffer, taken for the scan and put back empty.
+//!
+//! `EpochList` (used by `sync-grace`): an immutable list of
+//! reference-counted entries published through an epoch pointer; its
+//! `writer` mutex (a leaf) serialises copy-change-publish updates, the old
+//! list is `defer_destroy`ed, and `Entry::dead` (Release store by unlink,
+//! Acquire load by scans) makes scans skip entries of an old list.
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 
@@ -136,24 +144,72 @@ pub(super) fn scan_all(snapshot: &[Arc<Entry>], nr: usize) -> usize {
         .sum()
 }
 
+/// Slots per block of a shard's slot chain.
+pub const SLOTS_PER_BLOCK: usize = 8;
+
+/// A registered shrinker, owned by its slot and freed through the epoch.
+struct SlotEntry {
+    id: u64,
+    shrinker: Arc<dyn Shrinker>,
+}
+
+/// Fixed slots and the next block (appended when every slot is taken,
+/// never removed before the registry is dropped).
+struct Block {
+    slots: [Atomic<SlotEntry>; SLOTS_PER_BLOCK],
+    next: Atomic<Block>,
+}
+
+impl Block {
+    fn new() -> Block {
+        Block {
+            slots: std::array::from_fn(|_| Atomic::null()),
+            next: Atomic::null(),
+        }
+    }
+}
+
+/// One shard: its writers' lock and its slot chain.
+struct SlotShard {
+    writer: Mutex<()>,
+    first: Block,
+}
+
+impl SlotShard {
+    /// Every block of the chain, under `guard` (blocks are never freed
+    /// while the registry lives, so any guard will do).
+    fn blocks<'g>(&'g self, guard: &'g Guard) -> impl Iterator<Item = &'g Block> + 'g {
+        std::iter::successors(Some(&self.first), move |b| {
+            // SAFETY: a block, once linked, lives until the registry is
+            // dropped (`Drop for DeferredRegistry`, `&mut self`).
+            unsafe { b.next.load(Ordering::Acquire, guard).as_ref() }
+        })
+    }
+}
+
 thread_local! {
     /// A scanning thread's snapshot buffer, kept between its scans (empty
     /// while no scan of this thread runs; a nested scan finds it taken and
     /// starts its own).
-    static SCAN_SNAPSHOT: std::cell::RefCell<Vec<Arc<Entry>>> =
+    static SCAN_SNAPSHOT: std::cell::RefCell<Vec<Arc<dyn Shrinker>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The default registry.
 pub struct DeferredRegistry {
-    shards: Box<[EpochList]>,
+    shards: Box<[SlotShard]>,
     next_id: AtomicU64,
 }
 
 impl DeferredRegistry {
     pub fn new() -> DeferredRegistry {
         DeferredRegistry {
-            shards: (0..REGISTRY_SHARDS).map(|_| EpochList::new()).collect(),
+            shards: (0..REGISTRY_SHARDS)
+                .map(|_| SlotShard {
+                    writer: Mutex::new(()),
+                    first: Block::new(),
+                })
+                .collect(),
             next_id: AtomicU64::new(0),
         }
     }
@@ -163,19 +219,27 @@ impl DeferredRegistry {
         let shard = shard % self.shards.len();
         let seq = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let id = seq * REGISTRY_SHARDS as u64 + shard as u64;
-        let entry = Arc::new(Entry {
-            id,
-            shrinker: s,
-            dead: AtomicBool::new(false),
-        });
-        self.shards[shard].update(|cur| {
-            // One allocation of the final size (a clone then a push would
-            // grow the copy a second time).
-            let mut next = Vec::with_capacity(cur.len() + 1);
-            next.extend(cur.iter().cloned());
-            next.push(entry);
-            next
-        });
+        let mut entry = Some(Owned::new(SlotEntry { id, shrinker: s }));
+        let sh = &self.shards[shard];
+        let _w = sh.writer.lock();
+        let guard = epoch::pin();
+        let mut last = &sh.first;
+        for block in sh.blocks(&guard) {
+            last = block;
+            if let Some(slot) = block
+                .slots
+                .iter()
+                .find(|x| x.load(Ordering::Relaxed, &guard).is_null())
+            {
+                // Release: a scan that loads the pointer sees the entry.
+                slot.store(entry.take().expect("stored once"), Ordering::Release);
+                return ShrinkerId(id);
+            }
+        }
+        let block = Block::new();
+        block.slots[0].store(entry.take().expect("stored once"), Ordering::Relaxed);
+        // Release: publishes the block and the entry in it.
+        last.next.store(Owned::new(block), Ordering::Release);
         ShrinkerId(id)
     }
 }
@@ -186,33 +250,82 @@ impl Default for DeferredRegistry {
     }
 }
 
+impl Drop for DeferredRegistry {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no scan or writer can hold a slot or block;
+        // each entry and each appended block is owned by exactly one
+        // pointer of the chain.
+        unsafe {
+            let guard = epoch::unprotected();
+            for shard in self.shards.iter() {
+                for block in shard.blocks(guard) {
+                    for slot in &block.slots {
+                        let e = slot.load(Ordering::Relaxed, guard);
+                        if !e.is_null() {
+                            drop(e.into_owned());
+                        }
+                    }
+                }
+                let mut next = shard.first.next.load(Ordering::Relaxed, guard);
+                while !next.is_null() {
+                    let owned = next.into_owned();
+                    next = owned.next.load(Ordering::Relaxed, guard);
+                    drop(owned);
+                }
+            }
+        }
+    }
+}
+
 impl ReclaimRegistry for DeferredRegistry {
     fn register(&self, s: Arc<dyn Shrinker>) -> ShrinkerId {
         self.register_on(lane(), s)
     }
 
     fn unregister(&self, id: ShrinkerId) {
-        let shard = (id.0 % REGISTRY_SHARDS as u64) as usize;
-        unlink(&self.shards[shard], id.0);
+        let sh = &self.shards[(id.0 % REGISTRY_SHARDS as u64) as usize];
+        let _w = sh.writer.lock();
+        let guard = epoch::pin();
+        for block in sh.blocks(&guard) {
+            for slot in &block.slots {
+                let e = slot.load(Ordering::Relaxed, &guard);
+                // SAFETY: entries are freed only by unregister under
+                // `writer`, which we hold, so a non-null `e` is alive.
+                if unsafe { e.as_ref() }.is_some_and(|e| e.id == id.0) {
+                    slot.store(epoch::Shared::null(), Ordering::Release);
+                    // SAFETY: unlinked (no new scan can load it) by the
+                    // only writer; scans that loaded it hold guards, and
+                    // the epoch defers the free past them.
+                    unsafe { guard.defer_destroy(e) };
+                    return;
+                }
+            }
+        }
+        debug_assert!(false, "shrinker {id:?} not registered");
     }
 
     fn shrink_all(&self, nr: usize) -> usize {
-        // One pin for the copy of every shard (a pin is a full fence, and
-        // may run a collection), into this thread's reused buffer: a scan
-        // neither pins nor allocates per shard. The guard is dropped
-        // before any shrinker runs.
+        // One pin to copy the shrinker references of every shard (a pin is
+        // a full fence, and may run a collection) into this thread's
+        // reused buffer; the guard is dropped before any shrinker runs.
         let mut snapshot = SCAN_SNAPSHOT.with(|b| std::mem::take(&mut *b.borrow_mut()));
         debug_assert!(snapshot.is_empty(), "a scan's snapshot outlived it");
         {
             let guard = epoch::pin();
             for shard in self.shards.iter() {
-                shard.live_into(&guard, &mut snapshot);
+                for block in shard.blocks(&guard) {
+                    for slot in &block.slots {
+                        // SAFETY: loaded under `guard`; entries are freed
+                        // only through `defer_destroy` after unlinking.
+                        if let Some(e) = unsafe { slot.load(Ordering::Acquire, &guard).as_ref() } {
+                            snapshot.push(e.shrinker.clone());
+                        }
+                    }
+                }
             }
         }
-        let freed = scan_all(&snapshot, nr);
-        // Our references go before the deferred unmounts run, so an entry
-        // whose last reference is ours is freed here, not kept to the next
-        // scan.
+        let freed = snapshot.iter().map(|s| s.scan(nr)).sum();
+        // Our references go before the deferred unmounts run.
         snapshot.clear();
         super::drain_after_scan();
         SCAN_SNAPSHOT.with(|b| *b.borrow_mut() = snapshot);
@@ -220,7 +333,65 @@ impl ReclaimRegistry for DeferredRegistry {
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(EpochList::len).sum()
+        let guard = epoch::pin();
+        self.shards
+            .iter()
+            .flat_map(|sh| sh.blocks(&guard))
+            .flat_map(|b| b.slots.iter())
+            .filter(|x| !x.load(Ordering::Acquire, &guard).is_null())
+            .count()
+    }
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod tests {
+    use super::*;
+
+    struct One;
+    impl Shrinker for One {
+        fn count(&self) -> usize {
+            1
+        }
+        fn scan(&self, _: usize) -> usize {
+            1
+        }
+    }
+
+    /// Past one block: appended blocks are found by scans, by unregister
+    /// (freed slots are reused) and by the registry's drop, which frees
+    /// every entry still registered.
+    #[test]
+    fn slot_chain_grows_reuses_and_frees() {
+        let r = DeferredRegistry::new();
+        let shrinker: Arc<dyn Shrinker> = Arc::new(One);
+        let n = 3 * SLOTS_PER_BLOCK + 1;
+        let ids: Vec<_> = (0..n).map(|_| r.register_on(5, shrinker.clone())).collect();
+        assert_eq!(r.len(), n);
+        assert_eq!(r.shrink_all(1), n);
+        for id in ids.iter().step_by(2) {
+            r.unregister(*id);
+        }
+        let left = n / 2;
+        assert_eq!(r.len(), left);
+        assert_eq!(r.shrink_all(1), left);
+        let again: Vec<_> = (0..SLOTS_PER_BLOCK)
+            .map(|_| r.register_on(5, shrinker.clone()))
+            .collect();
+        assert_eq!(r.len(), left + again.len());
+        let blocks = epoch::pin();
+        assert_eq!(
+            r.shards[5].blocks(&blocks).count(),
+            4,
+            "freed slots were reused"
+        );
+        drop(blocks);
+        drop(r);
+        // Deferred frees of unregistered entries may still be pending in
+        // the epoch; the registry's own drop freed the rest at once.
+        let guard = epoch::pin();
+        guard.flush();
+        drop(guard);
+        assert!(Arc::strong_count(&shrinker) <= 1 + n - left);
     }
 }
 
@@ -319,6 +490,43 @@ mod model {
                 );
                 assert_eq!(r.len(), 1);
                 r.unregister(other_id);
+                assert!(r.is_empty());
+            },
+            model_iterations(),
+        );
+    }
+
+    /// A scan races the append of a second block and an unregister in the
+    /// first: it sees only whole entries, never a freed one, and
+    /// afterwards every registered shrinker is found exactly once.
+    #[test]
+    fn model_scan_vs_block_append() {
+        shuttle::check_random(
+            || {
+                let r = Arc::new(DeferredRegistry::new());
+                let (p, _freed, _calls, _unreg) = probe(false);
+                let ids: Vec<_> = (0..SLOTS_PER_BLOCK)
+                    .map(|_| r.register_on(0, p.clone()))
+                    .collect();
+                let scanner = {
+                    let r = r.clone();
+                    shuttle::thread::spawn(move || r.shrink_all(1))
+                };
+                let r2 = r.clone();
+                let appender = shuttle::thread::spawn(move || {
+                    let (q, _, _, _) = probe(false);
+                    r2.register_on(0, q)
+                });
+                r.unregister(ids[0]);
+                let extra = appender.join().unwrap();
+                let seen = scanner.join().unwrap();
+                assert!(seen <= SLOTS_PER_BLOCK + 1);
+                assert_eq!(r.len(), SLOTS_PER_BLOCK);
+                assert_eq!(r.shrink_all(1), SLOTS_PER_BLOCK);
+                r.unregister(extra);
+                for id in &ids[1..] {
+                    r.unregister(*id);
+                }
                 assert!(r.is_empty());
             },
             model_iterations(),
