@@ -6,11 +6,11 @@
 //! ([`registry`]) and unregisters it when the instance is dropped. Designs
 //! behind [`ReclaimRegistry`], selected by `FsConfig::variants.reclaim`:
 //!
-//! * [`DeferredRegistry`] (default, `reclaim=deferred`): entries are
-//!   reference-counted, scans are lock-free (an epoch guard while they copy
-//!   the list, then a reference per entry), unregister marks the entry dead,
-//!   unlinks it and frees it through deferred reclamation. Neither register
-//!   nor unregister ever waits for a scan or a grace period.
+//! * [`DeferredRegistry`] (default, `reclaim=deferred`): entries sit in
+//!   epoch-protected slots; scans are lock-free (an epoch guard while they
+//!   copy a reference to each shrinker, then the calls), unregister clears
+//!   the entry's slot and frees it through deferred reclamation. Neither
+//!   register nor unregister ever waits for a scan or a grace period.
 //! * [`RwLockRegistry`] (`reclaim=rwlock`): one global reader-writer lock;
 //!   scans hold it shared for the whole scan, register and unregister take
 //!   it exclusively (Linux's `shrinker_rwsem` before 6.4).
