@@ -7,6 +7,7 @@
 //! payload) followed by records. Replay orders records by stamps, not by
 //! where they sit in the journal. Pure encoding; no locks, no atomics.
 
+use lanefs_store::codec::Reader;
 use lanefs_store::{Errno, Ino, Result, Superblock};
 
 use crate::crc::crc32c;
@@ -138,15 +139,12 @@ impl Record {
 
     /// Decode one record from the front of `b`; returns it and its length.
     pub fn decode(b: &[u8]) -> Result<(Record, usize)> {
-        let mut r = Cursor { b, pos: 0 };
+        let mut r = Reader::new(b);
         let len = r.u32()? as usize;
         if len < 8 || len > b.len() {
             return Err(Errno::EUCLEAN);
         }
-        let mut r = Cursor {
-            b: &b[..len],
-            pos: 4,
-        };
+        let mut r = Reader::at(&b[..len], 4);
         let nobj = r.u16()? as usize;
         let nops = r.u16()? as usize;
         if nobj > RECORD_OBJS_MAX {
@@ -194,7 +192,7 @@ impl Record {
             }
             ops.push(op);
         }
-        if r.pos != len {
+        if r.pos() != len {
             return Err(Errno::EUCLEAN);
         }
         Ok((Record { objs, ops }, len))
@@ -241,38 +239,6 @@ pub fn decode_records(mut payload: &[u8]) -> Result<Vec<Record>> {
         payload = &payload[n..];
     }
     Ok(out)
-}
-
-struct Cursor<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).ok_or(Errno::EUCLEAN)?;
-        let s = self.b.get(self.pos..end).ok_or(Errno::EUCLEAN)?;
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().map_err(|_| Errno::EUCLEAN)?,
-        ))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().map_err(|_| Errno::EUCLEAN)?,
-        ))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().map_err(|_| Errno::EUCLEAN)?,
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! `ENOSPC` before anything changes); the store only records the totals in
 //! its [`Superblock`].
 
+pub mod codec;
 mod errno;
 mod lane;
 mod memory;

@@ -25,6 +25,7 @@
 //! | 4 + n | symlink target (length-prefixed) |
 //! | 4 | xattr count, then per xattr: 4 + n name, 4 + n value |
 
+use crate::codec::Reader;
 use crate::errno::{Errno, Result};
 
 /// An inode number. `0` is never a valid inode.
@@ -189,14 +190,14 @@ impl InodeRecord {
 
     /// Parse a record written by [`encode`](Self::encode).
     pub fn decode(buf: &[u8]) -> Result<InodeRecord> {
-        let mut r = Reader { buf, pos: 0 };
+        let mut r = Reader::new(buf);
         if r.u8()? != RECORD_VERSION {
             return Err(Errno::EUCLEAN);
         }
         let ino = r.u64()?;
         let generation = r.u64()?;
         let kind = FileKind::from_u8(r.u8()?).ok_or(Errno::EUCLEAN)?;
-        let perm = u16::from_le_bytes(r.take(2)?.try_into().map_err(|_| Errno::EUCLEAN)?);
+        let perm = r.u16()?;
         let uid = r.u32()?;
         let gid = r.u32()?;
         let nlink = r.u32()?;
@@ -218,7 +219,7 @@ impl InodeRecord {
             let v = r.bytes()?.to_vec();
             xattrs.push((k, v));
         }
-        if r.pos != buf.len() {
+        if r.pos() != buf.len() {
             return Err(Errno::EUCLEAN);
         }
         Ok(InodeRecord {
@@ -286,37 +287,6 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u32(out, b.len() as u32);
     out.extend_from_slice(b);
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).ok_or(Errno::EUCLEAN)?;
-        let s = self.buf.get(self.pos..end).ok_or(Errno::EUCLEAN)?;
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().map_err(|_| Errno::EUCLEAN)?,
-        ))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().map_err(|_| Errno::EUCLEAN)?,
-        ))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
 }
 
 #[cfg(test)]
