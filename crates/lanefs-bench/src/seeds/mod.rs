@@ -103,6 +103,46 @@ fn e(err: crate::backend::OpError) -> String {
     err.0
 }
 
+/// Fresh names `t<T>/f0`, `t<T>/f1`, … in thread `T`'s private directory,
+/// made without allocating per name.
+struct PrivateNames {
+    prefix: String,
+    name: String,
+    n: u64,
+}
+
+impl PrivateNames {
+    /// Make thread `t`'s directory and start its names at 0.
+    fn new(b: &Inproc, t: usize) -> Result<PrivateNames, String> {
+        let dir = format!("t{t}");
+        mkdirs(b, &dir)?;
+        Ok(PrivateNames {
+            prefix: format!("{dir}/f"),
+            name: String::with_capacity(32),
+            n: 0,
+        })
+    }
+
+    fn next(&mut self) -> &str {
+        self.name.clear();
+        let _ = write!(self.name, "{}{}", self.prefix, self.n);
+        self.n += 1;
+        &self.name
+    }
+}
+
+/// Post-condition of the create-and-unlink loops: every thread's private
+/// directory is empty again.
+fn private_dirs_empty(b: &Inproc, threads: usize) -> Result<(), String> {
+    for t in 0..threads {
+        let n = b.readdir(&format!("t{t}")).map_err(e)?;
+        if n != 0 {
+            return Err(format!("post-condition failed: t{t} holds {n} files"));
+        }
+    }
+    Ok(())
+}
+
 fn engine(variants: Variants, config: FsConfig) -> Result<Inproc, String> {
     Inproc::with_config(FsConfig { variants, ..config })
 }
@@ -322,27 +362,16 @@ fn seed002_creat_clo(
     let (m, _) = measure(
         threads,
         p.duration,
-        |t| {
-            let dir = format!("t{t}");
-            mkdirs(&b, &dir)?;
-            Ok((format!("{dir}/f"), String::with_capacity(32), 0u64))
-        },
-        |_, (prefix, name, n)| {
-            name.clear();
-            let _ = write!(name, "{prefix}{n}");
-            *n += 1;
+        |t| PrivateNames::new(&b, t),
+        |_, names| {
+            let name = names.next();
             b.create_write(name, &block, false).map_err(e)?;
             b.unlink(name).map_err(e)?;
             Ok(Step::Op)
         },
         |_, _| Ok(()),
     )?;
-    for t in 0..threads {
-        let n = b.readdir(&format!("t{t}")).map_err(e)?;
-        if n != 0 {
-            return Err(format!("post-condition failed: t{t} holds {n} files"));
-        }
-    }
+    private_dirs_empty(&b, threads)?;
     check(&b)?;
     Ok(m)
 }
@@ -463,27 +492,16 @@ fn seed004(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
     let (m, _) = measure(
         threads,
         p.duration,
-        |t| {
-            let dir = format!("t{t}");
-            mkdirs(&b, &dir)?;
-            Ok((format!("{dir}/f"), String::with_capacity(32), 0u64))
-        },
-        |_, (prefix, name, n)| {
-            name.clear();
-            let _ = write!(name, "{prefix}{n}");
-            *n += 1;
+        |t| PrivateNames::new(&b, t),
+        |_, names| {
+            let name = names.next();
             b.create(name).map_err(e)?;
             b.unlink(name).map_err(e)?;
             Ok(Step::Op)
         },
         |_, _| Ok(()),
     )?;
-    for t in 0..threads {
-        let n = b.readdir(&format!("t{t}")).map_err(e)?;
-        if n != 0 {
-            return Err(format!("post-condition failed: t{t} holds {n} files"));
-        }
-    }
+    private_dirs_empty(&b, threads)?;
     // The free-inode counter is exact again: only the directories remain.
     let free_at_end = files_free(&b)?;
     if free_at_end + threads as u64 != free_at_start {
