@@ -21,8 +21,8 @@ use crate::pcache::page_range;
 use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
 use crate::xattr::kill_capability;
 use crate::{
-    Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
+    AtimePolicy, Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
 };
 
 /// An open regular file or directory. Closing is dropping it; the last
@@ -53,23 +53,35 @@ impl OpenFile {
         matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
-    /// Strip setuid/setgid after a data change by this handle's opener,
-    /// and the file capability whoever the writer is (`file_remove_privs`).
-    fn kill_privs(&self, m: &mut crate::inode::Meta) {
-        kill_privs(&self.cred, m);
-    }
-
-    /// Relatime: bring atime past mtime/ctime after an access.
+    /// Move atime after an access, as the mount's [`AtimePolicy`] says
+    /// (relatime by default: bring atime past mtime/ctime).
     fn touch_atime(&self) {
-        if self.flags & libc::O_NOATIME != 0 || !self.inode.atime_stale.load(Ordering::Relaxed) {
+        if self.flags & libc::O_NOATIME != 0 {
             return;
         }
-        let mut m = self.inode.meta.lock();
-        if m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime {
-            m.rec.atime = Timespec::now();
-            m.dirty = true;
+        let config = &self.fs.config;
+        if config.nodiratime && self.inode.kind == FileKind::Directory {
+            return;
         }
-        self.inode.atime_stale.store(false, Ordering::Relaxed);
+        match config.atime {
+            AtimePolicy::Never => {}
+            AtimePolicy::Strict => {
+                let mut m = self.inode.meta.lock();
+                m.rec.atime = Timespec::now();
+                m.dirty = true;
+            }
+            AtimePolicy::Relatime => {
+                if !self.inode.atime_stale.load(Ordering::Relaxed) {
+                    return;
+                }
+                let mut m = self.inode.meta.lock();
+                if m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime {
+                    m.rec.atime = Timespec::now();
+                    m.dirty = true;
+                }
+                self.inode.atime_stale.store(false, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -331,7 +343,22 @@ impl Fs {
     /// privileges as Linux's `file_remove_privs`: setuid/setgid by the
     /// opener's credentials, `security.capability` always.
     pub fn write(&self, file: &OpenFile, offset: u64, data: &[u8]) -> Result<(usize, u64)> {
-        self.write_data(file, offset, data, true)
+        self.write_data(file, offset, data, Some(&file.cred))
+    }
+
+    /// As [`Fs::write`], with setuid/setgid removed by the rules for
+    /// `writer` instead of the opener, in the same step as the data change
+    /// (Linux decides by the writing task: a write through an fd opened by
+    /// someone else, or a write by a task with `CAP_FSETID`, which passes
+    /// [`Cred::root`] to keep the bits). `security.capability` goes anyway.
+    pub fn write_as(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        data: &[u8],
+        writer: &Cred,
+    ) -> Result<(usize, u64)> {
+        self.write_data(file, offset, data, Some(writer))
     }
 
     /// As [`Fs::write`], for the write-back of pages a shared mapping
@@ -344,17 +371,18 @@ impl Fs {
         offset: u64,
         data: &[u8],
     ) -> Result<(usize, u64)> {
-        self.write_data(file, offset, data, false)
+        self.write_data(file, offset, data, None)
     }
 
     /// Write `data` at `offset`; `remove_privs`: the data change removes
-    /// privileges (`file_remove_privs`) as a `write(2)` does.
+    /// privileges (`file_remove_privs`) as a `write(2)` by that caller
+    /// does; `None`: it removes nothing.
     fn write_data(
         &self,
         file: &OpenFile,
         offset: u64,
         data: &[u8],
-        remove_privs: bool,
+        remove_privs: Option<&Cred>,
     ) -> Result<(usize, u64)> {
         if !file.writable() {
             return Err(Errno::EBADF);
@@ -401,8 +429,8 @@ impl Fs {
             m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, Timespec::now());
-            if remove_privs {
-                file.kill_privs(&mut m);
+            if let Some(cred) = remove_privs {
+                kill_privs(cred, &mut m);
             }
         }
         drop(pm);
@@ -416,6 +444,19 @@ impl Fs {
     /// `fallocate(2)`: mode 0, [`FALLOC_FL_KEEP_SIZE`],
     /// `PUNCH_HOLE | KEEP_SIZE`, [`FALLOC_FL_ZERO_RANGE`] (± KEEP_SIZE).
     pub fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> Result<()> {
+        self.fallocate_as(file, mode, offset, len, &file.cred)
+    }
+
+    /// As [`Fs::fallocate`], with setuid/setgid removed by the rules for
+    /// `caller` (the task calling `fallocate(2)`), in the same step.
+    pub fn fallocate_as(
+        &self,
+        file: &OpenFile,
+        mode: i32,
+        offset: i64,
+        len: i64,
+        caller: &Cred,
+    ) -> Result<()> {
         if offset < 0 || len <= 0 {
             return Err(Errno::EINVAL);
         }
@@ -483,7 +524,7 @@ impl Fs {
         m.rec.blocks = blocks.unwrap_or(0);
         touch_mc(&file.inode, &mut m, Timespec::now());
         // `file_modified`, as a write.
-        file.kill_privs(&mut m);
+        kill_privs(caller, &mut m);
         Ok(())
     }
 

@@ -189,6 +189,24 @@ pub struct FsConfig {
     /// Which design each seed mechanism uses (the production set by
     /// default; the seeds' "before" designs for benchmarks and tests).
     pub variants: crate::Variants,
+    /// When a read or a directory listing moves atime (the mount options
+    /// `relatime`, `strictatime`, `noatime`; a FUSE server owns atime).
+    pub atime: AtimePolicy,
+    /// `nodiratime`: listings never move a directory's atime.
+    pub nodiratime: bool,
+}
+
+/// When an access (read, directory listing) updates atime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AtimePolicy {
+    /// Linux's default `relatime`: only when atime is not newer than
+    /// mtime or ctime (without the kernel's daily refresh).
+    #[default]
+    Relatime,
+    /// `strictatime`: every access sets atime to now.
+    Strict,
+    /// `noatime`: accesses never change atime (explicit `utimensat` does).
+    Never,
 }
 
 impl Default for FsConfig {
@@ -201,6 +219,8 @@ impl Default for FsConfig {
             cache_pages_max: 1 << 18,
             protected_hardlinks: true,
             variants: crate::Variants::default(),
+            atime: AtimePolicy::Relatime,
+            nodiratime: false,
         }
     }
 }

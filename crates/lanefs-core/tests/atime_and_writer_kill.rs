@@ -1,0 +1,149 @@
+//! The mount's atime policy (`FsConfig::atime`, `nodiratime`) and the
+//! setuid/setgid kill by the writer (`Fs::write_as`, `Fs::fallocate_as`),
+//! which happens in the same step as the data change.
+
+use std::sync::Arc;
+
+use lanefs_core::*;
+
+const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
+
+fn fs_with(atime: AtimePolicy, nodiratime: bool) -> Fs {
+    let cfg = FsConfig {
+        atime,
+        nodiratime,
+        ..FsConfig::default()
+    };
+    Fs::new(Arc::new(MemoryStore::default()), cfg).unwrap()
+}
+
+/// A file with data whose atime is set an hour in the future (newer than
+/// mtime and ctime, so relatime leaves it alone), and a directory with
+/// its atime an hour in the past... both read once; returns how the
+/// atimes moved: (file moved, dir moved).
+fn read_and_list(fs: &Fs, atime_in_future: bool) -> (bool, bool) {
+    let root = Cred::root();
+    let (a, f, _) = fs
+        .open_at(&root, ROOT_INO, b"f", CREAT, 0o644, 0, false)
+        .unwrap();
+    fs.write(&f, 0, b"data").unwrap();
+    let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755, 0).unwrap();
+    let now = Timespec::now();
+    let at = Timespec {
+        sec: if atime_in_future {
+            now.sec + 3600
+        } else {
+            now.sec - 3600
+        },
+        nsec: 0,
+    };
+    for ino in [a.ino, d.ino] {
+        let ch = SetAttr {
+            atime: Some(TimeSet::At(at)),
+            ..Default::default()
+        };
+        fs.setattr(&root, ino, &ch, None).unwrap();
+    }
+    let mut buf = [0u8; 8];
+    assert_eq!(fs.read(&f, 0, &mut buf).unwrap(), 4);
+    let dir = fs.open(&root, d.ino, libc::O_RDONLY).unwrap();
+    fs.readdir(&dir, 0, &mut |_| false).unwrap();
+    let moved = |ino| fs.getattr(ino).unwrap().atime != at;
+    (moved(a.ino), moved(d.ino))
+}
+
+#[test]
+fn relatime_is_the_default_and_moves_only_stale_atimes() {
+    assert_eq!(FsConfig::default().atime, AtimePolicy::Relatime);
+    // atime older than mtime/ctime: moved.
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Relatime, false), false),
+        (true, true)
+    );
+    // atime newer than mtime/ctime: left alone.
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Relatime, false), true),
+        (false, false)
+    );
+}
+
+#[test]
+fn strictatime_moves_every_access_noatime_none() {
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Strict, false), true),
+        (true, true)
+    );
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Never, false), false),
+        (false, false)
+    );
+}
+
+#[test]
+fn nodiratime_spares_directories_only() {
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Strict, true), true),
+        (true, false)
+    );
+    assert_eq!(
+        read_and_list(&fs_with(AtimePolicy::Relatime, true), false),
+        (true, false)
+    );
+}
+
+/// A 06775 file owned by 1000:1000, opened for writing by root.
+fn special_file(fs: &Fs, name: &[u8]) -> (Ino, OpenFile) {
+    let root = Cred::root();
+    let (a, f, _) = fs
+        .open_at(&root, ROOT_INO, name, CREAT, 0o6775, 0, false)
+        .unwrap();
+    let ch = SetAttr {
+        uid: Some(1000),
+        gid: Some(1000),
+        mode: Some(0o6775),
+        ..Default::default()
+    };
+    fs.setattr(&root, a.ino, &ch, None).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().perm, 0o6775);
+    (a.ino, f)
+}
+
+#[test]
+fn write_as_kills_by_the_writer_not_the_opener() {
+    let fs = fs_with(AtimePolicy::Relatime, false);
+    let user = Cred {
+        uid: 1001,
+        gid: 1001,
+        groups: vec![],
+    };
+    // Opened by root, written by a user: both bits go (group-exec set).
+    let (ino, f) = special_file(&fs, b"a");
+    fs.write_as(&f, 0, b"x", &user).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o775);
+    // Opened by root, written with CAP_FSETID (root): kept.
+    let (ino, f) = special_file(&fs, b"b");
+    fs.write_as(&f, 0, b"x", &Cred::root()).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o6775);
+    // Opened by the owner, written by root: kept, though the opener would
+    // have dropped them.
+    let (ino, _) = special_file(&fs, b"c");
+    let owner = Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    };
+    let uf = fs.open(&owner, ino, libc::O_WRONLY).unwrap();
+    fs.write_as(&uf, 0, b"x", &Cred::root()).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o6775);
+    // fallocate by the caller's rules, the same way.
+    let (ino, f) = special_file(&fs, b"d");
+    fs.fallocate_as(&f, 0, 0, 4096, &user).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o775);
+    let (ino, f) = special_file(&fs, b"e");
+    fs.fallocate_as(&f, 0, 0, 4096, &Cred::root()).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o6775);
+    // A zero-length write changes nothing.
+    let (ino, f) = special_file(&fs, b"g");
+    fs.write_as(&f, 0, b"", &user).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().perm, 0o6775);
+}
