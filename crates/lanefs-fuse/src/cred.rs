@@ -2,6 +2,9 @@
 //! groups are read from `/proc/<pid>/status` (the `Groups:` line), as
 //! libfuse's `fuse_req_getgroups` does.
 //!
+//! Also whether a caller is inside a `chown(2)` call (`/proc/<tid>/syscall`),
+//! which an empty SETATTR does not say.
+//!
 //! No locks or shared state: every call reads the file afresh, because a
 //! process may change its groups at any time and pids are reused.
 
@@ -72,6 +75,40 @@ pub fn cred_for(caller: &Caller) -> Cred {
     }
 }
 
+/// The `chown` family of system calls on this architecture.
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+const CHOWN_SYSCALLS: &[libc::c_long] = &[
+    libc::SYS_chown,
+    libc::SYS_fchown,
+    libc::SYS_lchown,
+    libc::SYS_fchownat,
+];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
+const CHOWN_SYSCALLS: &[libc::c_long] = &[libc::SYS_fchown, libc::SYS_fchownat];
+
+/// Parse the system call number from a `/proc/<tid>/syscall` text (`-1`
+/// or `running` when the thread is not in a system call).
+pub fn parse_syscall_nr(text: &str) -> Option<libc::c_long> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Whether thread `pid` is blocked in a `chown(2)`-family system call now
+/// (`/proc/<pid>/syscall`). The kernel sends the same empty SETATTR for
+/// `chown(f, -1, -1)` and for the privilege kill before a write
+/// (`file_remove_privs`); the caller sits in its system call while we
+/// answer, so this tells them apart. `false` when it cannot be read
+/// (the thread exited, no ptrace access to it, a kernel without
+/// `CONFIG_HAVE_ARCH_TRACEHOOK`).
+pub fn in_chown_syscall(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .ok()
+        .and_then(|t| parse_syscall_nr(&t))
+        .is_some_and(|nr| CHOWN_SYSCALLS.contains(&nr))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +119,18 @@ mod tests {
         assert_eq!(parse_groups(s), vec![4, 24, 27, 1000]);
         assert_eq!(parse_groups("Groups:\t\n"), Vec::<u32>::new());
         assert_eq!(parse_groups("Name: x\n"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn syscall_numbers() {
+        assert_eq!(parse_syscall_nr("92 0x1 0x2"), Some(92));
+        assert_eq!(parse_syscall_nr("running"), None);
+        assert_eq!(parse_syscall_nr("-1 0x7ffc 0x1"), Some(-1));
+        // We are not in chown while reading our own file.
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert!(!in_chown_syscall(tid));
+        assert!(!in_chown_syscall(0));
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! mounts it, and passes the fd back over a Unix socket named by the
 //! `_FUSE_COMMFD` environment variable (`SCM_RIGHTS`), as libfuse does.
 //!
+//! With `auto_unmount` fusermount3 does not exit: it waits until our end of
+//! the socket closes (the daemon exited or died) and then unmounts; we keep
+//! that end open for the life of the process.
+//!
 //! No shared state, no locks.
 
 use std::io::IoSliceMut;
@@ -42,6 +46,15 @@ fn fusermount_options(opts: &MountOptions) -> String {
     });
     if flag(libc::MS_NOATIME) {
         o.push_str(",noatime");
+    }
+    if flag(libc::MS_STRICTATIME) {
+        o.push_str(",strictatime");
+    }
+    if flag(libc::MS_NODIRATIME) {
+        o.push_str(",nodiratime");
+    }
+    if opts.auto_unmount {
+        o.push_str(",auto_unmount");
     }
     if flag(libc::MS_SYNCHRONOUS) {
         o.push_str(",sync");
@@ -106,6 +119,17 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
                 _ => None,
             })
     });
+    if let (true, Ok(Some(fd))) = (opts.auto_unmount, &received) {
+        let fd = *fd;
+        // fusermount3 stays, waiting for this socket to close (our exit or
+        // death), then unmounts. Keep our end open for the life of the
+        // process and reap the helper whenever it ends.
+        std::mem::forget(ours);
+        std::thread::spawn(move || child.wait());
+        // SAFETY: the kernel just installed this fd in our table for us
+        // (SCM_RIGHTS); nothing else owns it.
+        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
     let status = child.wait().map_err(|e| format!("fusermount3: {e}"))?;
     match received? {
         // SAFETY: the kernel just installed this fd in our table for us

@@ -92,16 +92,25 @@ pub struct HandlerConfig {
     /// Fault injection: LOOKUP of this name panics. Only
     /// [`HandlerConfig::with_env_faults`] sets it.
     pub fault_panic_name: Option<Vec<u8>>,
+    /// Fault injection: LOOKUP of this name kills the transport worker
+    /// that serves it (outside the request guard). Only
+    /// [`HandlerConfig::with_env_faults`] sets it
+    /// ([`crate::workers::FAULT_WORKER_PANIC_NAME_ENV`]).
+    pub fault_worker_panic_name: Option<Vec<u8>>,
 }
 
 impl HandlerConfig {
     /// Read the fault-injection hooks from the environment
-    /// ([`FAULT_PANIC_NAME_ENV`]).
+    /// ([`FAULT_PANIC_NAME_ENV`], `LANEFS_FAULT_WORKER_PANIC_NAME`).
     pub fn with_env_faults(mut self) -> Self {
         use std::os::unix::ffi::OsStrExt;
-        self.fault_panic_name = std::env::var_os(FAULT_PANIC_NAME_ENV)
-            .filter(|v| !v.is_empty())
-            .map(|v| v.as_bytes().to_vec());
+        let read = |var: &str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.as_bytes().to_vec())
+        };
+        self.fault_panic_name = read(FAULT_PANIC_NAME_ENV);
+        self.fault_worker_panic_name = read(crate::workers::FAULT_WORKER_PANIC_NAME_ENV);
         self
     }
 }
@@ -244,7 +253,7 @@ impl Handler {
         let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
         let cred = cred_for(caller);
         if *changes == SetAttr::default() {
-            return self.chown_no_ids(&cred, ino, file);
+            return self.chown_no_ids(&cred, caller.pid, ino, file);
         }
         self.fs.setattr(&cred, ino, changes, file)
     }
@@ -254,19 +263,22 @@ impl Handler {
     /// the ATTR_KILL_SUID/SGID that `chown_common` adds, leaving them to
     /// us). Linux: on a non-directory setuid goes, setgid too when
     /// group-exec is set or the caller is outside the group
-    /// (`setattr_should_drop_sgid`); ctime moves.
+    /// (`setattr_should_drop_sgid`); that is a mode change, so a caller
+    /// who is neither owner nor root gets EPERM (`setattr_prepare`) when a
+    /// bit would go; otherwise ctime moves.
     ///
     /// The same empty SETATTR is also what `file_remove_privs` sends
-    /// before a write by a caller without `CAP_FSETID` (ATTR_FORCE alone);
-    /// the two cannot be told apart on the wire. Linux refuses the chown
-    /// to a non-owner when bits would drop (EPERM) but lets the write go
-    /// on, so for a non-owner only ctime moves here (the WRITE that
-    /// follows drops the bits by the writer's rules): the one divergence
-    /// left is that a non-owner's `chown(f, -1, -1)` of a setuid/setgid
-    /// file succeeds instead of failing with EPERM.
+    /// before a write by a caller without `CAP_FSETID` (ATTR_FORCE alone),
+    /// which must not fail: the WRITE that follows drops the bits by the
+    /// writer's rules. The wire does not tell the two apart, the caller's
+    /// thread does: it is blocked in its system call while we answer, so
+    /// `/proc/<pid>/syscall` names `chown`/`fchown`/`lchown`/`fchownat`
+    /// for the first ([`crate::cred::in_chown_syscall`]). If that cannot
+    /// be read, the request is taken for the write's (only ctime moves).
     fn chown_no_ids(
         &self,
         cred: &lanefs_core::Cred,
+        caller_pid: u32,
         ino: Ino,
         file: Option<&lanefs_core::OpenFile>,
     ) -> Result<Attr> {
@@ -281,6 +293,9 @@ impl Handler {
             }
         }
         let owner = cred.is_root() || cred.uid == a.uid;
+        if kill != 0 && !owner && crate::cred::in_chown_syscall(caller_pid) {
+            return Err(Errno::EPERM);
+        }
         let ch = if kill != 0 && owner {
             SetAttr {
                 mode: Some((a.perm & !kill) as u32),
@@ -440,12 +455,14 @@ impl Handler {
     /// WRITE: returns the bytes written. `kill_suidgid` is the kernel's
     /// `FUSE_WRITE_KILL_SUIDGID`: set when the writer lacks `CAP_FSETID`.
     /// Linux decides the setuid/setgid kill by the *writer*
-    /// (`file_remove_privs` runs as the writing task), the engine by the
-    /// handle's opener; when they differ the result is corrected here (see
-    /// `Handler::kill_as_writer`). The engine removes `security.capability`
-    /// itself (as `FUSE_HANDLE_KILLPRIV_V2` asks), whoever writes. `mapped`
-    /// is `FUSE_WRITE_CACHE`: the write-back of pages a shared mapping
-    /// dirtied, which removes no privileges (Linux's `page_mkwrite`).
+    /// (`file_remove_privs` runs as the writing task), so the engine gets
+    /// the writer's credentials and drops the bits in the same step as the
+    /// data change (`Fs::write_as`): without the flag as root (the bits
+    /// stay), with it as the caller. The engine removes
+    /// `security.capability` itself (as `FUSE_HANDLE_KILLPRIV_V2` asks),
+    /// whoever writes. `mapped` is `FUSE_WRITE_CACHE`: the write-back of
+    /// pages a shared mapping dirtied, which removes no privileges
+    /// (Linux's `page_mkwrite`).
     pub fn write(
         &self,
         caller: &Caller,
@@ -456,18 +473,23 @@ impl Handler {
         mapped: bool,
     ) -> Result<u32> {
         let h = self.handle(fh)?;
-        let writer = if kill_suidgid {
-            *caller
+        let (n, _end) = if mapped {
+            self.fs.write_back_mapped(&h.file, offset, data)?
+        } else if !kill_suidgid {
+            self.fs
+                .write_as(&h.file, offset, data, &lanefs_core::Cred::root())?
+        } else if h.opener.uid == caller.uid && h.opener.gid == caller.gid {
+            // The opener's credentials (groups read at open) are the
+            // writer's: no second `/proc` read on the hot path.
+            self.fs.write(&h.file, offset, data)?
         } else {
-            Caller::default()
+            self.fs.write_as(&h.file, offset, data, &cred_for(caller))?
         };
-        let (n, _end) = self.kill_as_writer(&h, &writer, || {
-            if mapped {
-                self.fs.write_back_mapped(&h.file, offset, data)
-            } else {
-                self.fs.write(&h.file, offset, data)
-            }
-        })?;
+        if kill_suidgid && !data.is_empty() && !mapped {
+            // The kernel cannot learn a dropped setuid/setgid from a
+            // WRITE reply.
+            self.attrs_changed(h.file.ino());
+        }
         u32::try_from(n).map_err(|_| Errno::EIO)
     }
 
@@ -475,59 +497,6 @@ impl Handler {
     pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let h = self.handle(fh)?;
         self.fs.read(&h.file, offset, buf)
-    }
-
-    /// Run a data change `f` through handle `h` on behalf of `writer` (uid
-    /// 0 = keeps setuid/setgid, as `CAP_FSETID` does) and make the
-    /// setuid/setgid bits end as Linux's rules for `writer` say. The engine
-    /// applies the rules for the opener; when writer and opener differ
-    /// (a write through an fd opened by someone else, or by root), the
-    /// bits are read before, and the difference is applied afterwards as
-    /// a mode change (the data change already moved ctime).
-    fn kill_as_writer<T>(
-        &self,
-        h: &Handle,
-        writer: &Caller,
-        f: impl FnOnce() -> Result<T>,
-    ) -> Result<T> {
-        let same = h.opener.uid == writer.uid && h.opener.gid == writer.gid;
-        let ino = h.file.ino();
-        let before = if same {
-            None
-        } else {
-            self.fs.getattr(ino).ok()
-        };
-        let r = f()?;
-        if let Some(before) = before {
-            let special = before.perm & (S_ISUID | S_ISGID);
-            if before.kind == lanefs_core::FileKind::Regular && special != 0 {
-                let cred = cred_for(writer);
-                let mut kill = 0u16;
-                if cred.uid != 0 {
-                    kill = special & 0o4000;
-                    if special & 0o2000 != 0
-                        && (before.perm & 0o010 != 0 || !cred.in_group(before.gid))
-                    {
-                        kill |= 0o2000;
-                    }
-                }
-                let now = self.fs.getattr(ino)?;
-                let want = (now.perm & !(S_ISUID | S_ISGID)) | (special & !kill);
-                if now.perm != want {
-                    let ch = SetAttr {
-                        mode: Some(want as u32),
-                        ..Default::default()
-                    };
-                    self.fs
-                        .setattr(&lanefs_core::Cred::root(), ino, &ch, None)?;
-                }
-            }
-        }
-        if !same || writer.uid != 0 {
-            // The kernel cannot know the new mode from a WRITE reply.
-            self.attrs_changed(ino);
-        }
-        Ok(r)
     }
 
     /// FLUSH (each `close` of a descriptor): nothing is buffered here.
@@ -691,7 +660,8 @@ impl Handler {
     }
 
     /// FALLOCATE: the kernel leaves the setuid/setgid kill to us under
-    /// `FUSE_HANDLE_KILLPRIV_V2`, by the caller's rules.
+    /// `FUSE_HANDLE_KILLPRIV_V2`, by the caller's rules, applied by the
+    /// engine in the same step as the allocation (`Fs::fallocate_as`).
     pub fn fallocate(
         &self,
         caller: &Caller,
@@ -703,7 +673,13 @@ impl Handler {
         let h = self.handle(fh)?;
         let offset = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
         let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
-        self.kill_as_writer(&h, caller, || self.fs.fallocate(&h.file, mode, offset, len))
+        let cred = cred_for(caller);
+        self.fs.fallocate_as(&h.file, mode, offset, len, &cred)?;
+        if !cred.is_root() {
+            // Bits the caller dropped: the kernel cannot see them in the reply.
+            self.attrs_changed(h.file.ino());
+        }
+        Ok(())
     }
 
     /// Unmount-time cleanup: close every handle still open.

@@ -12,6 +12,8 @@
 //! * [`transport_uring`]: FUSE-over-io_uring, one pinned ring per CPU.
 //! * [`handles`]: the sharded `fh -> OpenFile` table.
 //! * [`cred`]: caller credentials (supplementary groups from `/proc`).
+//! * [`workers`]: per-request panic guard and worker supervision (a dead
+//!   worker ends the session at once).
 //! * `fusermount`: non-root mounting through `fusermount3`.
 //! * this file: mount options, `mount(2)` and unmount.
 //!
@@ -45,6 +47,7 @@ pub mod proto;
 pub mod transport_dev;
 pub mod transport_uring;
 pub mod wire;
+pub mod workers;
 
 use std::ffi::CString;
 use std::io;
@@ -53,6 +56,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+use lanefs_core::AtimePolicy;
 
 pub use handler::{guarded, CacheConfig, Handler, HandlerConfig, FAULT_PANIC_NAME_ENV};
 
@@ -86,6 +91,16 @@ pub struct MountOptions {
     pub threads: usize,
     /// Kernel cache timeouts and `keep_cache`.
     pub cache: CacheConfig,
+    /// When reads and listings move atime (`relatime` default,
+    /// `strictatime`, `noatime`): the daemon owns atime, the kernel only
+    /// shows what the daemon says. Goes to the engine's `FsConfig`.
+    pub atime: lanefs_core::AtimePolicy,
+    /// `nodiratime`: listings never move a directory's atime.
+    pub nodiratime: bool,
+    /// `auto_unmount`: the mount goes away when the daemon dies
+    /// (`fusermount3` stays behind and unmounts when our socket closes,
+    /// also for root, as libfuse does).
+    pub auto_unmount: bool,
 }
 
 impl Default for MountOptions {
@@ -103,6 +118,9 @@ impl Default for MountOptions {
             ms_flags: libc::MS_NOSUID | libc::MS_NODEV,
             threads: 1,
             cache: CacheConfig::default(),
+            atime: lanefs_core::AtimePolicy::Relatime,
+            nodiratime: false,
+            auto_unmount: false,
         }
     }
 }
@@ -139,9 +157,27 @@ impl MountOptions {
                 ("nodev", None) => self.ms_flags |= libc::MS_NODEV,
                 ("exec", None) => self.ms_flags &= !libc::MS_NOEXEC,
                 ("noexec", None) => self.ms_flags |= libc::MS_NOEXEC,
-                ("atime", None) => self.ms_flags &= !libc::MS_NOATIME,
-                ("noatime", None) => self.ms_flags |= libc::MS_NOATIME,
-                ("relatime", None) => self.ms_flags |= libc::MS_RELATIME,
+                // Linux: `atime` = the default, relatime.
+                ("atime" | "relatime", None) => self.set_atime(AtimePolicy::Relatime),
+                ("noatime", None) => self.set_atime(AtimePolicy::Never),
+                ("strictatime", None) => self.set_atime(AtimePolicy::Strict),
+                ("nodiratime", None) => {
+                    self.nodiratime = true;
+                    self.ms_flags |= libc::MS_NODIRATIME;
+                }
+                ("diratime", None) => {
+                    self.nodiratime = false;
+                    self.ms_flags &= !libc::MS_NODIRATIME;
+                }
+                ("auto_unmount", None) => self.auto_unmount = true,
+                // mount(8)/fstab words for userspace, not for us or the
+                // kernel (`rw` is handled above).
+                (
+                    "defaults" | "nofail" | "_netdev" | "auto" | "noauto" | "user" | "users"
+                    | "nouser" | "owner" | "group",
+                    None,
+                ) => {}
+                (k, _) if k.starts_with("x-") => {}
                 ("sync", None) => self.ms_flags |= libc::MS_SYNCHRONOUS,
                 ("async", None) => self.ms_flags &= !libc::MS_SYNCHRONOUS,
                 ("dirsync", None) => self.ms_flags |= libc::MS_DIRSYNC,
@@ -178,6 +214,18 @@ impl MountOptions {
 }
 
 impl MountOptions {
+    /// One of `relatime`, `strictatime`, `noatime` (the last one wins, as
+    /// with mount(8)): the engine's policy and the matching kernel flag.
+    fn set_atime(&mut self, policy: AtimePolicy) {
+        self.atime = policy;
+        self.ms_flags &= !(libc::MS_NOATIME | libc::MS_RELATIME | libc::MS_STRICTATIME);
+        self.ms_flags |= match policy {
+            AtimePolicy::Relatime => libc::MS_RELATIME,
+            AtimePolicy::Strict => libc::MS_STRICTATIME,
+            AtimePolicy::Never => libc::MS_NOATIME,
+        };
+    }
+
     /// Whether the kernel checks permissions: asked for, or implied by
     /// `allow_other`/`allow_root` (a mount opened to other users must not
     /// let them walk cached dentries past directories closed to them),
@@ -289,7 +337,10 @@ pub fn mount(
     let mnt = check_mountpoint(mountpoint, opts.nonempty)?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    let fd = if euid == 0 {
+    // auto_unmount needs someone who outlives us: fusermount3 stays
+    // behind and unmounts when our end of its socket closes (libfuse goes
+    // through fusermount3 for it even as root).
+    let fd = if euid == 0 && !opts.auto_unmount {
         mount_syscall(&mnt, opts)?
     } else {
         fusermount::mount(&mnt, opts)?
@@ -444,6 +495,27 @@ mod tests {
         o.apply("attr_timeout=0.5,noatime").unwrap();
         assert_eq!(o.cache.attr_ttl, Duration::from_millis(500));
         assert!(o.ms_flags & libc::MS_NOATIME != 0);
+        assert_eq!(o.atime, AtimePolicy::Never);
+        o.apply("strictatime,nodiratime").unwrap();
+        assert_eq!(o.atime, AtimePolicy::Strict);
+        assert!(o.nodiratime);
+        assert_eq!(
+            o.ms_flags & (libc::MS_NOATIME | libc::MS_STRICTATIME | libc::MS_NODIRATIME),
+            libc::MS_STRICTATIME | libc::MS_NODIRATIME
+        );
+        o.apply("atime").unwrap();
+        assert_eq!(o.atime, AtimePolicy::Relatime);
+        // fstab/mount(8) words are accepted and change nothing.
+        let before = format!("{o:?}");
+        o.apply("defaults,nofail,_netdev,auto,noauto,user,users,x-systemd.automount,x-mount.mkdir")
+            .unwrap();
+        assert_eq!(format!("{o:?}"), before);
+        o.apply("auto_unmount").unwrap();
+        assert!(o.auto_unmount);
+        assert!(o
+            .apply("x")
+            .unwrap_err()
+            .contains("unknown mount option 'x'"));
         assert!(o.apply("bogus").unwrap_err().contains("bogus"));
         assert!(o.apply("attr_timeout=x").is_err());
         assert!(o.apply("subtype=a.b").is_err());

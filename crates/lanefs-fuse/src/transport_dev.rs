@@ -18,10 +18,11 @@ use std::sync::Arc;
 
 use nix::errno::Errno as NixErrno;
 
-use crate::dispatch::{dispatch, negotiate, InitReply, Reply, Session, REQUEST_BUFFER_BYTES};
+use crate::dispatch::{negotiate, InitReply, Reply, Session, REQUEST_BUFFER_BYTES};
 use crate::handler::Handler;
 use crate::proto::{FUSE_DEV_IOC_MAGIC, FUSE_INIT};
 use crate::wire::{self, split_message, Op, ReplyBuf};
+use crate::workers::{serve_raw, Workers};
 
 nix::ioctl_read!(fuse_dev_ioc_clone, FUSE_DEV_IOC_MAGIC, 0, u32);
 
@@ -145,13 +146,7 @@ fn worker(fd: &OwnedFd, handler: &Handler, s: &Session) -> io::Result<()> {
                 continue;
             }
         };
-        let reply = match wire::decode(&h, None, body) {
-            Ok(op) => dispatch(handler, s, &h, op, &mut out),
-            Err(_) => {
-                tracing::error!(opcode = h.opcode, "malformed request; answered EINVAL");
-                Reply::Send(-libc::EINVAL)
-            }
-        };
+        let reply = serve_raw(handler, s, &h, None, body, &mut out);
         if let Reply::Send(err) = reply {
             match write_all(fd.as_fd(), out.finish(h.unique, err)) {
                 Ok(()) => {}
@@ -165,46 +160,42 @@ fn worker(fd: &OwnedFd, handler: &Handler, s: &Session) -> io::Result<()> {
     Ok(())
 }
 
-/// Serve `handler` on `threads` workers (the first on `fd` itself, the
-/// others on clones) until the file system is unmounted. A worker that
-/// fails (an I/O error on `/dev/fuse`, not a request error: those are
-/// answered) is logged at error level; the others keep serving, and the
-/// session ends with that error once they stop.
+/// Start `threads` workers (the first on `fd` itself, the others on
+/// clones) in `set`.
+pub fn spawn_workers(
+    set: &mut Workers,
+    fd: &Arc<OwnedFd>,
+    handler: &Arc<Handler>,
+    s: &Arc<Session>,
+    threads: usize,
+) -> io::Result<()> {
+    let mut fds = vec![fd.clone()];
+    for _ in 1..threads.max(1) {
+        fds.push(Arc::new(clone_fd(fd)?));
+    }
+    for (i, wfd) in fds.into_iter().enumerate() {
+        let handler = handler.clone();
+        let s = s.clone();
+        set.spawn(format!("lanefs-dev-{i}"), move || {
+            worker(&wfd, &handler, &s)
+        })?;
+    }
+    Ok(())
+}
+
+/// Serve `handler` on `threads` workers until the file system is
+/// unmounted. A worker that fails (an I/O error on `/dev/fuse`, or a
+/// panic outside the request guard; request errors are answered) ends
+/// the session at once with its error (see [`crate::workers`]).
 pub fn run(
     fd: Arc<OwnedFd>,
     handler: Arc<Handler>,
     s: Arc<Session>,
     threads: usize,
 ) -> io::Result<()> {
-    let mut fds = vec![fd.clone()];
-    for _ in 1..threads.max(1) {
-        fds.push(Arc::new(clone_fd(&fd)?));
-    }
-    let workers: Vec<_> = fds
-        .into_iter()
-        .enumerate()
-        .map(|(i, wfd)| {
-            let handler = handler.clone();
-            let s = s.clone();
-            std::thread::Builder::new()
-                .name(format!("lanefs-dev-{i}"))
-                .spawn(move || worker(&wfd, &handler, &s))
-        })
-        .collect::<io::Result<_>>()?;
-    let mut result = Ok(());
-    for w in workers {
-        match w.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "FUSE worker failed");
-                result = Err(e);
-            }
-            Err(_) => {
-                tracing::error!("FUSE worker panicked");
-                result = Err(io::Error::other("FUSE worker panicked"));
-            }
-        }
-    }
+    let mut set = Workers::default();
+    spawn_workers(&mut set, &fd, &handler, &s, threads)?;
+    let result = set.wait();
     handler.destroy();
     result
 }

@@ -27,10 +27,11 @@ use std::sync::Arc;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use crate::dispatch::{dispatch, Reply, Session};
+use crate::dispatch::{Reply, Session};
 use crate::handler::Handler;
 use crate::proto::*;
-use crate::wire::{self, ReplyBuf};
+use crate::wire::ReplyBuf;
+use crate::workers::{serve_raw, Workers};
 
 /// Ring entries registered per queue: how many requests of one CPU can be
 /// in the daemon at once.
@@ -136,13 +137,14 @@ fn serve_entry(ent: &mut Entry, handler: &Handler, s: &Session, out: &mut ReplyB
     let io = ent.header.ring_ent_in_out;
     let commit_id = io.commit_id;
     let len = (io.payload_sz as usize).min(ent.payload.len());
-    let reply = match wire::decode(&h, Some(&ent.header.op_in), &ent.payload[..len]) {
-        Ok(op) => dispatch(handler, s, &h, op, out),
-        Err(_) => {
-            tracing::error!(opcode = h.opcode, "malformed ring request; answered EINVAL");
-            Reply::Send(-libc::EINVAL)
-        }
-    };
+    let reply = serve_raw(
+        handler,
+        s,
+        &h,
+        Some(&ent.header.op_in),
+        &ent.payload[..len],
+        out,
+    );
     let err = match reply {
         Reply::Send(e) => e,
         // No ring request goes without a reply (FORGET comes on /dev/fuse);
@@ -223,7 +225,9 @@ fn queue_thread(fd: &OwnedFd, qid: u16, handler: &Handler, s: &Session) -> io::R
 
 /// Serve on one pinned io_uring thread per possible CPU, beside
 /// `dev_threads` `/dev/fuse` workers (FORGET, INTERRUPT, and whatever the
-/// kernel sends before the rings are ready), until unmount.
+/// kernel sends before the rings are ready), until unmount. Any thread
+/// that dies ends the session at once (a CPU whose queue nobody serves
+/// would hang every request made on it).
 pub fn run(
     fd: Arc<OwnedFd>,
     handler: Arc<Handler>,
@@ -231,25 +235,17 @@ pub fn run(
     dev_threads: usize,
 ) -> io::Result<()> {
     let cpus = possible_cpus()?;
-    let mut threads = Vec::new();
+    let mut set = Workers::default();
     for &cpu in &cpus {
         let qid = u16::try_from(cpu).map_err(|_| io::Error::other("too many CPUs"))?;
         let (fd, handler, s) = (fd.clone(), handler.clone(), s.clone());
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("lanefs-uring-{cpu}"))
-                .spawn(move || queue_thread(&fd, qid, &handler, &s))?,
-        );
+        set.spawn(format!("lanefs-uring-{cpu}"), move || {
+            queue_thread(&fd, qid, &handler, &s)
+        })?;
     }
-    let dev = crate::transport_dev::run(fd, handler, s, dev_threads);
-    let mut result = dev;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => result = result.and(Err(e)),
-            Err(_) => result = result.and(Err(io::Error::other("io_uring queue thread panicked"))),
-        }
-    }
+    crate::transport_dev::spawn_workers(&mut set, &fd, &handler, &s, dev_threads)?;
+    let result = set.wait();
+    handler.destroy();
     result
 }
 
