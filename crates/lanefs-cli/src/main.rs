@@ -3,15 +3,17 @@
 //! crates (the image commands are in `image.rs`).
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod daemon;
+mod helper;
 mod image;
+mod syslog;
 
 use clap::{Args, Parser, Subcommand};
 use lanefs_core::{Fs, FsConfig, MemoryStore, MemoryStoreConfig, PAGE_SIZE};
@@ -98,7 +100,8 @@ struct MountArgs {
     /// beyond what was fsynced. 0 turns it off (default 5).
     #[arg(long, value_name = "SECONDS", value_parser = image::parse_interval)]
     commit_interval: Option<Duration>,
-    /// Write logs here (a backgrounded daemon has no terminal).
+    /// Write logs here (default: stderr in the foreground, syslog/journald
+    /// for a backgrounded daemon).
     #[arg(long)]
     log_file: Option<PathBuf>,
 }
@@ -138,7 +141,17 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match helper::translate(&args[1.min(args.len())..]) {
+        None => Cli::parse(),
+        Some(Ok(mount_args)) => {
+            Cli::parse_from(std::iter::once(OsString::from("lanefs")).chain(mount_args))
+        }
+        Some(Err(msg)) => {
+            eprintln!("lanefs: {msg}");
+            return ExitCode::FAILURE;
+        }
+    };
     match cli.cmd {
         Cmd::Mkfs(a) => match image::cmd_mkfs(&a) {
             Ok(()) => ExitCode::SUCCESS,
@@ -179,11 +192,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(log_file: Option<&Path>) -> Result<(), String> {
+/// Logs go to `log_file`; else, for a backgrounded daemon (`daemonized`,
+/// no terminal), to syslog/journald; else to stderr.
+fn init_logging(log_file: Option<&Path>, daemonized: bool) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match log_file {
+        None if daemonized => {
+            let log = syslog::Syslog::from_env().map_err(|e| format!("syslog socket: {e}"))?;
+            let _ = builder
+                .with_ansi(false)
+                .without_time()
+                .with_writer(log)
+                .try_init();
+        }
         Some(p) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
@@ -253,6 +276,8 @@ fn plan(a: &MountArgs) -> Result<MountPlan, String> {
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
+    // Before any thread exists (it edits the environment).
+    daemon::take_notify_socket();
     let plan = plan(&a)?;
     let ready_fd = std::env::var(READY_FD_ENV)
         .ok()
@@ -260,11 +285,23 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if !a.foreground && ready_fd.is_none() {
         // Fail fast on what we can see from here; the daemon checks again.
         lanefs_fuse::check_mountpoint(&plan.mountpoint, plan.opts.nonempty)?;
-        return spawn_daemon();
+        return daemon::spawn_daemon();
     }
     // SAFETY: the fd number came from our parent, which created the pipe's
     // write end for us and passed it on (not close-on-exec); we own it now.
     let ready = ready_fd.map(|fd| unsafe { std::fs::File::from(OwnedFd::from_raw_fd(fd)) });
+    if let Some(r) = &ready {
+        // Helpers we start (fusermount3, which stays with auto_unmount)
+        // must not hold the pipe open: the parent waits for its end.
+        // SAFETY: fcntl on an fd we own.
+        unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(r),
+                libc::F_SETFD,
+                libc::FD_CLOEXEC,
+            )
+        };
+    }
     std::env::remove_var(READY_FD_ENV);
     match serve(&a, plan, ready) {
         Ok(()) => Ok(()),
@@ -276,70 +313,10 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     }
 }
 
-/// Re-run ourselves with `--foreground` as a daemon and wait until it says
-/// the mount is ready (or why it is not).
-fn spawn_daemon() -> Result<(), String> {
-    let mut fds = [0i32; 2];
-    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let wr_fd = fds[1];
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    args.push("--foreground".into());
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(&args)
-        .env(READY_FD_ENV, wr_fd.to_string())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        // Own process group: a Ctrl-C meant for the shell's foreground job
-        // must not reach the daemon.
-        .process_group(0);
-    // SAFETY: the closure only calls fcntl, which is async-signal-safe, on
-    // an fd that is open in the child (inherited from us).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::fcntl(wr_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start daemon: {e}"))?;
-    drop(wr);
-    let mut msg = String::new();
-    let _ = std::fs::File::from(rd)
-        .take(READY_MSG_BYTES_MAX)
-        .read_to_string(&mut msg);
-    let msg = msg.trim();
-    if let Some(report) = msg.strip_prefix(READY_OK) {
-        let report = report.trim();
-        if !report.is_empty() {
-            eprintln!("lanefs mount: {report}");
-        }
-        return Ok(());
-    }
-    let status = child.wait().ok();
-    if msg.is_empty() {
-        Err(format!(
-            "daemon exited before the mount was ready ({})",
-            status.map(|s| s.to_string()).unwrap_or_default()
-        ))
-    } else {
-        Err(msg.to_string())
-    }
-}
-
 type ServeError = (String, Option<std::fs::File>);
 
 fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result<(), ServeError> {
-    if let Err(e) = init_logging(a.log_file.as_deref()) {
+    if let Err(e) = init_logging(a.log_file.as_deref(), ready.is_some()) {
         return Err((e, ready));
     }
     let mut store_cfg = MemoryStoreConfig::default();
@@ -349,7 +326,11 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     if let Some(n) = a.inodes {
         store_cfg.max_inodes = n;
     }
-    let mut fs_cfg = FsConfig::default();
+    let mut fs_cfg = FsConfig {
+        atime: plan.opts.atime,
+        nodiratime: plan.opts.nodiratime,
+        ..FsConfig::default()
+    };
     if let Some(c) = a.cache_size {
         // Three quarters for data pages, a quarter for inodes (about 1 KiB
         // each with their directory index share).
@@ -388,13 +369,14 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         cache: plan.opts.cache.clone(),
         default_permissions: plan.opts.effective_default_permissions(),
         fault_panic_name: None,
+        fault_worker_panic_name: None,
     }
     .with_env_faults();
     if let Some(n) = &hcfg.fault_panic_name {
         tracing::warn!(name = %String::from_utf8_lossy(n), "fault injection enabled");
     }
     let handler = Arc::new(Handler::new(fs, hcfg));
-    let result = serve_mounted(&plan, handler.clone(), ready, &ready_line, commit_every);
+    let result = daemon::serve_mounted(&plan, handler.clone(), ready, &ready_line, commit_every);
     if plan.image.is_some() {
         // Everything the engine still caches goes to the image; dropping
         // the last reference to the store then checkpoints it.
@@ -403,101 +385,6 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         }
     }
     result
-}
-
-/// Mount, report readiness, and wait for a signal or the session's end;
-/// every `commit_every`, write back everything cached (`syncfs`).
-fn serve_mounted(
-    plan: &MountPlan,
-    handler: Arc<Handler>,
-    ready: Option<std::fs::File>,
-    ready_line: &str,
-    commit_every: Option<Duration>,
-) -> Result<(), ServeError> {
-    let fs_handler = handler.clone();
-    // Block the shutdown signals before any thread starts so that every
-    // thread inherits the mask and only our sigtimedwait sees them.
-    let sigs = shutdown_sigset();
-    // SAFETY: sigs is an initialised sigset; a null old-set is allowed.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut()) };
-
-    let mounted = match lanefs_fuse::mount(handler, &plan.mountpoint, &plan.opts) {
-        Ok(m) => m,
-        Err(e) => return Err((e, ready)),
-    };
-    let mnt = mounted.mountpoint().to_path_buf();
-    tracing::info!(
-        mountpoint = %mnt.display(),
-        threads = plan.opts.threads,
-        transport = mounted.transport(),
-        "mounted"
-    );
-    let session = match std::thread::Builder::new()
-        .name("lanefs-session".into())
-        .spawn(move || mounted.run())
-    {
-        Ok(h) => h,
-        Err(e) => {
-            let _ = lanefs_fuse::unmount(&mnt, true);
-            return Err((format!("cannot start session: {e}"), ready));
-        }
-    };
-    if let Some(mut r) = ready {
-        let _ = writeln!(r, "{ready_line}");
-    }
-
-    // Wait for a signal or for the session to end (external unmount).
-    let mut deadline: Option<Instant> = None;
-    let mut next_commit = commit_every.map(|d| Instant::now() + d);
-    loop {
-        if let (Some(at), Some(every)) = (next_commit, commit_every) {
-            if Instant::now() >= at && deadline.is_none() {
-                if let Err(e) = fs_handler.fs().sync() {
-                    tracing::error!(error = %e, "background commit failed");
-                }
-                next_commit = Some(Instant::now() + every);
-            }
-        }
-        if session.is_finished() {
-            return match session.join() {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err((format!("session ended: {e}"), None)),
-                Err(_) => Err(("session thread panicked".into(), None)),
-            };
-        }
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                tracing::warn!("session still busy after unmount; exiting");
-                return Ok(());
-            }
-        }
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 100_000_000,
-        };
-        // SAFETY: sigs and ts are valid; a null siginfo pointer is allowed.
-        let sig = unsafe { libc::sigtimedwait(&sigs, std::ptr::null_mut(), &ts) };
-        if sig > 0 && deadline.is_none() {
-            tracing::info!(signal = sig, "unmounting on signal");
-            if let Err(e) = lanefs_fuse::unmount(&mnt, false) {
-                tracing::info!(error = %e, "busy; detaching lazily");
-                let _ = lanefs_fuse::unmount(&mnt, true);
-            }
-            deadline = Some(Instant::now() + SHUTDOWN_WAIT);
-        }
-    }
-}
-
-fn shutdown_sigset() -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut s);
-        libc::sigaddset(&mut s, libc::SIGTERM);
-        libc::sigaddset(&mut s, libc::SIGINT);
-        libc::sigaddset(&mut s, libc::SIGHUP);
-        s
-    }
 }
 
 /// Whether `mnt` (canonical) is a FUSE mount point, per mountinfo.
