@@ -366,7 +366,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         Err(e) => return Err((format!("cannot create file system: {e}"), ready)),
     };
     let hcfg = HandlerConfig {
-        cache: plan.opts.cache.clone(),
+        cache: plan.opts.effective_cache(),
         default_permissions: plan.opts.effective_default_permissions(),
         fault_panic_name: None,
         fault_worker_panic_name: None,

@@ -226,6 +226,22 @@ impl MountOptions {
         };
     }
 
+    /// The kernel cache settings to use: as configured, except for
+    /// `allow_root` by a non-root mounter, where the daemon must see every
+    /// access to refuse other users (entry, attribute and negative
+    /// timeouts 0, no kept page cache or directory cache).
+    pub fn effective_cache(&self) -> CacheConfig {
+        let mut c = self.cache.clone();
+        if self.allow_root && !mounter_is_root() {
+            c.entry_ttl = Duration::ZERO;
+            c.attr_ttl = Duration::ZERO;
+            c.negative_ttl = Duration::ZERO;
+            c.keep_cache = false;
+            c.cache_dir = false;
+        }
+        c
+    }
+
     /// Whether the kernel checks permissions: asked for, or implied by
     /// `allow_other`/`allow_root` (a mount opened to other users must not
     /// let them walk cached dentries past directories closed to them),
@@ -356,7 +372,11 @@ pub fn mount(
             return Err(e);
         }
     };
-    if opts.allow_root {
+    if opts.allow_root && euid != 0 {
+        // The kernel lets everyone in (allow_other); we refuse all but the
+        // mounting user and root. What the kernel serves from its caches
+        // never reaches us, so the caches are off for such a mount (see
+        // `MountOptions::effective_cache`).
         session.deny_others_except = Some(euid);
     }
     if opts.transport == Transport::Uring && !session.uring {
@@ -391,6 +411,23 @@ pub fn mount(
     })
 }
 
+/// Whether this process mounts as root (then the kernel's own check,
+/// `user_id=0,group_id=0` without `allow_other`, admits exactly root).
+fn mounter_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether the kernel must let every user in (`allow_other`): asked for,
+/// or `allow_root` by a non-root mounter (the kernel cannot say "this user
+/// and root", so the daemon refuses the others). `allow_root` by root
+/// needs nothing: without `allow_other` the kernel admits only processes
+/// of the mounting user, i.e. root, and refuses everyone else itself —
+/// also for cached dentries and attributes, which the daemon never sees.
+fn kernel_allow_other(opts: &MountOptions) -> bool {
+    opts.allow_other || (opts.allow_root && !mounter_is_root())
+}
+
 /// The `mount(2)` data string for the kernel (also what `fusermount3`
 /// gets, minus the fd and ids it adds itself).
 fn kernel_options(opts: &MountOptions) -> String {
@@ -398,8 +435,7 @@ fn kernel_options(opts: &MountOptions) -> String {
     if opts.effective_default_permissions() {
         data.push_str(",default_permissions");
     }
-    if opts.allow_other || opts.allow_root {
-        // allow_root is allow_other in the kernel, narrowed by the daemon.
+    if kernel_allow_other(opts) {
         data.push_str(",allow_other");
     }
     data
@@ -532,7 +568,12 @@ mod tests {
         assert!(!o.effective_default_permissions());
         o.apply("allow_root").unwrap();
         assert!(o.effective_default_permissions());
-        assert_eq!(kernel_options(&o), ",default_permissions,allow_other");
+        let want = if mounter_is_root() {
+            ",default_permissions"
+        } else {
+            ",default_permissions,allow_other"
+        };
+        assert_eq!(kernel_options(&o), want);
     }
 
     #[test]
