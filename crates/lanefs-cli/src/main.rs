@@ -370,6 +370,8 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         default_permissions: plan.opts.effective_default_permissions(),
         fault_panic_name: None,
         fault_worker_panic_name: None,
+        sync_writes: plan.opts.ms_flags & libc::MS_SYNCHRONOUS != 0,
+        sync_dir_changes: plan.opts.ms_flags & libc::MS_DIRSYNC != 0,
     }
     .with_env_faults();
     if let Some(n) = &hcfg.fault_panic_name {

@@ -429,10 +429,39 @@ fn background_commit_bounds_what_sigkill_loses() {
     assert_fsck(&s.img, false, FSCK_CLEAN);
 }
 
+/// `-o dirsync`: directory changes are durable when the call returns
+/// (here: new directories and a new, empty file survive SIGKILL with no
+/// background commit and no fsync); `-o sync`: data writes too.
+fn sync_and_dirsync_make_changes_durable() {
+    let s = Scene::new("img-dirsync");
+    mkfs(&s.img);
+    let m = ImageMount::new(&s.img, &s.mnt, &["--commit-interval", "0", "-o", "dirsync"]);
+    std::fs::create_dir_all(s.mnt.join("a/b")).unwrap();
+    std::fs::write(s.mnt.join("a/b/empty"), b"").unwrap();
+    std::fs::rename(s.mnt.join("a/b/empty"), s.mnt.join("a/moved")).unwrap();
+    m.kill();
+    let m = ImageMount::new(&s.img, &s.mnt, &["--commit-interval", "0", "-o", "sync"]);
+    assert!(s.mnt.join("a/b").is_dir(), "dirsync: mkdir lost");
+    assert_eq!(std::fs::metadata(s.mnt.join("a/moved")).unwrap().len(), 0);
+    assert!(!s.mnt.join("a/b/empty").exists(), "dirsync: rename lost");
+    std::fs::create_dir(s.mnt.join("c")).unwrap();
+    write_file(&s.mnt.join("c/data"), &body(11), false);
+    m.kill();
+    let m = s.mount();
+    assert_eq!(
+        std::fs::read(s.mnt.join("c/data")).unwrap(),
+        body(11),
+        "sync: data lost"
+    );
+    m.unmount();
+    assert_fsck(&s.img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
     tree_survives_unmount_and_remount,
     fsynced_data_survives_sigkill,
-    background_commit_bounds_what_sigkill_loses
+    background_commit_bounds_what_sigkill_loses,
+    sync_and_dirsync_make_changes_durable
 );
 
 /// Build an image through the Rust API (no mount needed).

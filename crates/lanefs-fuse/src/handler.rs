@@ -97,6 +97,13 @@ pub struct HandlerConfig {
     /// [`HandlerConfig::with_env_faults`] sets it
     /// ([`crate::workers::FAULT_WORKER_PANIC_NAME_ENV`]).
     pub fault_worker_panic_name: Option<Vec<u8>>,
+    /// `sync` mount: every WRITE and SETATTR is made durable before it is
+    /// answered (and implies `sync_dir_changes`).
+    pub sync_writes: bool,
+    /// `dirsync` (or `sync`) mount: every directory change (create,
+    /// mknod, mkdir, symlink, link, unlink, rmdir, rename) is made durable
+    /// before it is answered.
+    pub sync_dir_changes: bool,
 }
 
 impl HandlerConfig {
@@ -196,6 +203,34 @@ impl Handler {
         }
     }
 
+    /// `sync`/`dirsync`: make a change durable before answering (a whole
+    /// `Fs::sync`, so that new parent directories go too). `counted`: the
+    /// inode whose lookup reference the change took; it is given back if
+    /// the sync fails, since the kernel then never learns the entry.
+    fn durable<T>(
+        &self,
+        wanted: bool,
+        r: Result<T>,
+        counted: impl Fn(&T) -> Option<Ino>,
+    ) -> Result<T> {
+        let v = r?;
+        if !wanted {
+            return Ok(v);
+        }
+        if let Err(e) = self.fs.sync() {
+            tracing::error!(error = %e, "sync/dirsync mount: cannot make a change durable");
+            if let Some(ino) = counted(&v) {
+                self.fs.forget(ino, 1);
+            }
+            return Err(e);
+        }
+        Ok(v)
+    }
+
+    fn dir_sync(&self) -> bool {
+        self.config.sync_dir_changes || self.config.sync_writes
+    }
+
     /// The engine behind this handler.
     pub fn fs(&self) -> &Fs {
         &self.fs
@@ -255,7 +290,8 @@ impl Handler {
         if *changes == SetAttr::default() {
             return self.chown_no_ids(&cred, caller.pid, ino, file);
         }
-        self.fs.setattr(&cred, ino, changes, file)
+        let r = self.fs.setattr(&cred, ino, changes, file);
+        self.durable(self.config.sync_writes, r, |_| None)
     }
 
     /// An empty SETATTR: what `chown(f, -1, -1)` becomes (the kernel
@@ -325,8 +361,10 @@ impl Handler {
         rdev: u64,
     ) -> Result<Attr> {
         check_name(name)?;
-        self.fs
-            .mknod(&cred_for(caller), parent, name, mode, umask, rdev)
+        let r = self
+            .fs
+            .mknod(&cred_for(caller), parent, name, mode, umask, rdev);
+        self.durable(self.dir_sync(), r, |a| Some(a.ino))
     }
 
     /// MKDIR: counted.
@@ -339,17 +377,20 @@ impl Handler {
         umask: u32,
     ) -> Result<Attr> {
         check_name(name)?;
-        self.fs.mkdir(&cred_for(caller), parent, name, mode, umask)
+        let r = self.fs.mkdir(&cred_for(caller), parent, name, mode, umask);
+        self.durable(self.dir_sync(), r, |a| Some(a.ino))
     }
 
     pub fn unlink(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        self.fs.unlink(&cred_for(caller), parent, name)
+        let r = self.fs.unlink(&cred_for(caller), parent, name);
+        self.durable(self.dir_sync(), r, |_| None)
     }
 
     pub fn rmdir(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        self.fs.rmdir(&cred_for(caller), parent, name)
+        let r = self.fs.rmdir(&cred_for(caller), parent, name);
+        self.durable(self.dir_sync(), r, |_| None)
     }
 
     /// SYMLINK: counted.
@@ -361,7 +402,8 @@ impl Handler {
         target: &[u8],
     ) -> Result<Attr> {
         check_name(name)?;
-        self.fs.symlink(&cred_for(caller), parent, name, target)
+        let r = self.fs.symlink(&cred_for(caller), parent, name, target);
+        self.durable(self.dir_sync(), r, |a| Some(a.ino))
     }
 
     pub fn rename(
@@ -375,14 +417,17 @@ impl Handler {
     ) -> Result<()> {
         check_name(name)?;
         check_name(newname)?;
-        self.fs
-            .rename(&cred_for(caller), parent, name, newparent, newname, flags)
+        let r = self
+            .fs
+            .rename(&cred_for(caller), parent, name, newparent, newname, flags);
+        self.durable(self.dir_sync(), r, |_| None)
     }
 
     /// LINK: counted.
     pub fn link(&self, caller: &Caller, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
-        self.fs.link(&cred_for(caller), ino, newparent, newname)
+        let r = self.fs.link(&cred_for(caller), ino, newparent, newname);
+        self.durable(self.dir_sync(), r, |a| Some(a.ino))
     }
 
     /// OPEN.
@@ -419,7 +464,7 @@ impl Handler {
         flags: i32,
     ) -> Result<(Attr, Opened)> {
         check_name(name)?;
-        let (attr, file, _created) = self.fs.open_at(
+        let r = self.fs.open_at(
             &cred_for(caller),
             parent,
             name,
@@ -427,7 +472,8 @@ impl Handler {
             mode,
             umask,
             true,
-        )?;
+        );
+        let (attr, file, _created) = self.durable(self.dir_sync(), r, |(a, _, _)| Some(a.ino))?;
         let fh = self.handles.insert(Handle {
             file,
             flags,
@@ -485,6 +531,9 @@ impl Handler {
         } else {
             self.fs.write_as(&h.file, offset, data, &cred_for(caller))?
         };
+        if self.config.sync_writes {
+            self.fs.fsync(&h.file, false)?;
+        }
         if kill_suidgid && !data.is_empty() && !mapped {
             // The kernel cannot learn a dropped setuid/setgid from a
             // WRITE reply.
