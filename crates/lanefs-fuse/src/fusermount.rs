@@ -95,6 +95,11 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
             Ok(())
         });
     }
+    if !opts.auto_unmount {
+        // Its complaint becomes our error line. (With auto_unmount it
+        // outlives this call, and must not write into a closed pipe.)
+        cmd.stderr(std::process::Stdio::piped());
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run fusermount3: {e}"))?;
@@ -130,11 +135,21 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
         // (SCM_RIGHTS); nothing else owns it.
         return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
     }
+    let mut complaint = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        use std::io::Read;
+        let _ = (&mut err).take(4096).read_to_string(&mut complaint);
+    }
     let status = child.wait().map_err(|e| format!("fusermount3: {e}"))?;
+    let complaint = complaint.lines().last().unwrap_or("").trim().to_string();
     match received? {
         // SAFETY: the kernel just installed this fd in our table for us
         // (SCM_RIGHTS); nothing else owns it.
         Some(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        None if !complaint.is_empty() => Err(format!(
+            "mount {} through fusermount3 failed: {complaint}",
+            mnt.display()
+        )),
         None => Err(format!(
             "mount {} through fusermount3 failed ({status})",
             mnt.display()
