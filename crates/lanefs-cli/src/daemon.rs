@@ -100,6 +100,12 @@ pub(crate) fn serve_mounted(
         Err(e) => return Err((e, ready)),
     };
     let mnt = mounted.mountpoint().to_path_buf();
+    if plan.opts.auto_unmount {
+        if let Err(e) = crate::watch::start(&mnt) {
+            let _ = lanefs_fuse::unmount(&mnt, true);
+            return Err((e, ready));
+        }
+    }
     tracing::info!(
         mountpoint = %mnt.display(),
         threads = plan.opts.threads,

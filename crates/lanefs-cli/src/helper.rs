@@ -20,7 +20,16 @@ use std::ffi::OsString;
 
 /// Subcommand names: a first argument that is one of these (or starts
 /// with `-`) is the ordinary command line, not the helper form.
-const SUBCOMMANDS: &[&str] = &["mkfs", "mount", "fsck", "umount", "stats", "bench", "help"];
+const SUBCOMMANDS: &[&str] = &[
+    "mkfs",
+    "mount",
+    "fsck",
+    "umount",
+    "stats",
+    "bench",
+    "help",
+    crate::watch::WATCH_SUBCOMMAND,
+];
 
 /// Helper-only `-o` keys and the `lanefs mount` flag each becomes.
 const FLAG_OPTIONS: &[(&str, &str)] = &[

@@ -14,6 +14,7 @@ mod daemon;
 mod helper;
 mod image;
 mod syslog;
+mod watch;
 
 use clap::{Args, Parser, Subcommand};
 use lanefs_core::{Fs, FsConfig, MemoryStore, MemoryStoreConfig, PAGE_SIZE};
@@ -59,6 +60,9 @@ enum Cmd {
     Stats(StatsArgs),
     /// Run benchmarks.
     Bench(lanefs_bench::cli::BenchArgs),
+    /// (internal) The `auto_unmount` watcher a daemon starts.
+    #[command(name = "auto-unmount-watch", hide = true)]
+    AutoUnmountWatch(watch::WatchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -182,6 +186,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::AutoUnmountWatch(a) => watch::run(&a),
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
@@ -391,25 +396,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
 
 /// Whether `mnt` (canonical) is a FUSE mount point, per mountinfo.
 fn is_fuse_mount(mnt: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = mnt.to_string_lossy();
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            return false;
-        };
-        f.get(4).map(|p| unescape_mountinfo(p)) == Some(want.to_string())
-            && f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"))
-    })
-}
-
-fn unescape_mountinfo(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    watch::fuse_mount_id(mnt).is_some()
 }
 
 /// `lanefs stats MNT`: the daemon answers the xattr

@@ -2,10 +2,6 @@
 //! mounts it, and passes the fd back over a Unix socket named by the
 //! `_FUSE_COMMFD` environment variable (`SCM_RIGHTS`), as libfuse does.
 //!
-//! With `auto_unmount` fusermount3 does not exit: it waits until our end of
-//! the socket closes (the daemon exited or died) and then unmounts; we keep
-//! that end open for the life of the process.
-//!
 //! No shared state, no locks.
 
 use std::io::IoSliceMut;
@@ -53,9 +49,6 @@ fn fusermount_options(opts: &MountOptions) -> String {
     if flag(libc::MS_NODIRATIME) {
         o.push_str(",nodiratime");
     }
-    if opts.auto_unmount {
-        o.push_str(",auto_unmount");
-    }
     if flag(libc::MS_SYNCHRONOUS) {
         o.push_str(",sync");
     }
@@ -95,11 +88,8 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
             Ok(())
         });
     }
-    if !opts.auto_unmount {
-        // Its complaint becomes our error line. (With auto_unmount it
-        // outlives this call, and must not write into a closed pipe.)
-        cmd.stderr(std::process::Stdio::piped());
-    }
+    // Its complaint becomes our error line.
+    cmd.stderr(std::process::Stdio::piped());
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run fusermount3: {e}"))?;
@@ -124,17 +114,6 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
                 _ => None,
             })
     });
-    if let (true, Ok(Some(fd))) = (opts.auto_unmount, &received) {
-        let fd = *fd;
-        // fusermount3 stays, waiting for this socket to close (our exit or
-        // death), then unmounts. Keep our end open for the life of the
-        // process and reap the helper whenever it ends.
-        std::mem::forget(ours);
-        std::thread::spawn(move || child.wait());
-        // SAFETY: the kernel just installed this fd in our table for us
-        // (SCM_RIGHTS); nothing else owns it.
-        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
     let mut complaint = String::new();
     if let Some(mut err) = child.stderr.take() {
         use std::io::Read;

@@ -97,9 +97,9 @@ pub struct MountOptions {
     pub atime: lanefs_core::AtimePolicy,
     /// `nodiratime`: listings never move a directory's atime.
     pub nodiratime: bool,
-    /// `auto_unmount`: the mount goes away when the daemon dies
-    /// (`fusermount3` stays behind and unmounts when our socket closes,
-    /// also for root, as libfuse does).
+    /// `auto_unmount`: the mount goes away when the daemon dies. Not a
+    /// kernel option: the program that serves the mount starts a watcher
+    /// (`lanefs` does, see docs/FUSE.md).
     pub auto_unmount: bool,
 }
 
@@ -353,10 +353,7 @@ pub fn mount(
     let mnt = check_mountpoint(mountpoint, opts.nonempty)?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    // auto_unmount needs someone who outlives us: fusermount3 stays
-    // behind and unmounts when our end of its socket closes (libfuse goes
-    // through fusermount3 for it even as root).
-    let fd = if euid == 0 && !opts.auto_unmount {
+    let fd = if euid == 0 {
         mount_syscall(&mnt, opts)?
     } else {
         fusermount::mount(&mnt, opts)?
