@@ -66,6 +66,10 @@ pub(crate) fn spawn_daemon() -> Result<(), String> {
         if !report.is_empty() {
             eprintln!("lanefs mount: {report}");
         }
+        // Under systemd we are the main process: hand the service over to
+        // the daemon (`MAINPID`) as we say it is ready. (The daemon does
+        // not see NOTIFY_SOCKET: `take_notify_socket` removed it.)
+        notify(&format!("READY=1\nMAINPID={}", child.id()));
         return Ok(());
     }
     let status = child.wait().ok();

@@ -229,6 +229,43 @@ fn notify_socket_gets_ready_then_stopping() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Backgrounded (`lanefs mount` without `-f`, systemd's main process):
+/// the parent sends READY=1 with MAINPID = the daemon, which stays.
+fn notify_socket_backgrounded_hands_over_mainpid() {
+    let (sock, path, dir) = listening_socket("notifybg");
+    let base = unique_dir("notifybgmnt");
+    let mnt = base.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _guard = Unmount(mnt.clone());
+    let out = run_timeout(
+        60,
+        Command::new(BIN)
+            .args(["mount", "--memory", "--transport", &transport()])
+            .arg(&mnt)
+            .env("NOTIFY_SOCKET", &path),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let msg = recv_text(&sock);
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
+    let pid: u32 = msg
+        .lines()
+        .find_map(|l| l.strip_prefix("MAINPID="))
+        .expect("no MAINPID")
+        .parse()
+        .unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--foreground"),
+        "MAINPID {pid} is not the running daemon"
+    );
+    assert!(is_fuse_mounted(&mnt));
+    let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&mnt));
+    assert!(out.status.success(), "{}", show(&out));
+    drop(_guard);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(base);
+}
+
 /// A daemon started without `-f` and without `--log-file` logs to syslog
 /// (here a test socket in place of /dev/log).
 fn backgrounded_daemon_logs_to_syslog() {
@@ -307,6 +344,7 @@ fn dead_worker_tears_the_mount_down() {
 on_both_transports!(
     mount_helper_form_and_fstab,
     notify_socket_gets_ready_then_stopping,
+    notify_socket_backgrounded_hands_over_mainpid,
     backgrounded_daemon_logs_to_syslog,
     auto_unmount_after_sigkill,
     dead_worker_tears_the_mount_down,
