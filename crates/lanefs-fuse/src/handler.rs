@@ -421,6 +421,15 @@ impl Handler {
         mapped: bool,
     ) -> Result<u32> {
         let h = self.handle(fh)?;
+        let ino = h.file.ino();
+        // The mode before a write that may drop bits; `None` when it
+        // cannot (the kernel flags every write without CAP_FSETID, and an
+        // invalidation per write would cost a notification each).
+        let special = |perm: u16| perm & (S_ISUID | S_ISGID);
+        let before = (kill_suidgid && !mapped && !data.is_empty())
+            .then(|| self.fs.getattr(ino).map(|a| a.perm).ok())
+            .flatten()
+            .filter(|p| special(*p) != 0);
         let (n, _end) = if mapped {
             self.fs.write_back_mapped(&h.file, offset, data)?
         } else if !kill_suidgid {
@@ -436,10 +445,12 @@ impl Handler {
         if self.config.sync_writes {
             self.fs.fsync(&h.file, false)?;
         }
-        if kill_suidgid && !data.is_empty() && !mapped {
-            // The kernel cannot learn a dropped setuid/setgid from a
-            // WRITE reply.
-            self.attrs_changed(h.file.ino());
+        if let Some(before) = before {
+            if self.fs.getattr(ino).map(|a| a.perm).ok() != Some(before) {
+                // The kernel cannot learn a dropped setuid/setgid from a
+                // WRITE reply.
+                self.attrs_changed(ino);
+            }
         }
         u32::try_from(n).map_err(|_| Errno::EIO)
     }
