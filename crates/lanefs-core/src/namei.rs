@@ -484,9 +484,20 @@ impl Fs {
             _ => {}
         }
         check_name(name)?;
-        let mut idx = fs.dir_write(&dir)?;
-        let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-        let child = fs.iget(slot.ino)?;
+        // Find the victim lock-free, then confirm it under the entry lock:
+        // the lock covers only the checks and the unlink itself.
+        let (child, mut idx) = loop {
+            let child = fs.lookup_child(&dir, name)?;
+            let idx = fs.dir_write(&dir)?;
+            match idx.get(name) {
+                // Our reference keeps the number from being reused, so the
+                // same number is the same inode.
+                Some(slot) if slot.ino == child.ino => break (child, idx),
+                // Replaced meanwhile (rename over it): look again.
+                Some(_) => continue,
+                None => return Err(Errno::ENOENT),
+            }
+        };
         {
             let dm = dir.meta.lock();
             perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
