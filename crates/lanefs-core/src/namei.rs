@@ -490,10 +490,15 @@ impl Fs {
             let child = fs.lookup_child(&dir, name)?;
             let idx = fs.dir_write(&dir)?;
             match idx.get(name) {
-                // Our reference keeps the number from being reused, so the
-                // same number is the same inode.
-                Some(slot) if slot.ino == child.ino => break (child, idx),
-                // Replaced meanwhile (rename over it): look again.
+                // A reference does not keep an unlinked inode from being
+                // freed and its number reused: the same number is the same
+                // inode only while that inode is not freed (and it cannot
+                // be freed now: the entry we hold locked links it).
+                Some(slot) if slot.ino == child.ino && !child.meta.lock().freed => {
+                    break (child, idx)
+                }
+                // Replaced meanwhile (rename over it, or unlinked, freed
+                // and the number reused): look again.
                 Some(_) => continue,
                 None => return Err(Errno::ENOENT),
             }
