@@ -82,6 +82,11 @@ pub struct Measurement {
     /// one (seed001: dropping an instance), all workers together; empty
     /// for the others.
     pub latency_ns: Vec<u64>,
+    /// Work per second of a workload's background thread over the timed
+    /// window (seed001: reclaim scans of the registry), `None` for
+    /// workloads without one. Throughput beside a background thread on
+    /// few cores depends on how much CPU that thread gets, so it is shown.
+    pub aux_per_sec: Option<f64>,
 }
 
 /// CPU time consumed by the calling thread, in seconds.

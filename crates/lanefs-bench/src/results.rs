@@ -160,6 +160,10 @@ pub struct Row {
     /// Median over runs of each run's 99th-percentile latency, ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_p99_ns: Option<f64>,
+    /// Median over runs of the background thread's work per second
+    /// (seed001: registry scans/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aux_per_sec: Option<f64>,
     pub status: Status,
     /// Why n/a, or the error.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -189,6 +193,7 @@ pub struct RunSample {
     pub cpu_ns_per_op: Option<f64>,
     pub latency_p50_ns: Option<f64>,
     pub latency_p99_ns: Option<f64>,
+    pub aux_per_sec: Option<f64>,
 }
 
 impl RunSample {
@@ -201,6 +206,7 @@ impl RunSample {
             cpu_ns_per_op: m.cpu_ns_per_op(),
             latency_p50_ns: lat.map(|l| l.0 as f64),
             latency_p99_ns: lat.map(|l| l.1 as f64),
+            aux_per_sec: m.aux_per_sec,
         }
     }
 }
@@ -231,6 +237,7 @@ impl Row {
         row.cpu_ns_per_op = median_of(runs.iter().map(|r| r.cpu_ns_per_op));
         row.latency_p50_ns = median_of(runs.iter().map(|r| r.latency_p50_ns));
         row.latency_p99_ns = median_of(runs.iter().map(|r| r.latency_p99_ns));
+        row.aux_per_sec = median_of(runs.iter().map(|r| r.aux_per_sec));
         row
     }
 
@@ -261,6 +268,7 @@ impl Row {
             cpu_ns_per_op: None,
             latency_p50_ns: None,
             latency_p99_ns: None,
+            aux_per_sec: None,
             status: Status::Ok,
             note: String::new(),
         }
@@ -290,6 +298,7 @@ impl Row {
             cpu_ns_per_op: None,
             latency_p50_ns: None,
             latency_p99_ns: None,
+            aux_per_sec: None,
             status,
             note,
         }

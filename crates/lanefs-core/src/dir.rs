@@ -24,17 +24,11 @@
 //!   Writer: `s+1` Relaxed, `fence(Release)`, change, `s+2` Release;
 //!   reader: `seq` Acquire, reads, `fence(Acquire)`, `seq` Relaxed.
 //!   Adding an entry does not bump it (nothing a reader found goes away).
-//! * Inside a [`DirIndex`]: a hash table of immutable nodes (name, slot)
-//!   chained through `next` (`AtomicPtr`, Release stores by the one writer
-//!   that holds `change`, Acquire loads by readers). Insert links a new
-//!   node at its bucket's head; replace links a new node in the old one's
-//!   place; remove unlinks; unlinked nodes are freed through `defer`, so a
-//!   reader standing on one still follows its frozen `next` to the rest of
-//!   the chain (order of live nodes never changes). Growing copies every
-//!   node into a new table, publishes it (Release) and retires the old
-//!   table with its nodes as one deferred free; readers on the old table
-//!   see the directory as it was when they started (their lookup
-//!   linearizes before the writes they miss).
+//! * Inside a [`DirIndex`]: a [`NameTable`] (`dir_hash`), a hash trie of
+//!   immutable nodes with lock-free lookups; its one writer is the holder
+//!   of `change`. A chain that grows past a few nodes splits into a
+//!   sub-level (copying only that chain), so no change ever copies the
+//!   whole directory.
 //! * `by_cookie`, a lock-free skip list (crossbeam-skiplist, same epoch
 //!   collector) from cookie to name, for listing; `len` is written by the
 //!   writer only (Relaxed).
@@ -54,7 +48,6 @@
 //! entry added or removed during the listing is returned at most once per
 //! cookie it had. Cookies 0, 1 and 2 are the start, `.` and `..`.
 
-use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::ptr;
 
@@ -62,14 +55,11 @@ use crossbeam_epoch::Guard;
 use crossbeam_skiplist::base::SkipList;
 use lanefs_store::{DirEntryRecord, FileKind, Ino};
 
+use crate::dir_hash::NameTable;
 use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
-/// Buckets of a new, empty index.
-const MIN_BUCKETS: usize = 8;
-/// The table doubles when entries exceed buckets × this.
-const MAX_LOAD: usize = 1;
 
 /// One entry's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,72 +69,25 @@ pub(crate) struct Slot {
     pub cookie: u64,
 }
 
-/// An immutable entry; only `next` changes, and only by the writer.
-struct Node {
-    hash: u64,
-    name: Box<[u8]>,
-    slot: Slot,
-    next: AtomicPtr<Node>,
-}
-
-struct Table {
-    buckets: Box<[AtomicPtr<Node>]>,
-}
-
-impl Table {
-    fn new(n: usize) -> Table {
-        debug_assert!(n.is_power_of_two());
-        Table {
-            buckets: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
-        }
-    }
-
-    fn bucket(&self, hash: u64) -> &AtomicPtr<Node> {
-        &self.buckets[hash as usize & (self.buckets.len() - 1)]
-    }
-
-    /// Free every node. Caller owns the table exclusively.
-    unsafe fn free_nodes(&self) {
-        for b in self.buckets.iter() {
-            let mut p = b.load(Ordering::Relaxed);
-            while !p.is_null() {
-                // SAFETY: the caller owns the table (no reader or writer
-                // can reach it any more); each node is in one chain only.
-                let node = unsafe { Box::from_raw(p) };
-                p = node.next.load(Ordering::Relaxed);
-            }
-        }
-    }
-}
-
 /// A loaded directory index.
 pub(crate) struct DirIndex {
-    table: AtomicPtr<Table>,
+    names: NameTable,
     by_cookie: SkipList<u64, Box<[u8]>>,
     len: AtomicUsize,
-    hasher: foldhash::fast::RandomState,
 }
 
-// SAFETY: all shared state is atomics, immutable nodes and the Sync skip
-// list; raw node pointers are owned by the index.
-unsafe impl Send for DirIndex {}
-// SAFETY: as above; writers are serialised by the owning `DirState`.
-unsafe impl Sync for DirIndex {}
-
 impl DirIndex {
-    fn with_capacity(n: usize) -> DirIndex {
-        let buckets = (n / MAX_LOAD + 1).next_power_of_two().max(MIN_BUCKETS);
+    fn new() -> DirIndex {
         DirIndex {
-            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(buckets)))),
+            names: NameTable::new(),
             by_cookie: SkipList::new(crossbeam_epoch::default_collector().clone()),
             len: AtomicUsize::new(0),
-            hasher: foldhash::fast::RandomState::default(),
         }
     }
 
     /// An index holding `records` (built before anyone can see it).
     pub fn from_records(records: Vec<DirEntryRecord>) -> DirIndex {
-        let d = DirIndex::with_capacity(records.len());
+        let d = DirIndex::new();
         let guard = crossbeam_epoch::pin();
         for r in records {
             let slot = Slot {
@@ -158,41 +101,9 @@ impl DirIndex {
         d
     }
 
-    fn table<'g>(&self, _guard: &'g Guard) -> &'g Table {
-        let t = self.table.load(Ordering::Acquire);
-        // SAFETY: the table pointer is never null; an old table is freed
-        // only through `defer` after being replaced, so it outlives `_guard`.
-        unsafe { &*t }
-    }
-
-    /// Find `name` and the link that points at it.
-    fn find<'g>(
-        &self,
-        table: &'g Table,
-        hash: u64,
-        name: &[u8],
-    ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
-        let mut link = table.bucket(hash);
-        loop {
-            let p = link.load(Ordering::Acquire);
-            if p.is_null() {
-                return None;
-            }
-            // SAFETY: nodes reachable from a table the caller can see are
-            // freed only through `defer` after being unlinked (epoch).
-            let node = unsafe { &*p };
-            if node.hash == hash && *node.name == *name {
-                return Some((link, node));
-            }
-            link = &node.next;
-        }
-    }
-
     /// The entry `name`, lock-free.
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
-        let hash = self.hasher.hash_one(name);
-        self.find(self.table(guard), hash, name)
-            .map(|(_, n)| n.slot)
+        self.names.get(name, guard)
     }
 
     /// Entries. Exact for the writer; a snapshot for others.
@@ -227,45 +138,20 @@ impl DirIndex {
     /// The caller is the index's only writer (holds the owning directory's
     /// change lock, or owns the index).
     unsafe fn insert(&self, name: &[u8], slot: Slot, guard: &Guard) -> Option<Slot> {
-        let hash = self.hasher.hash_one(name);
-        let table = self.table(guard);
-        let node = Box::into_raw(Box::new(Node {
-            hash,
-            name: name.into(),
-            slot,
-            next: AtomicPtr::new(ptr::null_mut()),
-        }));
-        let old = match self.find(table, hash, name) {
-            Some((link, old)) => {
-                // SAFETY: `node` is ours until published just below.
-                unsafe { &*node }
-                    .next
-                    .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
-                link.store(node, Ordering::Release);
-                let old_slot = old.slot;
-                if old_slot.cookie != slot.cookie {
-                    if let Some(e) = self.by_cookie.remove(&old_slot.cookie, guard) {
-                        e.release(guard);
-                    }
+        // SAFETY: the caller is the only writer (this function's contract).
+        let old = unsafe { self.names.insert(name, slot, guard) };
+        match old {
+            Some(old_slot) if old_slot.cookie != slot.cookie => {
+                if let Some(e) = self.by_cookie.remove(&old_slot.cookie, guard) {
+                    e.release(guard);
                 }
-                let old_ptr = old as *const Node as *mut Node;
-                // SAFETY: `old` is unlinked; readers that reached it hold a
-                // guard, and the free runs after all of them.
-                unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
-                Some(old_slot)
             }
+            Some(_) => {}
             None => {
-                let head = table.bucket(hash);
-                // SAFETY: as above.
-                unsafe { &*node }
-                    .next
-                    .store(head.load(Ordering::Relaxed), Ordering::Relaxed);
-                head.store(node, Ordering::Release);
                 let n = self.len.load(Ordering::Relaxed) + 1;
                 self.len.store(n, Ordering::Relaxed);
-                None
             }
-        };
+        }
         let cookie_moved = match old {
             Some(o) => o.cookie != slot.cookie,
             None => true,
@@ -275,8 +161,6 @@ impl DirIndex {
                 .insert(slot.cookie, name.into(), guard)
                 .release(guard);
         }
-        // SAFETY: the caller is the only writer (this function's contract).
-        unsafe { self.grow_if_needed(guard) };
         old
     }
 
@@ -285,72 +169,15 @@ impl DirIndex {
     /// # Safety
     /// As [`insert`](Self::insert).
     unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
-        let hash = self.hasher.hash_one(name);
-        let (link, old) = self.find(self.table(guard), hash, name)?;
-        link.store(old.next.load(Ordering::Relaxed), Ordering::Release);
+        // SAFETY: the caller is the only writer (this function's contract).
+        let slot = unsafe { self.names.remove(name, guard) }?;
         let n = self.len.load(Ordering::Relaxed);
         debug_assert!(n > 0, "removing from an empty index");
         self.len.store(n - 1, Ordering::Relaxed);
-        let slot = old.slot;
         if let Some(e) = self.by_cookie.remove(&slot.cookie, guard) {
             e.release(guard);
         }
-        let old_ptr = old as *const Node as *mut Node;
-        // SAFETY: unlinked above; freed after every guard that saw it.
-        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
         Some(slot)
-    }
-
-    /// Double the table when it is over its load.
-    ///
-    /// # Safety
-    /// As [`insert`](Self::insert).
-    unsafe fn grow_if_needed(&self, guard: &Guard) {
-        let old = self.table(guard);
-        if self.len() <= old.buckets.len() * MAX_LOAD {
-            return;
-        }
-        let new = Table::new(old.buckets.len() * 2);
-        for b in old.buckets.iter() {
-            let mut p = b.load(Ordering::Relaxed);
-            while !p.is_null() {
-                // SAFETY: the writer owns the chain's shape; nodes are live.
-                let n = unsafe { &*p };
-                let head = new.bucket(n.hash);
-                let copy = Box::new(Node {
-                    hash: n.hash,
-                    name: n.name.clone(),
-                    slot: n.slot,
-                    next: AtomicPtr::new(head.load(Ordering::Relaxed)),
-                });
-                head.store(Box::into_raw(copy), Ordering::Relaxed);
-                p = n.next.load(Ordering::Relaxed);
-            }
-        }
-        let old_ptr = self
-            .table
-            .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
-        // SAFETY: the old table and its nodes are unreachable from the
-        // index now; readers that loaded it hold guards, and this runs after
-        // all of them. Nothing else frees its nodes (the writer only ever
-        // works on the current table).
-        unsafe {
-            guard.defer_unchecked(move || {
-                let t = Box::from_raw(old_ptr);
-                t.free_nodes();
-            })
-        };
-    }
-}
-
-impl Drop for DirIndex {
-    fn drop(&mut self) {
-        let t = *self.table.get_mut();
-        // SAFETY: `&mut self`: nobody else can reach the index or its table.
-        unsafe {
-            let t = Box::from_raw(t);
-            t.free_nodes();
-        }
     }
 }
 
@@ -630,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn growing_keeps_every_entry_and_removals_bump_the_sequence() {
+    fn splitting_keeps_every_entry_and_removals_bump_the_sequence() {
         let d = loaded();
         let n = 1000u64;
         {
@@ -715,7 +542,8 @@ mod model {
                     let d = d.clone();
                     let removed = removed.clone();
                     thread::spawn(move || {
-                        // Enough inserts to grow the 8-bucket table.
+                        // Enough inserts to split chains (model builds
+                        // use a 2-slot fanout and split at 2 nodes).
                         for i in 0..9u64 {
                             let mut w = wr(&d);
                             w.insert(format!("n{i}").as_bytes(), slot(20 + i, 5 + i));

@@ -16,7 +16,7 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
 use crate::inode::{Body, Inode};
-use crate::namei::NewNode;
+use crate::namei::{Made, NewNode};
 use crate::pcache::page_range;
 use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
 use crate::xattr::kill_capability;
@@ -240,8 +240,9 @@ impl Fs {
 
     /// Look up `name` in `parent` and open it, creating a regular file with
     /// `mode & !umask` if absent and `flags` has `O_CREAT` (`O_EXCL`: the
-    /// name must not exist). Lookup and open happen under the directory's
-    /// lock, so the entry cannot vanish in between. `counted` adds a lookup
+    /// name must not exist). The lookup is lock-free; an entry unlinked
+    /// between lookup and open is opened as it was (as on Linux, where the
+    /// open holds the dentry it found). `counted` adds a lookup
     /// reference (FUSE CREATE). Returns the attributes after the open
     /// (after `O_TRUNC`), the handle, and whether the file was created.
     #[allow(clippy::too_many_arguments)]
@@ -271,43 +272,64 @@ impl Fs {
             (fs.open_inode(cred, child, flags, false, counted)?, false)
         } else {
             check_name(name)?;
-            let mut idx = fs.dir_write(&dir)?;
-            match idx.get(name) {
-                Some(_) if flags & libc::O_EXCL != 0 => return Err(Errno::EEXIST),
-                Some(slot) => {
-                    let child = fs.iget(slot.ino)?;
-                    if child.kind == FileKind::Directory {
-                        return Err(Errno::EISDIR);
-                    }
-                    (
-                        fs.open_inode(cred, child.arc(), flags, false, counted)?,
-                        false,
-                    )
-                }
-                None => {
-                    let node = NewNode {
-                        kind: FileKind::Regular,
-                        perm: creation_perm(FileKind::Regular, mode, umask),
-                        requested: creation_perm(FileKind::Regular, mode, 0),
-                        rdev: 0,
-                        target: &[],
-                        lookups: 0,
-                        opens: 0,
-                        needs_mknod_cap: false,
-                    };
-                    let inode = fs.create_locked(cred, &dir, &mut idx, name, node)?;
-                    (
-                        fs.open_inode(cred, inode.arc(), flags, true, counted)?,
-                        true,
-                    )
-                }
-            }
+            self.open_or_create(cred, &dir, name, flags, mode, umask, counted)?
         };
         let attr = {
             let m = file.inode.meta.lock();
             Attr::from_record(&m.rec)
         };
         Ok((attr, file, created))
+    }
+
+    /// `O_CREAT` on a plain name: open it if it exists (found lock-free,
+    /// as Linux's opportunistic lookup for `O_CREAT` does), else create
+    /// it; a create that finds the name taken by a racing create opens
+    /// that one (or fails with `EEXIST` under `O_EXCL`).
+    #[allow(clippy::too_many_arguments)]
+    fn open_or_create(
+        &self,
+        cred: &Cred,
+        dir: &Inode,
+        name: &[u8],
+        flags: i32,
+        mode: u32,
+        umask: u32,
+        counted: bool,
+    ) -> Result<(OpenFile, bool)> {
+        let fs = &self.inner;
+        let exclusive = flags & libc::O_EXCL != 0;
+        loop {
+            match fs.lookup_child(dir, name) {
+                Ok(_) if exclusive => return Err(Errno::EEXIST),
+                Ok(child) => {
+                    if child.kind == FileKind::Directory {
+                        return Err(Errno::EISDIR);
+                    }
+                    return Ok((
+                        fs.open_inode(cred, child.arc(), flags, false, counted)?,
+                        false,
+                    ));
+                }
+                Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+            let node = NewNode {
+                kind: FileKind::Regular,
+                perm: creation_perm(FileKind::Regular, mode, umask),
+                requested: creation_perm(FileKind::Regular, mode, 0),
+                rdev: 0,
+                target: &[],
+                lookups: 0,
+                opens: 0,
+                needs_mknod_cap: false,
+            };
+            if let Made::New(inode) = fs.create_in(cred, dir, name, &node, exclusive)? {
+                return Ok((
+                    fs.open_inode(cred, inode.arc(), flags, true, counted)?,
+                    true,
+                ));
+            }
+        }
     }
 
     /// Read at `offset` into `buf`; returns the bytes read (0 at or past EOF).

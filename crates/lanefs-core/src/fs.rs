@@ -48,8 +48,8 @@
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.
 //! 5. leaf locks: icache bucket locks and global lock, icache LRU shards,
 //!    orphan-table shards, store-internal locks, counters' slow path, the
-//!    reclaim registry. (`create_locked` inserts a new inode holding the
-//!    directory's `meta`: meta → bucket lock, in this order.)
+//!    reclaim registry. (A create allocates and inserts its new inode
+//!    holding no lock at all, then links it under the directory's locks.)
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -72,6 +72,28 @@ use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
+
+/// The attributes of a directory that a create depends on: permission
+/// (mode and owner) and setgid inheritance. A create reads them, allocates,
+/// and links only if they are unchanged under the directory's locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ParentAttrs {
+    pub ino: Ino,
+    pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl ParentAttrs {
+    pub fn of(rec: &InodeRecord) -> ParentAttrs {
+        ParentAttrs {
+            ino: rec.ino,
+            perm: rec.perm,
+            uid: rec.uid,
+            gid: rec.gid,
+        }
+    }
+}
 
 /// Fold threshold of the engine's per-lane counters.
 const COUNTER_BATCH: i64 = 64;
@@ -503,14 +525,14 @@ impl FsInner {
         Ok(d)
     }
 
-    /// Make a new inode owned by `cred` in directory `parent` (whose record
-    /// is `parent_rec`), applying setgid-directory inheritance. Reserves an
-    /// inode (`ENOSPC`); the caller links it into the directory.
-    #[allow(clippy::too_many_arguments)]
+    /// Make a new inode owned by `cred` in a directory whose attributes
+    /// are `parent_rec`, applying setgid-directory inheritance. Reserves an
+    /// inode (`ENOSPC`); the caller links it into the directory. Call with
+    /// no lock held (the icache insert may wait for a dying inode).
     pub fn alloc_inode(
         &self,
         cred: &Cred,
-        parent_rec: &InodeRecord,
+        parent_rec: &ParentAttrs,
         n: &NewNode<'_>,
     ) -> Result<IRef<'_>> {
         if !self.free_inodes.try_sub(1) {

@@ -11,6 +11,7 @@
 use crate::dir::{DirIndex, DirRead, DirWrite, Slot};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
+    ParentAttrs,
 };
 use crate::inode::{Body, Inode, Meta};
 use crate::perm::{self, may_link, sticky_denies};
@@ -34,6 +35,14 @@ pub(crate) struct NewNode<'a> {
     pub opens: u64,
     /// Creating a device node needs `CAP_MKNOD` (root).
     pub needs_mknod_cap: bool,
+}
+
+/// What [`FsInner::create_in`] did.
+pub(crate) enum Made<'a> {
+    /// Created and linked; the creator's reference.
+    New(IRef<'a>),
+    /// The name exists (non-exclusive create): look it up again.
+    Exists,
 }
 
 impl FsInner {
@@ -154,7 +163,7 @@ impl FsInner {
         Ok(())
     }
 
-    /// Create `name` in `parent` (mknod, mkdir, symlink, O_CREAT).
+    /// Create `name` in `parent` (mknod, mkdir, symlink).
     pub fn create_node(
         &self,
         cred: &Cred,
@@ -168,52 +177,77 @@ impl FsInner {
             return Err(Errno::EEXIST);
         }
         check_name(name)?;
-        let mut idx = self.dir_write(&dir)?;
-        self.create_locked(cred, &dir, &mut idx, name, n)
+        match self.create_in(cred, &dir, name, &n, true)? {
+            Made::New(inode) => Ok(inode),
+            Made::Exists => Err(Errno::EEXIST),
+        }
     }
 
-    /// Create `name` in `dir`, whose index the caller holds write-locked.
-    pub fn create_locked(
+    /// Create `name` in `dir` unless it exists (`EEXIST` if `exclusive`,
+    /// else [`Made::Exists`]: the caller looks the name up again).
+    ///
+    /// The new inode is allocated *before* the directory's entry lock is
+    /// taken, from the parent's attributes read under its `meta`; under the
+    /// lock the checks are repeated and, if the parent's owner or mode moved
+    /// meanwhile (so inheritance or permission could differ), the inode is
+    /// discarded and the create starts over. The entry lock is held only
+    /// to link the name (the store's entry, the index, the directory's
+    /// attributes), so creates in one directory serialise on that alone.
+    pub fn create_in(
         &self,
         cred: &Cred,
         dir: &Inode,
-        idx: &mut DirWrite<'_>,
         name: &[u8],
-        n: NewNode<'_>,
-    ) -> Result<IRef<'_>> {
-        let parent_rec = {
-            let dm = dir.meta.lock();
-            if dm.rec.nlink == 0 {
-                return Err(Errno::ENOENT);
+        n: &NewNode<'_>,
+        exclusive: bool,
+    ) -> Result<Made<'_>> {
+        loop {
+            // Load the index (under the entry lock) before taking `meta`.
+            let exists = self.dir_read(dir)?.get(name).is_some();
+            let parent = {
+                let dm = dir.meta.lock();
+                match create_checks(cred, &dm, exists, n, exclusive)? {
+                    Some(p) => p,
+                    None => return Ok(Made::Exists),
+                }
+            };
+            // No lock held: the icache insert may wait (lock order).
+            let inode = self.alloc_inode(cred, &parent, n)?;
+            let mut idx = match self.dir_write(dir) {
+                Ok(idx) => idx,
+                Err(e) => {
+                    self.discard_new(&inode);
+                    return Err(e);
+                }
+            };
+            let mut dm = dir.meta.lock();
+            let exists = idx.get(name).is_some();
+            let again = create_checks(cred, &dm, exists, n, exclusive);
+            match again {
+                Ok(Some(p)) if p == parent => {}
+                other => {
+                    drop(dm);
+                    drop(idx);
+                    self.discard_new(&inode);
+                    match other? {
+                        // The parent's mode or owner moved: start over.
+                        Some(_) => continue,
+                        None => return Ok(Made::Exists),
+                    }
+                }
             }
-            if idx.get(name).is_some() {
-                return Err(Errno::EEXIST);
-            }
-            perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
-            if n.needs_mknod_cap && !cred.is_root() {
-                return Err(Errno::EPERM);
+            let now = Timespec::now();
+            if let Err(e) = self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, now) {
+                drop(dm);
+                drop(idx);
+                self.discard_new(&inode);
+                return Err(e);
             }
             if n.kind == FileKind::Directory {
-                check_link_room(dm.rec.nlink)?;
+                dm.rec.nlink += 1;
             }
-            dm.rec.clone()
-        };
-        // The new inode enters the icache with no `meta` held (shard locks
-        // come before `meta`). Holding the directory's change lock, nothing
-        // can kill it, add `name` or change its link count meanwhile.
-        let inode = self.alloc_inode(cred, &parent_rec, &n)?;
-        let mut dm = dir.meta.lock();
-        debug_assert!(dm.rec.nlink != 0, "directory died under its change lock");
-        let now = Timespec::now();
-        if let Err(e) = self.add_entry(dir, idx, &mut dm, name, inode.ino, n.kind, now) {
-            drop(dm);
-            self.discard_new(&inode);
-            return Err(e);
+            return Ok(Made::New(inode));
         }
-        if n.kind == FileKind::Directory {
-            dm.rec.nlink += 1;
-        }
-        Ok(inode)
     }
 
     /// Find `name` in `parent`; add a lookup reference if `counted`.
@@ -450,9 +484,25 @@ impl Fs {
             _ => {}
         }
         check_name(name)?;
-        let mut idx = fs.dir_write(&dir)?;
-        let slot = idx.get(name).ok_or(Errno::ENOENT)?;
-        let child = fs.iget(slot.ino)?;
+        // Find the victim lock-free, then confirm it under the entry lock:
+        // the lock covers only the checks and the unlink itself.
+        let (child, mut idx) = loop {
+            let child = fs.lookup_child(&dir, name)?;
+            let idx = fs.dir_write(&dir)?;
+            match idx.get(name) {
+                // A reference does not keep an unlinked inode from being
+                // freed and its number reused: the same number is the same
+                // inode only while that inode is not freed (and it cannot
+                // be freed now: the entry we hold locked links it).
+                Some(slot) if slot.ino == child.ino && !child.meta.lock().freed => {
+                    break (child, idx)
+                }
+                // Replaced meanwhile (rename over it, or unlinked, freed
+                // and the number reused): look again.
+                Some(_) => continue,
+                None => return Err(Errno::ENOENT),
+            }
+        };
         {
             let dm = dir.meta.lock();
             perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
@@ -813,4 +863,35 @@ impl Fs {
         touch_c(&old, &mut om, now);
         Ok(replaced)
     }
+}
+
+/// The checks of a create, in Linux's order: the directory is alive,
+/// `name` is free (`None` if it exists and the create is not
+/// exclusive), write and search permission, `CAP_MKNOD`, link room.
+/// `dm` is the directory's `meta`, `exists` whether `name` is in it.
+fn create_checks(
+    cred: &Cred,
+    dm: &Meta,
+    exists: bool,
+    n: &NewNode<'_>,
+    exclusive: bool,
+) -> Result<Option<ParentAttrs>> {
+    if dm.rec.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    if exists {
+        return if exclusive {
+            Err(Errno::EEXIST)
+        } else {
+            Ok(None)
+        };
+    }
+    perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+    if n.needs_mknod_cap && !cred.is_root() {
+        return Err(Errno::EPERM);
+    }
+    if n.kind == FileKind::Directory {
+        check_link_room(dm.rec.nlink)?;
+    }
+    Ok(Some(ParentAttrs::of(&dm.rec)))
 }

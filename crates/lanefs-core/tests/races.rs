@@ -179,3 +179,92 @@ fn racing_name_operations(variants: Variants, ops: usize) {
     assert_eq!(store.inode_records(), 1, "only the root is left");
     assert_eq!(store.page_records(), 0);
 }
+
+/// `O_CREAT` opens racing on the same names (the create allocates before
+/// taking the directory's lock and re-checks under it): every name is
+/// created exactly once, every opener gets that one inode, and `O_EXCL`
+/// succeeds for exactly one racer per name.
+#[test]
+fn racing_creates_of_one_name_make_one_inode() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 200;
+    for variants in [Variants::default()]
+        .into_iter()
+        .chain(Variants::baselines().into_iter().map(|(_, v)| v))
+    {
+        let fs = Fs::new(
+            Arc::new(MemoryStore::default()),
+            FsConfig {
+                variants,
+                ..FsConfig::default()
+            },
+        )
+        .unwrap();
+        let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (fs, barrier) = (fs.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let root = Cred::root();
+                    let mut seen = Vec::new();
+                    for round in 0..ROUNDS {
+                        barrier.wait();
+                        let plain = format!("p{round}");
+                        let (attr, file, created) = fs
+                            .open_at(
+                                &root,
+                                ROOT_INO,
+                                plain.as_bytes(),
+                                libc::O_CREAT | libc::O_RDWR,
+                                0o644,
+                                0,
+                                false,
+                            )
+                            .unwrap();
+                        drop(file);
+                        let excl = format!("x{round}");
+                        let won = match fs.open_at(
+                            &root,
+                            ROOT_INO,
+                            excl.as_bytes(),
+                            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+                            0o644,
+                            0,
+                            false,
+                        ) {
+                            Ok(_) => true,
+                            Err(e) => {
+                                assert_eq!(e, Errno::EEXIST);
+                                false
+                            }
+                        };
+                        seen.push((attr.ino, created, won));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let results: Vec<Vec<(Ino, bool, bool)>> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for round in 0..ROUNDS {
+            let row: Vec<_> = results.iter().map(|r| r[round]).collect();
+            assert!(
+                row.iter().all(|s| s.0 == row[0].0),
+                "round {round}: {row:?}"
+            );
+            assert_eq!(
+                row.iter().filter(|s| s.1).count(),
+                1,
+                "round {round}: {row:?}"
+            );
+            assert_eq!(
+                row.iter().filter(|s| s.2).count(),
+                1,
+                "round {round}: {row:?}"
+            );
+        }
+        if let Err(p) = fs.check() {
+            panic!("inconsistent after racing creates ({variants}): {p:#?}");
+        }
+    }
+}

@@ -243,6 +243,7 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
         while scans.load(Ordering::Relaxed) == 0 {
             std::thread::yield_now();
         }
+        let (scans0, t0) = (scans.load(Ordering::Relaxed), Instant::now());
         let r = measure(
             threads,
             p.duration,
@@ -265,10 +266,15 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
             },
             |_, _| Ok(()),
         );
+        let scans_per_sec =
+            (scans.load(Ordering::Relaxed) - scans0) as f64 / t0.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         let joined = reclaim.join();
         joined.map_err(|_| "the reclaim thread panicked".to_string())?;
-        r
+        r.map(|(mut m, states)| {
+            m.aux_per_sec = Some(scans_per_sec);
+            (m, states)
+        })
     });
     let (mut m, states) = result?;
     for (latencies, _) in states {

@@ -69,6 +69,7 @@ fn table(rows: &[Row], w: Workload) -> Table {
     if latency {
         header.push("drop p50".into());
         header.push("drop p99".into());
+        header.push("scans/s".into());
     }
     if cpu {
         header.push("CPU/op".into());
@@ -110,6 +111,12 @@ fn table(rows: &[Row], w: Workload) -> Table {
             if latency {
                 line.push(opt(r.latency_p50_ns));
                 line.push(opt(r.latency_p99_ns));
+                line.push(
+                    r.aux_per_sec
+                        .filter(|_| ok)
+                        .map(human)
+                        .unwrap_or_else(|| "-".into()),
+                );
             }
             if cpu {
                 line.push(opt(r.cpu_ns_per_op));

@@ -38,9 +38,9 @@ use crate::sync::{AtomicPtr, Mutex, MutexGuard, Ordering};
 /// Fewest and most buckets; the count is fixed at creation from the cache
 /// budget (like Linux's boot-sized inode hash), a power of two in between.
 pub(crate) const MIN_BUCKETS: usize = 64;
-pub(crate) const MAX_BUCKETS: usize = 1 << 16;
+pub(crate) const MAX_BUCKETS: usize = 1 << 20;
 /// Buckets allocated together, the first time one of them is used.
-pub(crate) const SEGMENT_BUCKETS: usize = 256;
+pub(crate) const SEGMENT_BUCKETS: usize = 1024;
 
 /// Which lock guards an operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -278,6 +278,11 @@ impl<'a> PagesMut<'a> {
         guard: &'g Guard,
     ) -> Result<Option<&'g PageBuf>> {
         debug_assert!(!self.map.pages.contains_key(&idx));
+        if self.map.uncached == Some(0) {
+            // Every store page is cached: an uncached page is a hole (an
+            // append, a write past the end) and the store has nothing.
+            return Ok(None);
+        }
         let mut data = Box::new([0u8; PAGE_SIZE]);
         if !store.read_page(ino, idx, &mut data)? {
             return Ok(None);
