@@ -51,15 +51,11 @@
 //!    reclaim registry. (`create_locked` inserts a new inode holding the
 //!    directory's `meta`: meta → bucket lock, in this order.)
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
-
 use crossbeam_epoch::Guard;
 
 use lanefs_store::{
     Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, ROOT_INO,
 };
-use parking_lot::Mutex;
 
 use crate::counters::{new_counter, Counter};
 use crate::dir::FIRST_COOKIE;
@@ -71,6 +67,7 @@ use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
+use crate::sync::{Arc, Mutex, Ordering, Weak};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// Fold threshold of the engine's per-lane counters.

@@ -31,3 +31,11 @@ pub fn lane() -> usize {
         v
     })
 }
+
+/// Pin this thread's lane to `n` (for tools and tests that need distinct,
+/// reproducible lanes, such as the conflict audit; engines never call it).
+/// Two threads pinned to one lane share its shards, as two threads that
+/// got the same lane round-robin would.
+pub fn set_lane(n: usize) {
+    LANE.with(|l| l.set(n));
+}
