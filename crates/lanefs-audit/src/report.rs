@@ -47,12 +47,15 @@ impl Counts {
     }
 }
 
-/// One cause of conflicts: the write sites of a shared location, and how
-/// many conflicting pairs it explains.
+/// One cause of conflicts: a site that writes a location the other op of
+/// a pair touches, and how many conflicting pairs it is found in (a pair
+/// with several causes counts for each).
 #[derive(Clone, Debug, Serialize)]
 pub struct Cause {
+    /// The kind of location written: `atomic`, `mutex`, `rwlock`, `key`.
     pub what: String,
-    pub writers: Vec<String>,
+    /// `file:line` (or `store::call`) of the write.
+    pub writer: String,
     pub pairs: usize,
     /// A pair it explains, as an example.
     pub example: String,
@@ -78,43 +81,41 @@ impl VariantReport {
     pub fn new(variant: &str, spec: &str, results: Vec<PairResult>) -> VariantReport {
         let mut overall = Counts::default();
         let mut per_kind: BTreeMap<String, Counts> = BTreeMap::new();
-        let mut causes: BTreeMap<(String, Vec<String>), (usize, String)> = BTreeMap::new();
+        let mut causes: BTreeMap<(String, String), (usize, String)> = BTreeMap::new();
         for r in &results {
             overall.add(r);
             per_kind
                 .entry(kind_key(r.a_kind, r.b_kind))
                 .or_default()
                 .add(r);
+            // Each write site of a conflicting location explains the pair
+            // once, however many locations it wrote.
             let mut seen = std::collections::BTreeSet::new();
             for c in &r.conflicts {
-                let writers: Vec<String> = c
-                    .a_sites
-                    .iter()
-                    .chain(&c.b_sites)
-                    .filter(|s| s.ends_with("(w)"))
-                    .map(|s| s.trim_end_matches(" (w)").to_string())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let key = (c.what.clone(), writers);
-                if seen.insert(key.clone()) {
-                    let e = causes
-                        .entry(key)
-                        .or_insert((0, format!("{} ‖ {}", r.a, r.b)));
-                    e.0 += 1;
+                for site in c.a_sites.iter().chain(&c.b_sites) {
+                    let Some(site) = site.strip_suffix(" (w)") else {
+                        continue;
+                    };
+                    let key = (c.what.clone(), site.to_string());
+                    if seen.insert(key.clone()) {
+                        let e = causes
+                            .entry(key)
+                            .or_insert((0, format!("{} ‖ {}", r.a, r.b)));
+                        e.0 += 1;
+                    }
                 }
             }
         }
         let mut causes: Vec<Cause> = causes
             .into_iter()
-            .map(|((what, writers), (pairs, example))| Cause {
+            .map(|((what, writer), (pairs, example))| Cause {
                 what,
-                writers,
+                writer,
                 pairs,
                 example,
             })
             .collect();
-        causes.sort_by(|a, b| b.pairs.cmp(&a.pairs).then(a.writers.cmp(&b.writers)));
+        causes.sort_by(|a, b| b.pairs.cmp(&a.pairs).then(a.writer.cmp(&b.writer)));
         VariantReport {
             variant: variant.to_string(),
             spec: spec.to_string(),
@@ -184,16 +185,13 @@ impl VariantReport {
         if !self.causes.is_empty() {
             let _ = writeln!(
                 s,
-                "causes of conflicts (pairs explained, what, write sites, example):"
+                "causes of conflicts (pairs, what, write site, example pair):"
             );
             for c in &self.causes {
                 let _ = writeln!(
                     s,
                     "  {:>5}  {:<6} {}   e.g. {}",
-                    c.pairs,
-                    c.what,
-                    c.writers.join(", "),
-                    c.example
+                    c.pairs, c.what, c.writer, c.example
                 );
             }
         }
@@ -283,9 +281,4 @@ impl VariantReport {
         }
         root.present().map_err(|e| e.to_string())
     }
-}
-
-/// The cross-variant summary: one line per variant.
-pub fn summary(reports: &[VariantReport]) -> String {
-    reports.iter().map(|r| r.summary_line() + "\n").collect()
 }

@@ -1,6 +1,6 @@
-//! `lanefs`: mkfs, mount, fsck, umount, stats, bench. Argument parsing,
+//! `lanefs`: mkfs, mount, fsck, umount, stats, bench, audit. Argument parsing,
 //! logging and process plumbing only; the file system lives in the library
-//! crates (the image commands are in `image.rs`).
+//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod audit;
 mod image;
 
 use clap::{Args, Parser, Subcommand};
@@ -57,6 +58,9 @@ enum Cmd {
     Stats(StatsArgs),
     /// Run benchmarks.
     Bench(lanefs_bench::cli::BenchArgs),
+    /// Conflict audit: which commuting operation pairs share a cache line
+    /// (build with `--features audit`; see docs/AUDIT.md).
+    Audit(audit::AuditArgs),
 }
 
 #[derive(Args, Debug)]
@@ -169,6 +173,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::Audit(a) => audit::cmd_audit(&a),
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
