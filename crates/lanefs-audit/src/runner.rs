@@ -274,8 +274,10 @@ fn short(file: &str) -> &str {
     file.find("crates/").map_or(file, |i| &file[i..])
 }
 
-/// Per target: whether written, what it is, and the sites (with r/w).
-type Summary = BTreeMap<Target, (bool, &'static str, BTreeSet<String>)>;
+/// Of one target: whether written, what it is, and the sites (with r/w).
+type Touched = (bool, &'static str, BTreeSet<String>);
+/// Per target, what [`Touched`] it.
+type Summary = BTreeMap<Target, Touched>;
 
 fn summarise(log: &[Touch]) -> Summary {
     let mut m: Summary = BTreeMap::new();
@@ -296,7 +298,7 @@ fn covers(a: &str, b: &str) -> bool {
 /// The locations both logs touched with at least one write.
 fn conflicts(a: &[Touch], b: &[Touch]) -> Vec<Conflict> {
     let (sa, sb) = (summarise(a), summarise(b));
-    let keys_b: Vec<(&String, &(bool, &'static str, BTreeSet<String>))> = sb
+    let keys_b: Vec<(&String, &Touched)> = sb
         .iter()
         .filter_map(|(t, v)| match t {
             Target::Key(k) => Some((k, v)),
