@@ -190,8 +190,16 @@ fn parent(p: &str) -> &str {
 pub fn config(a: &Op, b: &Op) -> String {
     let (pa, pb) = (a.paths(), b.paths());
     let mut parts = Vec::new();
-    let dirs_a: Vec<&str> = pa.iter().map(|p| parent(p)).collect();
-    let same_dir = dirs_a.iter().any(|d| pb.iter().any(|p| parent(p) == *d));
+    // The directories an op reads or changes entries of: its paths'
+    // parents, and for readdir the directory itself.
+    let dirs = |o: &Op, ps: &[&'static str]| -> Vec<&'static str> {
+        match o {
+            Op::Readdir(d) => vec![*d],
+            _ => ps.iter().map(|p| parent(p)).collect(),
+        }
+    };
+    let (dirs_a, dirs_b) = (dirs(a, &pa), dirs(b, &pb));
+    let same_dir = dirs_a.iter().any(|d| dirs_b.contains(d));
     parts.push(if same_dir { "same-dir" } else { "diff-dir" });
     let same_name = pa.iter().any(|p| pb.contains(p));
     parts.push(if same_name { "same-name" } else { "diff-name" });
