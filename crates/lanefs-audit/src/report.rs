@@ -56,6 +56,9 @@ pub struct Cause {
     pub what: String,
     /// `file:line` (or `store::call`) of the write.
     pub writer: String,
+    /// The other op touched the very word written (true sharing), or only
+    /// another word of its cache line (`false`: false sharing).
+    pub same_word: bool,
     pub pairs: usize,
     /// A pair it explains, as an example.
     pub example: String,
@@ -81,7 +84,7 @@ impl VariantReport {
     pub fn new(variant: &str, spec: &str, results: Vec<PairResult>) -> VariantReport {
         let mut overall = Counts::default();
         let mut per_kind: BTreeMap<String, Counts> = BTreeMap::new();
-        let mut causes: BTreeMap<(String, String), (usize, String)> = BTreeMap::new();
+        let mut causes: BTreeMap<(String, String, bool), (usize, String)> = BTreeMap::new();
         for r in &results {
             overall.add(r);
             per_kind
@@ -96,7 +99,8 @@ impl VariantReport {
                     let Some(site) = site.strip_suffix(" (w)") else {
                         continue;
                     };
-                    let key = (c.what.clone(), site.to_string());
+                    let same_word = c.word_writers.iter().any(|w| w == site);
+                    let key = (c.what.clone(), site.to_string(), same_word);
                     if seen.insert(key.clone()) {
                         let e = causes
                             .entry(key)
@@ -108,9 +112,10 @@ impl VariantReport {
         }
         let mut causes: Vec<Cause> = causes
             .into_iter()
-            .map(|((what, writer), (pairs, example))| Cause {
+            .map(|((what, writer, same_word), (pairs, example))| Cause {
                 what,
                 writer,
+                same_word,
                 pairs,
                 example,
             })
@@ -185,13 +190,17 @@ impl VariantReport {
         if !self.causes.is_empty() {
             let _ = writeln!(
                 s,
-                "causes of conflicts (pairs, what, write site, example pair):"
+                "causes of conflicts (pairs, what, word = true sharing / line = false sharing, write site, example pair):"
             );
             for c in &self.causes {
                 let _ = writeln!(
                     s,
-                    "  {:>5}  {:<6} {}   e.g. {}",
-                    c.pairs, c.what, c.writer, c.example
+                    "  {:>5}  {:<6} {:<4} {}   e.g. {}",
+                    c.pairs,
+                    c.what,
+                    if c.same_word { "word" } else { "line" },
+                    c.writer,
+                    c.example
                 );
             }
         }

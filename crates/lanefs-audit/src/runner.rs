@@ -86,6 +86,13 @@ pub struct Conflict {
     /// Where each side touched it: `file:line (r|w)`.
     pub a_sites: Vec<String>,
     pub b_sites: Vec<String>,
+    /// Whether one side wrote a word the other touched (`true`), or the
+    /// two touched only different words of one cache line (`false`:
+    /// false sharing, which padding or layout would fix). Keys: `true`.
+    pub same_word: bool,
+    /// The sites (no `(w)`) that wrote a word the other side touched; a
+    /// write site of the conflict not listed here is false sharing.
+    pub word_writers: Vec<String>,
 }
 
 /// What became of one pair.
@@ -116,8 +123,8 @@ pub struct Runner {
     variants: Variants,
 }
 
-/// One recorded access, reduced: (target, write, what, site).
-type Touch = (Target, bool, &'static str, String);
+/// One recorded access, reduced: (target, exact address, write, what, site).
+type Touch = (Target, usize, bool, &'static str, String);
 
 /// What was touched: a cache line or a store key (a key ending in `*` is
 /// a prefix that covers every key it begins).
@@ -255,7 +262,7 @@ fn stop() -> Vec<Touch> {
                 Site::Code(l) => format!("{}:{}", short(l.file()), l.line()),
                 Site::Store(call) => format!("store::{call}"),
             };
-            (target, a.write, a.what, site)
+            (target, a.addr, a.write, a.what, site)
         })
         .collect()
 }
@@ -274,17 +281,26 @@ fn short(file: &str) -> &str {
     file.find("crates/").map_or(file, |i| &file[i..])
 }
 
-/// Of one target: whether written, what it is, and the sites (with r/w).
-type Touched = (bool, &'static str, BTreeSet<String>);
+/// Of one target: whether written, what it is, the sites (with r/w), and
+/// the exact accesses (address, written, site).
+type Touched = (
+    bool,
+    &'static str,
+    BTreeSet<String>,
+    BTreeSet<(usize, bool, String)>,
+);
 /// Per target, what [`Touched`] it.
 type Summary = BTreeMap<Target, Touched>;
 
 fn summarise(log: &[Touch]) -> Summary {
     let mut m: Summary = BTreeMap::new();
-    for (t, w, what, site) in log {
-        let e = m.entry(t.clone()).or_insert((false, what, BTreeSet::new()));
+    for (t, addr, w, what, site) in log {
+        let e = m
+            .entry(t.clone())
+            .or_insert((false, what, BTreeSet::new(), BTreeSet::new()));
         e.0 |= *w;
         e.2.insert(format!("{site} ({})", if *w { "w" } else { "r" }));
+        e.3.insert((*addr, *w, site.clone()));
     }
     m
 }
@@ -306,38 +322,68 @@ fn conflicts(a: &[Touch], b: &[Touch]) -> Vec<Conflict> {
         })
         .collect();
     let mut out = Vec::new();
-    for (t, (wa, what, sites_a)) in &sa {
-        let mut hit = |location: String, wb: bool, sites_b: &BTreeSet<String>| {
-            if *wa || wb {
+    for (t, (wa, what, sites_a, addrs_a)) in &sa {
+        let mut hit = |location: String, b: &Touched, word_writers: Vec<String>| {
+            if *wa || b.0 {
                 out.push(Conflict {
                     location,
                     what: what.to_string(),
                     a_sites: sites_a.iter().cloned().collect(),
-                    b_sites: sites_b.iter().cloned().collect(),
+                    b_sites: b.2.iter().cloned().collect(),
+                    same_word: !word_writers.is_empty(),
+                    word_writers,
                 });
             }
         };
         match t {
             Target::Line(l) => {
-                if let Some((wb, _, sites_b)) = sb.get(t) {
-                    hit(format!("line {:#x}", l * 64), *wb, sites_b);
+                if let Some(b) = sb.get(t) {
+                    let writers = word_writers(addrs_a, &b.3);
+                    hit(format!("line {:#x}", l * 64), b, writers);
                 }
             }
             Target::Key(k) => {
-                for (kb, (wb, _, sites_b)) in &keys_b {
+                for (kb, b) in &keys_b {
                     if covers(k, kb) {
                         let loc = if k == *kb {
                             format!("key {k}")
                         } else {
                             format!("key {k} ~ {kb}")
                         };
-                        hit(loc, *wb, sites_b);
+                        let writers = addrs_a
+                            .iter()
+                            .chain(&b.3)
+                            .filter(|x| x.1)
+                            .map(|x| x.2.clone())
+                            .collect();
+                        hit(loc, b, writers);
                     }
                 }
             }
         }
     }
     out
+}
+
+/// The write sites (either side) of an address the other side touched.
+fn word_writers(
+    a: &BTreeSet<(usize, bool, String)>,
+    b: &BTreeSet<(usize, bool, String)>,
+) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for (x, wx, sx) in a {
+        for (y, wy, sy) in b {
+            if x == y {
+                if *wx {
+                    out.insert(sx.clone());
+                }
+                if *wy {
+                    out.insert(sy.clone());
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ impl fmt::Display for Site {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Access {
     pub target: Target,
+    /// The exact address for a [`Target::Line`] (0 for a key), so that a
+    /// reader can tell true sharing (one word) from false sharing.
+    pub addr: usize,
     pub write: bool,
     /// What kind of location: `atomic`, `mutex`, `rwlock`, `key`.
     pub what: &'static str,
@@ -104,6 +107,7 @@ pub fn record_key(key: String, write: bool, call: &'static str) {
     if active() {
         push(Access {
             target: Target::Key(key),
+            addr: 0,
             write,
             what: "key",
             site: Site::Store(call),
@@ -115,8 +119,10 @@ pub fn record_key(key: String, write: bool, call: &'static str) {
 #[track_caller]
 fn line<T: ?Sized>(addr: *const T, write: bool, what: &'static str) {
     if active() {
+        let addr = addr.cast::<u8>() as usize;
         push(Access {
-            target: Target::Line(addr.cast::<u8>() as usize / 64),
+            target: Target::Line(addr / 64),
+            addr,
             write,
             what,
             site: Site::Code(Location::caller()),
