@@ -396,25 +396,39 @@ mod tests {
         assert!(covers("d/5/x", "d/5/*"));
         assert!(!covers("d/5/*", "d/50/x"));
         assert!(!covers("d/5/x", "d/5/y"));
-        let a = vec![(
+        let touch = |t: Target, addr: usize, w: bool, what: &'static str, site: &str| {
+            vec![(t, addr, w, what, site.to_string())]
+        };
+        let a = touch(
             Target::Key("d/5/*".into()),
+            0,
             false,
             "key",
-            "store::dir_read".into(),
-        )];
-        let b = vec![(
+            "store::dir_read",
+        );
+        let b = touch(
             Target::Key("d/5/new".into()),
+            0,
             true,
             "key",
-            "store::commit".into(),
-        )];
+            "store::commit",
+        );
         let c = conflicts(&a, &b);
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].a_sites, vec!["store::dir_read (r)".to_string()]);
-        let reads = vec![(Target::Line(7), false, "atomic", "x.rs:1".to_string())];
+        assert_eq!(c[0].word_writers, vec!["store::commit".to_string()]);
+        let reads = touch(Target::Line(7), 7 * 64, false, "atomic", "x.rs:1");
         assert!(
             conflicts(&reads, &reads).is_empty(),
             "two reads never conflict"
         );
+        let same = touch(Target::Line(7), 7 * 64, true, "atomic", "x.rs:2");
+        let c = conflicts(&same, &reads);
+        assert!(c[0].same_word);
+        assert_eq!(c[0].word_writers, vec!["x.rs:2".to_string()]);
+        let other_word = touch(Target::Line(7), 7 * 64 + 8, true, "atomic", "x.rs:3");
+        let c = conflicts(&other_word, &reads);
+        assert_eq!(c.len(), 1, "one line: a conflict");
+        assert!(!c[0].same_word, "different words: false sharing");
     }
 }
