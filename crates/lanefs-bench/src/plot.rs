@@ -29,8 +29,9 @@ const RATIO_H: u32 = 380;
 static FONT_ONCE: Once = Once::new();
 static FONT_OK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Register a font with plotters, once; whether one is available.
-fn font_available() -> bool {
+/// Register a font with plotters, once; whether one is available (also used
+/// by the conflict audit's heatmap).
+pub fn font_available() -> bool {
     FONT_ONCE.call_once(|| {
         let env = std::env::var("LANEFS_BENCH_FONT").ok();
         if env.as_deref() == Some("none") {

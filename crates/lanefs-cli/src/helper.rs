@@ -18,18 +18,16 @@
 
 use std::ffi::OsString;
 
-/// Subcommand names: a first argument that is one of these (or starts
-/// with `-`) is the ordinary command line, not the helper form.
-const SUBCOMMANDS: &[&str] = &[
-    "mkfs",
-    "mount",
-    "fsck",
-    "umount",
-    "stats",
-    "bench",
-    "help",
-    crate::watch::WATCH_SUBCOMMAND,
-];
+/// Is `name` a subcommand of the ordinary command line (taken from the
+/// clap definition, so a new subcommand can never be mistaken for a
+/// helper-form SOURCE)?
+fn is_subcommand(name: &str) -> bool {
+    use clap::CommandFactory;
+    name == "help"
+        || crate::Cli::command()
+            .get_subcommands()
+            .any(|c| c.get_name() == name || c.get_all_aliases().any(|a| a == name))
+}
 
 /// Helper-only `-o` keys and the `lanefs mount` flag each becomes.
 const FLAG_OPTIONS: &[(&str, &str)] = &[
@@ -45,7 +43,7 @@ const FLAG_OPTIONS: &[(&str, &str)] = &[
 /// name), or why the line is not understood.
 pub fn translate(args: &[OsString]) -> Option<Result<Vec<OsString>, String>> {
     let first = args.first()?.to_str().unwrap_or("x");
-    if first.starts_with('-') || SUBCOMMANDS.contains(&first) {
+    if first.starts_with('-') || is_subcommand(first) {
         return None;
     }
     Some(translate_helper(args))
@@ -134,6 +132,16 @@ mod tests {
     #[test]
     fn helper_lines_become_mount_commands() {
         assert!(t(&["mount", "--memory", "/m"]).is_none());
+        // Every subcommand, hidden ones included, is the ordinary form.
+        for sub in [
+            "audit",
+            "bench",
+            "stats",
+            crate::watch::WATCH_SUBCOMMAND,
+            "help",
+        ] {
+            assert!(t(&[sub, "/m"]).is_none(), "{sub}");
+        }
         assert!(t(&["--help"]).is_none());
         assert!(t(&[]).is_none());
         assert_eq!(

@@ -1,6 +1,6 @@
-//! `lanefs`: mkfs, mount, fsck, umount, stats, bench. Argument parsing,
+//! `lanefs`: mkfs, mount, fsck, umount, stats, bench, audit. Argument parsing,
 //! logging and process plumbing only; the file system lives in the library
-//! crates (the image commands are in `image.rs`).
+//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod audit;
 mod daemon;
 mod helper;
 mod image;
@@ -63,6 +64,9 @@ enum Cmd {
     /// (internal) The `auto_unmount` watcher a daemon starts.
     #[command(name = "auto-unmount-watch", hide = true)]
     AutoUnmountWatch(watch::WatchArgs),
+    /// Conflict audit: which commuting operation pairs share a cache line
+    /// (build with `--features audit`; see docs/AUDIT.md).
+    Audit(audit::AuditArgs),
 }
 
 #[derive(Args, Debug)]
@@ -187,6 +191,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::AutoUnmountWatch(a) => watch::run(&a),
+        Cmd::Audit(a) => audit::cmd_audit(&a),
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {

@@ -276,9 +276,8 @@ pub fn new_counter(variant: crate::CounterVariant, value: i64, batch: i64) -> Bo
 #[cfg(all(test, not(lanefs_shuttle)))]
 mod tests {
     use super::*;
+    use crate::sync::{Arc, AtomicU64, Ordering};
     use crate::CounterVariant;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
 
     const DESIGNS: [CounterVariant; 3] = [
         CounterVariant::Percpu,

@@ -9,8 +9,7 @@
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use crate::sync::{Arc, Ordering};
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 

@@ -51,15 +51,11 @@
 //!    reclaim registry. (A create allocates and inserts its new inode
 //!    holding no lock at all, then links it under the directory's locks.)
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
-
 use crossbeam_epoch::Guard;
 
 use lanefs_store::{
     Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, ROOT_INO,
 };
-use parking_lot::Mutex;
 
 use crate::counters::{new_counter, Counter};
 use crate::dir::FIRST_COOKIE;
@@ -71,6 +67,7 @@ use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
+use crate::sync::{Arc, Mutex, Ordering, Weak};
 use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// The attributes of a directory that a create depends on: permission

@@ -30,8 +30,8 @@
 //! then, under `meta`, `lookups == opens == 0`; it is written back before it
 //! leaves the hash.
 
+use crate::sync::AtomicBool;
 use std::cell::Cell;
-use std::sync::atomic::AtomicBool;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
 

@@ -42,6 +42,9 @@ mod pcache;
 mod perm;
 mod reclaim;
 pub(crate) mod sync;
+/// The conflict audit's recorder (see `sync/audit.rs`).
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub use sync::audit;
 mod variants;
 mod walk_rcu;
 mod xattr;

@@ -301,8 +301,8 @@ impl OrphanTable for LockedOrphanTable {
 #[cfg(all(test, not(lanefs_shuttle)))]
 mod tests {
     use super::*;
+    use crate::sync::Arc;
     use std::collections::HashSet;
-    use std::sync::Arc;
 
     fn tables() -> Vec<(&'static str, Arc<dyn OrphanTable>)> {
         vec![

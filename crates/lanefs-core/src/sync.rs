@@ -11,6 +11,12 @@
 //!   target directory, with [`model_iterations`] as the budget
 //!   (`LANEFS_SHUTTLE_ITERS`, default 1000).
 //!
+//! * `--features audit` (not with shuttle): thin wrappers over the normal
+//!   types that, while the current thread's recorder is on, log every
+//!   shared location touched at cache-line granularity, named by the
+//!   `file:line` of the access (see [`audit`]). `Arc`, `Weak` and
+//!   `OnceLock` stay `std`'s in every build (see `audit` for why).
+//!
 //! The lock wrappers keep `parking_lot`'s shape (`lock()` returns the guard
 //! directly) under both builds, so structure code is written once.
 //! Memory reclamation (crossbeam-epoch) is not swapped: under shuttle all
@@ -20,12 +26,25 @@
 // Each structure takes what it needs; not every build uses every name.
 #![allow(unused_imports, dead_code)]
 
-#[cfg(not(lanefs_shuttle))]
+#[cfg(not(any(lanefs_shuttle, feature = "audit")))]
 pub(crate) use std::sync::atomic::{
     fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(not(lanefs_shuttle))]
-pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::{Arc, OnceLock, Weak};
+
+// The conflict audit (`--features audit`): recording wrappers with the
+// same API (see `sync/audit.rs`). Shuttle builds keep shuttle's types.
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub mod audit;
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub(crate) use audit::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, RwLock,
+};
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub(crate) use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub(crate) use std::sync::atomic::{fence, Ordering};
 
 #[cfg(lanefs_shuttle)]
 pub(crate) use shuttle::sync::atomic::{
@@ -33,6 +52,8 @@ pub(crate) use shuttle::sync::atomic::{
 };
 #[cfg(lanefs_shuttle)]
 pub(crate) use shuttle::sync::Arc;
+#[cfg(lanefs_shuttle)]
+pub(crate) use std::sync::{OnceLock, Weak};
 
 /// A hint inside a retry loop: lets a model checker run another thread.
 #[inline]
@@ -53,7 +74,7 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
-#[cfg(not(lanefs_shuttle))]
+#[cfg(not(any(lanefs_shuttle, feature = "audit")))]
 pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(lanefs_shuttle)]

@@ -31,3 +31,35 @@ pub fn lane() -> usize {
         v
     })
 }
+
+/// Pin this thread's lane to `n` (for tools and tests that need distinct,
+/// reproducible lanes, such as the conflict audit; engines never call it).
+/// Two threads pinned to one lane share its shards, as two threads that
+/// got the same lane round-robin would.
+pub fn set_lane(n: usize) {
+    LANE.with(|l| l.set(n));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_lane_pins_this_thread_only() {
+        let other = std::thread::spawn(|| {
+            set_lane(7);
+            lane()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, 7);
+        let mine = std::thread::spawn(|| {
+            let first = lane();
+            set_lane(first + 100);
+            (first, lane())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mine.1, mine.0 + 100, "a handed-out lane can be re-pinned");
+    }
+}

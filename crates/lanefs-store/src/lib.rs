@@ -18,7 +18,7 @@ mod record;
 mod txn;
 
 pub use errno::{Errno, Result};
-pub use lane::lane;
+pub use lane::{lane, set_lane};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use record::{DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO};
 pub use txn::{Txn, TxnOp, TXN_BYTES_MAX, TXN_OPS_MAX};

@@ -13,10 +13,9 @@
 //! only for a push or a pop (no inode lock, no store call under it).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crate::inode::Inode;
-use crate::sync::Mutex;
+use crate::sync::{Arc, Mutex};
 #[cfg(test)]
 use crate::sync::{AtomicUsize, Ordering};
 

@@ -38,7 +38,7 @@ mod life;
 mod lru;
 mod table;
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use crossbeam_epoch::Guard;
 use lanefs_store::{Ino, Result};

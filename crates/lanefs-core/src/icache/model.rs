@@ -3,7 +3,7 @@
 //! inserted twice, no reference or update is lost, and a lock-free reader
 //! only ever reads a live node's memory.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use shuttle::thread;
 

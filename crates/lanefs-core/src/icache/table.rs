@@ -24,9 +24,9 @@
 //! most one node in its chain: inserts re-check under the insert lock, and a
 //! node leaves the chain only by unlink under the same lock.
 
+use crate::sync::Arc;
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Guard, Shared};
 use lanefs_store::{Ino, Result};

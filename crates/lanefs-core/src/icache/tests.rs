@@ -1,8 +1,7 @@
 //! The same behavioural test for each of the four designs, at the cache
 //! level (the Fs-level tests are in `tests/icache.rs`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use crate::sync::{Arc, AtomicUsize, Ordering};
 
 use lanefs_store::{FileKind, Ino, InodeRecord, Timespec};
 

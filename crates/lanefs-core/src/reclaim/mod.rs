@@ -44,9 +44,7 @@ pub(crate) mod pressure;
 mod rwlock;
 mod sync_grace;
 
-use std::sync::OnceLock;
-
-use crate::sync::Arc;
+use crate::sync::{Arc, OnceLock};
 use crate::ReclaimVariant;
 
 pub use deferred::DeferredRegistry;
@@ -132,7 +130,7 @@ fn drain_after_scan() {
 #[cfg(all(test, not(lanefs_shuttle)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use crate::sync::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
     const DESIGNS: [ReclaimVariant; 3] = [

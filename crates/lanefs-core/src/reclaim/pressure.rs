@@ -16,11 +16,9 @@
 //! * `reclaiming` (Acquire swap / Release store): one reclaimer at a time;
 //!   others carry on (their objects are counted for the next check).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
-
 use super::ReclaimRegistry;
 use crate::counters::{Counter, PercpuCounter};
+use crate::sync::{AtomicBool, AtomicUsize, OnceLock, Ordering};
 
 /// Default process-wide limit on cached objects (inodes + pages): 2 Mi,
 /// about 8 GiB of pages.
