@@ -50,6 +50,15 @@ done
 case "$OUT/" in "$REPO"/*) die "$OUT: results go outside the repository" ;; esac
 mkdir -p "$OUT" || die "cannot create $OUT"
 
+# passthrough_hp holds an O_PATH fd for every inode the kernel knows (its
+# entries are cached for a day) and raises its soft open-files limit only to
+# the hard one. MWUL pre-creates --files files per thread (200000 a second of
+# window by default), so raise the hard limit where we may (CAP_SYS_RESOURCE),
+# else cap the budget to what fits.
+NOFILE=$(cat /proc/sys/fs/nr_open)
+( ulimit -n "$NOFILE" ) 2>/dev/null || NOFILE=$(ulimit -Hn)
+[ "$NOFILE" = unlimited ] && NOFILE=$(cat /proc/sys/fs/nr_open)
+
 URING=1
 if [ "${NO_URING:-0}" = 1 ]; then
   URING=0
@@ -117,8 +126,8 @@ wait_mounted() {
 mount_hp() {
   local name=$1 want=$2 i; shift 2
   mkdir -p "$WORK/backing/$name" "$WORK/$name"
-  FUSE_INIT_STATUS=1 "$HP_BIN" --foreground "$@" "$WORK/backing/$name" "$WORK/$name" \
-    >"$OUT/$name.log" 2>&1 </dev/null &
+  ( ulimit -n "$NOFILE" && FUSE_INIT_STATUS=1 exec "$HP_BIN" --foreground "$@" \
+      "$WORK/backing/$name" "$WORK/$name" ) >"$OUT/$name.log" 2>&1 </dev/null &
   HP_PIDS+=($!)
   FUSE_MNTS+=("$WORK/$name")
   wait_mounted "$WORK/$name" "$!" "$OUT/$name.log"
@@ -166,7 +175,28 @@ has() { # has OPT...: is any of these options among the extra args?
   done; done
   return 1
 }
+argval() { # argval OPT: the value of OPT among the extra args (last wins)
+  local a v="" next=0
+  for a in "${EXTRA[@]}"; do
+    if [ $next = 1 ]; then v=$a; next=0; continue; fi
+    case "$a" in "$1") next=1 ;; "$1"=*) v=${a#*=} ;; esac
+  done
+  echo "$v"
+}
 ARGS=(-t "$TARGETS")
+# The files budget passthrough_hp's open-files limit allows (2000 fds slack
+# for its own and for FORGETs still in flight between runs).
+TMAX=$(argval --threads | tr ',' '\n' | sort -n | tail -n1)
+TMAX=${TMAX:-2}
+FILES_MAX=$(( (NOFILE - 2000) / TMAX / 1000 * 1000 ))
+[ "$FILES_MAX" -gt 0 ] || die "open-files limit $NOFILE too low for passthrough_hp"
+if has --files; then
+  [ "$(argval --files)" -le "$FILES_MAX" ] \
+    || die "--files $(argval --files) x $TMAX threads will not fit passthrough_hp's open-files limit $NOFILE; use --files $FILES_MAX or less"
+elif [ "$FILES_MAX" -lt 200000 ]; then
+  note "open-files hard limit $NOFILE (no CAP_SYS_RESOURCE to raise it): --files $FILES_MAX per thread, so fast targets' create/unlink windows end early"
+  ARGS+=(--files "$FILES_MAX")
+fi
 has -w --workload || ARGS+=(-w MWCL,MWUL,MRDL,DWOL,DWAL,FSMARK)
 has --threads || ARGS+=(--threads 1,2)
 has --runs || ARGS+=(--runs 5)
@@ -188,4 +218,7 @@ START=$(date +%s)
 echo "elapsed: $(($(date +%s) - START)) s" | tee -a "$OUT/machine.txt"
 "$LANEFS_BIN" bench report "$OUT/results.json" -o "$OUT/report.md" \
   || note "lanefs bench report failed (results.json is still there)"
+# `lanefs bench` exits 0 when some cells failed (it still writes the rest).
+FAILED=$(grep -o '[0-9]* result(s) failed' "$OUT/bench.txt" || true)
+[ -z "$FAILED" ] || die "$FAILED (see the notes in $OUT/bench.txt)"
 note "results in $OUT (results.json/.csv/.png, report.md, bench.txt, machine.txt, logs)"
