@@ -14,6 +14,9 @@
 #   LANEFS_BIN  lanefs (default target/release/lanefs of this checkout)
 #   OUT         results directory, outside the repository (default /tmp/fuse-hp)
 #   NO_URING=1  leave out the io_uring targets (kernels without FUSE io_uring)
+#   LANEFS_OPTS extra `lanefs mount` options for every lanefs target, e.g.
+#               "-o cache_dir,entry_timeout=86400,attr_timeout=86400" to
+#               match passthrough_hp's own caching (see the doc)
 #   HP_WB=1     also hp-wb: passthrough_hp --nopassthrough on /dev/fuse, which
 #               turns its writeback cache on (see the doc)
 # Root only (mounts). Everything mounted is unmounted on exit, also on error.
@@ -58,6 +61,41 @@ mkdir -p "$OUT" || die "cannot create $OUT"
 NOFILE=$(cat /proc/sys/fs/nr_open)
 ( ulimit -n "$NOFILE" ) 2>/dev/null || NOFILE=$(ulimit -Hn)
 [ "$NOFILE" = unlimited ] && NOFILE=$(cat /proc/sys/fs/nr_open)
+
+has() { # has OPT...: is any of these options among the extra args?
+  local a o
+  for a in "${EXTRA[@]}"; do for o in "$@"; do
+    case "$a" in "$o" | "$o"=*) return 0 ;; esac
+  done; done
+  return 1
+}
+argval() { # argval OPT: the value of OPT among the extra args (last wins)
+  local a v="" next=0
+  for a in "${EXTRA[@]}"; do
+    if [ $next = 1 ]; then v=$a; next=0; continue; fi
+    case "$a" in "$1") next=1 ;; "$1"=*) v=${a#*=} ;; esac
+  done
+  echo "$v"
+}
+FILES_ARGS=()
+# The files budget passthrough_hp's open-files limit allows (2000 fds slack
+# for its own and for FORGETs still in flight between runs).
+TMAX=$(argval --threads | tr ',' '\n' | sort -n | tail -n1)
+TMAX=${TMAX:-2}
+FILES_MAX=$(( (NOFILE - 2000) / TMAX / 1000 * 1000 ))
+[ "$FILES_MAX" -gt 0 ] || die "open-files limit $NOFILE too low for passthrough_hp"
+if has --files; then
+  [ "$(argval --files)" -le "$FILES_MAX" ] \
+    || die "--files $(argval --files) x $TMAX threads will not fit passthrough_hp's open-files limit $NOFILE; use --files $FILES_MAX or less"
+elif [ "$FILES_MAX" -lt 200000 ]; then
+  note "open-files hard limit $NOFILE (no CAP_SYS_RESOURCE to raise it): --files $FILES_MAX per thread, so fast targets' create/unlink windows end early"
+  FILES_ARGS=(--files "$FILES_MAX")
+fi
+# Defaults, each unless the extra args give it.
+DEFAULT_ARGS=()
+has -w --workload || DEFAULT_ARGS+=(-w MWCL,MWUL,MRDL,DWOL,DWAL,FSMARK)
+has --threads || DEFAULT_ARGS+=(--threads 1,2)
+has --runs || DEFAULT_ARGS+=(--runs 5)
 
 URING=1
 if [ "${NO_URING:-0}" = 1 ]; then
@@ -143,7 +181,7 @@ mount_lanefs() {
   local name=$1 transport=$2; shift 2
   mkdir -p "$WORK/$name"
   "$LANEFS_BIN" mount --memory --capacity "$LANEFS_CAPACITY" --inodes "$LANEFS_INODES" \
-    --transport "$transport" --log-file "$OUT/$name.log" "$@" "$WORK/$name" 2>"$OUT/$name.err" \
+    --transport "$transport" --log-file "$OUT/$name.log" ${LANEFS_OPTS:-} "$@" "$WORK/$name" 2>"$OUT/$name.err" \
     || { rmdir "$WORK/$name"; return 1; }
   LANEFS_MNTS+=("$WORK/$name")
   "$LANEFS_BIN" stats "$WORK/$name" >"$OUT/$name.stats" || die "lanefs stats $WORK/$name failed"
@@ -168,38 +206,7 @@ mount_hp hp off
 TARGETS="${TARGETS#,},tmpfs"
 
 # ---- the run ------------------------------------------------------------------
-has() { # has OPT...: is any of these options among the extra args?
-  local a o
-  for a in "${EXTRA[@]}"; do for o in "$@"; do
-    case "$a" in "$o" | "$o"=*) return 0 ;; esac
-  done; done
-  return 1
-}
-argval() { # argval OPT: the value of OPT among the extra args (last wins)
-  local a v="" next=0
-  for a in "${EXTRA[@]}"; do
-    if [ $next = 1 ]; then v=$a; next=0; continue; fi
-    case "$a" in "$1") next=1 ;; "$1"=*) v=${a#*=} ;; esac
-  done
-  echo "$v"
-}
-ARGS=(-t "$TARGETS")
-# The files budget passthrough_hp's open-files limit allows (2000 fds slack
-# for its own and for FORGETs still in flight between runs).
-TMAX=$(argval --threads | tr ',' '\n' | sort -n | tail -n1)
-TMAX=${TMAX:-2}
-FILES_MAX=$(( (NOFILE - 2000) / TMAX / 1000 * 1000 ))
-[ "$FILES_MAX" -gt 0 ] || die "open-files limit $NOFILE too low for passthrough_hp"
-if has --files; then
-  [ "$(argval --files)" -le "$FILES_MAX" ] \
-    || die "--files $(argval --files) x $TMAX threads will not fit passthrough_hp's open-files limit $NOFILE; use --files $FILES_MAX or less"
-elif [ "$FILES_MAX" -lt 200000 ]; then
-  note "open-files hard limit $NOFILE (no CAP_SYS_RESOURCE to raise it): --files $FILES_MAX per thread, so fast targets' create/unlink windows end early"
-  ARGS+=(--files "$FILES_MAX")
-fi
-has -w --workload || ARGS+=(-w MWCL,MWUL,MRDL,DWOL,DWAL,FSMARK)
-has --threads || ARGS+=(--threads 1,2)
-has --runs || ARGS+=(--runs 5)
+ARGS=(-t "$TARGETS" "${DEFAULT_ARGS[@]}" "${FILES_ARGS[@]}")
 ARGS+=(--json "$OUT/results.json" --csv "$OUT/results.csv" --plot "$OUT/results.png")
 ARGS+=("${EXTRA[@]}")
 
@@ -208,6 +215,7 @@ ARGS+=("${EXTRA[@]}")
   echo "machine: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $(awk '/^MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r)"
   echo "lanefs: $LANEFS_BIN ($(git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'no git'))"
   echo "passthrough_hp: $HP_BIN"
+  echo "lanefs mount options: ${LANEFS_OPTS:-(defaults)}"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "targets: $TARGETS"
   echo "command: lanefs bench ${ARGS[*]}"
