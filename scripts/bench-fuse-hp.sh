@@ -112,12 +112,18 @@ fi
 # ---- mounts, torn down on any exit --------------------------------------------
 WORK=$(mktemp -d /tmp/bench-fuse-hp.XXXXXX)
 HP_PIDS=()
+BENCH_PID=""
 LANEFS_MNTS=()
 FUSE_MNTS=()
 
 cleanup() {
   local rc=$? m p i
   set +e
+  if [ -n "$BENCH_PID" ] && kill -0 "$BENCH_PID" 2>/dev/null; then
+    # It stops at its next poll and removes its run directory.
+    kill -TERM "$BENCH_PID"
+    wait "$BENCH_PID" 2>/dev/null
+  fi
   for m in "${LANEFS_MNTS[@]}"; do
     mountpoint -q "$m" && { "$LANEFS_BIN" umount "$m" 2>/dev/null || fusermount3 -uz "$m"; }
   done
@@ -222,7 +228,16 @@ ARGS+=("${EXTRA[@]}")
 } | tee "$OUT/machine.txt"
 
 START=$(date +%s)
-"$LANEFS_BIN" bench "${ARGS[@]}" 2>&1 | tee "$OUT/bench.txt"
+# In the background, so that a signal to this script runs the trap at once
+# (bash defers traps while a foreground command runs); the trap stops it.
+: >"$OUT/bench.txt"
+"$LANEFS_BIN" bench "${ARGS[@]}" >>"$OUT/bench.txt" 2>&1 </dev/null &
+BENCH_PID=$!
+tail -n +1 --pid="$BENCH_PID" -f "$OUT/bench.txt" &
+TAIL_PID=$!
+wait "$BENCH_PID" || die "lanefs bench failed: $(tail -n1 "$OUT/bench.txt")"
+BENCH_PID=""
+wait "$TAIL_PID"
 echo "elapsed: $(($(date +%s) - START)) s" | tee -a "$OUT/machine.txt"
 "$LANEFS_BIN" bench report "$OUT/results.json" -o "$OUT/report.md" \
   || note "lanefs bench report failed (results.json is still there)"
