@@ -5,8 +5,9 @@
 # explains the targets and the options.
 #
 # Usage: scripts/bench-fuse-hp.sh [-- EXTRA LANEFS BENCH ARGS]
-#   Extra args go to `lanefs bench`; -w/--workload, --threads and --runs
-#   given there replace this script's defaults, e.g. a smoke run:
+#   Extra args go to `lanefs bench`; -w/--workload, --threads, --runs and
+#   --files given there replace this script's defaults (--files is capped to
+#   what passthrough_hp's open-files limit allows), e.g. a smoke run:
 #     scripts/bench-fuse-hp.sh -- --duration 50ms --runs 1 --files 2000
 # Env:
 #   HP_BIN      passthrough_hp (default /tmp/passthrough-hp-build/example/
