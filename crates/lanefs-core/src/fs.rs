@@ -189,19 +189,27 @@ pub(crate) fn is_dot_or_dotdot(name: &[u8]) -> bool {
     name == b"." || name == b".."
 }
 
+/// Note that mtime or ctime moved past atime (a store only on a change:
+/// reads load this flag, and a store would take their cache line away).
+fn mark_atime_stale(inode: &Inode) {
+    if !inode.atime_stale.load(Ordering::Relaxed) {
+        inode.atime_stale.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Set mtime and ctime to `now` and mark the record dirty.
 pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
     m.rec.mtime = now;
     m.rec.ctime = now;
     m.dirty = true;
-    inode.atime_stale.store(true, Ordering::Relaxed);
+    mark_atime_stale(inode);
 }
 
 /// Set ctime to `now` and mark the record dirty.
 pub(crate) fn touch_c(inode: &Inode, m: &mut Meta, now: Timespec) {
     m.rec.ctime = now;
     m.dirty = true;
-    inode.atime_stale.store(true, Ordering::Relaxed);
+    mark_atime_stale(inode);
 }
 
 /// LRU entries one eviction pass may look at per inode it is asked to
@@ -376,7 +384,9 @@ impl Fs {
             let guard = crossbeam_epoch::pin();
             if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
                 let a = inode.meta.attr();
-                return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+                if !a.freed() {
+                    return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+                }
             }
         }
         let inode = self.inner.iget(ino)?;

@@ -15,9 +15,11 @@
 //!   `pcache`) or a directory's entry state (`DirState`: its change lock is
 //!   the entry lock, lookups take none, see `dir`); either lock is taken
 //!   before `meta` whenever both are held.
-//! * `atime_stale` (Relaxed): set whenever mtime or ctime changes, cleared
-//!   when atime is brought past them — lets reads skip `meta` in the common
-//!   relatime case. A stale `false` only delays an atime update.
+//! * `atime_stale` (Relaxed): set whenever mtime or ctime changes (stored
+//!   only if not already set, so that repeated changes do not write the
+//!   line reads load), cleared when atime is brought past them — lets reads
+//!   skip `meta` in the common relatime case. A stale `false` only delays
+//!   an atime update.
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -67,14 +69,32 @@ pub(crate) enum Body {
     Other,
 }
 
+/// A value alone on its 64-byte cache line (the granularity at which the
+/// conflict audit counts sharing; `crossbeam_utils::CachePadded` pads to
+/// 128 bytes on x86-64 for the adjacent-line prefetcher, which would cost
+/// every cached inode twice as much).
+#[repr(align(64))]
+pub(crate) struct OwnLine<T>(pub T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Field layout is by who writes what: `life` (written by every counted
+/// reference) and `atime_stale` (by every change of the times) each on a
+/// line of their own, so that a lock-free walk or read, which reads the
+/// attribute mirror, the kind and the body, shares no line with them.
 pub(crate) struct Inode {
     pub ino: Ino,
     pub kind: FileKind,
     pub meta: MetaLock,
     pub body: Body,
-    pub atime_stale: AtomicBool,
+    pub atime_stale: OwnLine<AtomicBool>,
     /// Cache life cycle: state, counted references, LRU membership.
-    pub life: Life,
+    pub life: OwnLine<Life>,
 }
 
 impl Inode {
@@ -98,9 +118,9 @@ impl Inode {
                 orphan_slot: Cell::new(None),
             }),
             body,
-            atime_stale: AtomicBool::new(atime_stale),
+            atime_stale: OwnLine(AtomicBool::new(atime_stale)),
             // The loader's or creator's reference.
-            life: Life::new_live(1),
+            life: OwnLine(Life::new_live(1)),
         }
     }
 

@@ -164,7 +164,13 @@ impl FsInner {
                     // be reclaimed under the guard; it may have been freed
                     // (all links gone) since validation: then try again.
                     let mut m = inode.meta.lock();
-                    if m.freed {
+                    // Freed, or being evicted (the walk sees FREEING inodes:
+                    // `get_rcu`): an evictor that checked the pins before
+                    // this `meta` would unhash it with our count. Its claim
+                    // precedes its `meta`, so under ours we see FREEING.
+                    if m.freed || inode.life.state() != crate::icache::State::Live {
+                        drop(m);
+                        crate::sync::yield_now();
                         continue;
                     }
                     m.lookups += 1;

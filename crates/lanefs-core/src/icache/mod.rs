@@ -70,8 +70,14 @@ pub(crate) trait InodeCache: Send + Sync {
         ino: Ino,
         load: &mut dyn FnMut() -> Result<Option<Inode>>,
     ) -> Result<Option<Loaded>>;
-    /// The LIVE cached inode without taking a reference, valid while
-    /// `guard` is pinned; `None` on a miss or an in-flight entry.
+    /// The hashed inode without taking a reference, valid while `guard` is
+    /// pinned; `None` on a miss or a LOADING entry. It does not read the
+    /// inode's life word (which every counted reference writes), so a
+    /// lock-free walk shares no cache line with references taken on the
+    /// inodes it passes: the inode may be FREEING (being evicted: its
+    /// attributes and index are whole, and no change can be in flight —
+    /// changes hold counted references) or freed (callers check the
+    /// attribute mirror's `freed`, set before the inode turns DEAD).
     #[allow(dead_code)]
     fn get_rcu<'g>(&'g self, ino: Ino, guard: &'g Guard) -> Option<&'g Inode>;
     /// Insert a newly allocated inode (its number fresh from the store).

@@ -438,8 +438,7 @@ impl<P: LockPolicy> InodeCache for Table<P> {
         // SAFETY: the node owns an `Arc` of the inode until its deferred
         // destruction, which waits for `guard` to unpin; `'g` is bound to
         // `guard`.
-        let inode = unsafe { &*p };
-        (inode.life.state() == super::State::Live).then_some(inode)
+        Some(unsafe { &*p })
     }
 
     fn insert_new(&self, inode: Arc<Inode>) {

@@ -78,8 +78,9 @@ fn behaves(cache: &dyn InodeCache) {
     }));
     let popped = lru.pop().unwrap();
     assert_eq!(popped.life.claim_for_evict(), Claim::Claimed);
-    // FREEING: invisible to the lock-free walk.
-    assert!(cache.get_rcu(7, &crossbeam_epoch::pin()).is_none());
+    // FREEING: still seen by the lock-free walk (whole, unchanging; see
+    // `get_rcu`); references wait for it to leave.
+    assert!(cache.get_rcu(7, &crossbeam_epoch::pin()).is_some());
     assert!(cache.remove(&popped));
     assert!(cache.get(7).is_none());
     // Loaded again from the "store".
