@@ -18,9 +18,14 @@
 //!   store pairs with the reader's Acquire fence: a reader that saw any
 //!   word of a later write sees `s2 != s1`. Every word is an atomic, so a
 //!   torn read is a retry, never undefined behaviour.
-//! * The mirror carries the perm/uid/gid that the permission check of a
-//!   lookup reads (what Linux's RCU walk reads from `i_mode`/`i_uid`), and
-//!   the `freed` flag, so a lock-free reader can tell a dead inode.
+//! * The mirror is two such groups, each with its own `seq`, on separate
+//!   cache lines: the permission group (perm, uid, gid and the `freed`
+//!   flag: what the permission check of a lookup reads, as Linux's RCU walk
+//!   reads `i_mode`/`i_uid`, and how a lock-free reader tells a dead
+//!   inode) and the rest (times, size, links). A writer bumps only the
+//!   groups it changes — both to odd before any word when it changes both
+//!   — so creates in a directory do not write what walks through it read.
+//!   A whole read checks both sequences.
 //!
 //! Lock order: none of its own; `meta` keeps its place in the mount's order.
 
@@ -32,34 +37,43 @@ use crate::inode::Meta;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Attr;
 
-/// Word slots of the mirror.
-const W_GENERATION: usize = 0;
-/// perm (bits 0..16) | freed (bit 16) | nlink (bits 32..64).
-const W_PERM_FREED_NLINK: usize = 1;
+/// Words of the permission group: what a path walk's permission check
+/// reads (Linux's RCU walk reads `i_mode`/`i_uid`/`i_gid`), and `freed`.
+/// perm (bits 0..16) | freed (bit 16).
+const P_PERM_FREED: usize = 0;
 /// uid | gid << 32.
-const W_UID_GID: usize = 2;
-const W_SIZE: usize = 3;
-const W_BLOCKS: usize = 4;
-const W_ATIME_SEC: usize = 5;
-const W_MTIME_SEC: usize = 6;
-const W_CTIME_SEC: usize = 7;
-const W_BTIME_SEC: usize = 8;
-/// atime.nsec | mtime.nsec << 32.
-const W_AM_NSEC: usize = 9;
-/// ctime.nsec | btime.nsec << 32.
-const W_CB_NSEC: usize = 10;
-const W_RDEV: usize = 11;
-/// Number of words.
-const WORDS: usize = 12;
+const P_UID_GID: usize = 1;
+const PERM_WORDS: usize = 2;
 const FREED_BIT: u64 = 1 << 16;
 
-/// The words of one record.
-fn encode(rec: &InodeRecord, freed: bool) -> [u64; WORDS] {
-    let mut w = [0u64; WORDS];
+/// Words of the other attributes (times, size, links: what changes when a
+/// directory's entries change).
+const W_GENERATION: usize = 0;
+const W_NLINK: usize = 1;
+const W_SIZE: usize = 2;
+const W_BLOCKS: usize = 3;
+const W_ATIME_SEC: usize = 4;
+const W_MTIME_SEC: usize = 5;
+const W_CTIME_SEC: usize = 6;
+const W_BTIME_SEC: usize = 7;
+/// atime.nsec | mtime.nsec << 32.
+const W_AM_NSEC: usize = 8;
+/// ctime.nsec | btime.nsec << 32.
+const W_CB_NSEC: usize = 9;
+const W_RDEV: usize = 10;
+const REST_WORDS: usize = 11;
+
+fn encode_perm(rec: &InodeRecord, freed: bool) -> [u64; PERM_WORDS] {
+    let mut w = [0u64; PERM_WORDS];
+    w[P_PERM_FREED] = rec.perm as u64 | if freed { FREED_BIT } else { 0 };
+    w[P_UID_GID] = rec.uid as u64 | (rec.gid as u64) << 32;
+    w
+}
+
+fn encode_rest(rec: &InodeRecord) -> [u64; REST_WORDS] {
+    let mut w = [0u64; REST_WORDS];
     w[W_GENERATION] = rec.generation;
-    w[W_PERM_FREED_NLINK] =
-        rec.perm as u64 | if freed { FREED_BIT } else { 0 } | (rec.nlink as u64) << 32;
-    w[W_UID_GID] = rec.uid as u64 | (rec.gid as u64) << 32;
+    w[W_NLINK] = rec.nlink as u64;
     w[W_SIZE] = rec.size;
     w[W_BLOCKS] = rec.blocks;
     w[W_ATIME_SEC] = rec.atime.sec as u64;
@@ -79,32 +93,54 @@ fn time(sec: u64, nsec: u64) -> Timespec {
     }
 }
 
-/// A consistent copy of the mirror.
+/// A consistent copy of the permission group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PermSnapshot {
+    words: [u64; PERM_WORDS],
+}
+
+impl PermSnapshot {
+    pub fn freed(&self) -> bool {
+        self.words[P_PERM_FREED] & FREED_BIT != 0
+    }
+    pub fn perm(&self) -> u16 {
+        self.words[P_PERM_FREED] as u16
+    }
+    pub fn uid(&self) -> u32 {
+        self.words[P_UID_GID] as u32
+    }
+    pub fn gid(&self) -> u32 {
+        (self.words[P_UID_GID] >> 32) as u32
+    }
+}
+
+/// A consistent copy of the whole mirror.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AttrSnapshot {
-    words: [u64; WORDS],
+    perm: PermSnapshot,
+    rest: [u64; REST_WORDS],
 }
 
 impl AttrSnapshot {
     pub fn freed(&self) -> bool {
-        self.words[W_PERM_FREED_NLINK] & FREED_BIT != 0
+        self.perm.freed()
     }
     pub fn perm(&self) -> u16 {
-        self.words[W_PERM_FREED_NLINK] as u16
-    }
-    pub fn nlink(&self) -> u32 {
-        (self.words[W_PERM_FREED_NLINK] >> 32) as u32
+        self.perm.perm()
     }
     pub fn uid(&self) -> u32 {
-        self.words[W_UID_GID] as u32
+        self.perm.uid()
     }
     pub fn gid(&self) -> u32 {
-        (self.words[W_UID_GID] >> 32) as u32
+        self.perm.gid()
+    }
+    pub fn nlink(&self) -> u32 {
+        self.rest[W_NLINK] as u32
     }
 
     /// The attributes, as `Attr::from_record` makes them.
     pub fn attr(&self, ino: Ino, kind: FileKind) -> Attr {
-        let w = &self.words;
+        let w = &self.rest;
         Attr {
             ino,
             generation: w[W_GENERATION],
@@ -125,55 +161,130 @@ impl AttrSnapshot {
     }
 }
 
-/// The seqlock-protected words.
-pub(crate) struct AttrSeq {
+/// One seqlock-protected group of words, alone on its cache line(s).
+#[repr(align(64))]
+struct SeqWords<const N: usize> {
     seq: AtomicU64,
-    words: [AtomicU64; WORDS],
+    words: [AtomicU64; N],
 }
 
-impl AttrSeq {
-    fn new(rec: &InodeRecord, freed: bool) -> AttrSeq {
-        let w = encode(rec, freed);
-        AttrSeq {
+impl<const N: usize> SeqWords<N> {
+    fn new(w: [u64; N]) -> Self {
+        SeqWords {
             seq: AtomicU64::new(0),
             words: std::array::from_fn(|i| AtomicU64::new(w[i])),
         }
     }
 
-    /// Publish `rec`. Callers are serialised by `meta` (the only caller is
-    /// [`MetaGuard`]'s drop, which runs under it).
-    fn publish(&self, rec: &InodeRecord, freed: bool) {
-        let w = encode(rec, freed);
-        // Only the writer stores words, so Relaxed loads see its own last
-        // values: a change of life-cycle fields alone (lookup counts, opens,
-        // dirty) writes nothing, keeping readers' cache lines shared.
-        if self
-            .words
+    /// Only the writer stores words, so its Relaxed loads see its own last
+    /// values.
+    fn holds(&self, w: &[u64; N]) -> bool {
+        self.words
             .iter()
             .zip(w)
-            .all(|(slot, v)| slot.load(Ordering::Relaxed) == v)
-        {
-            return;
-        }
+            .all(|(slot, v)| slot.load(Ordering::Relaxed) == *v)
+    }
+
+    /// Open a write: the sequence goes odd. Returns the even value.
+    fn begin(&self) -> u64 {
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "two mirror writers at once");
         self.seq.store(s + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
+        s
+    }
+
+    fn store(&self, w: [u64; N]) {
         for (slot, v) in self.words.iter().zip(w) {
             slot.store(v, Ordering::Relaxed);
         }
+    }
+
+    fn end(&self, s: u64) {
         self.seq.store(s + 2, Ordering::Release);
+    }
+
+    fn load(&self) -> [u64; N] {
+        std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
+    }
+}
+
+/// The mirror: two seqlocked groups on separate lines, so that a change of
+/// times, size or links (every create or unlink in a directory) does not
+/// write the line a walk through that directory reads for its permission
+/// check.
+pub(crate) struct AttrSeq {
+    perm: SeqWords<PERM_WORDS>,
+    rest: SeqWords<REST_WORDS>,
+}
+
+impl AttrSeq {
+    fn new(rec: &InodeRecord, freed: bool) -> AttrSeq {
+        AttrSeq {
+            perm: SeqWords::new(encode_perm(rec, freed)),
+            rest: SeqWords::new(encode_rest(rec)),
+        }
+    }
+
+    /// Publish `rec`. Callers are serialised by `meta` (the only caller is
+    /// [`MetaGuard`]'s drop, which runs under it). Only the groups whose
+    /// words changed are written: a change of life-cycle fields alone
+    /// (lookup counts, opens, dirty) writes nothing. When both change, both
+    /// sequences go odd before any word is stored, so a whole read sees
+    /// both changes or neither.
+    fn publish(&self, rec: &InodeRecord, freed: bool) {
+        let (p, r) = (encode_perm(rec, freed), encode_rest(rec));
+        let (p_changed, r_changed) = (!self.perm.holds(&p), !self.rest.holds(&r));
+        if !p_changed && !r_changed {
+            return;
+        }
+        let sp = p_changed.then(|| self.perm.begin());
+        let sr = r_changed.then(|| self.rest.begin());
+        fence(Ordering::Release);
+        if p_changed {
+            self.perm.store(p);
+        }
+        if r_changed {
+            self.rest.store(r);
+        }
+        if let Some(s) = sp {
+            self.perm.end(s);
+        }
+        if let Some(s) = sr {
+            self.rest.end(s);
+        }
     }
 
     /// A whole copy, retrying while a writer is mid-copy.
     pub fn read(&self) -> AttrSnapshot {
         loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 0 {
-                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+            let sp = self.perm.seq.load(Ordering::Acquire);
+            let sr = self.rest.seq.load(Ordering::Acquire);
+            if (sp | sr) & 1 == 0 {
+                let p = self.perm.load();
+                let r = self.rest.load();
                 fence(Ordering::Acquire);
-                if self.seq.load(Ordering::Relaxed) == s1 {
-                    return AttrSnapshot { words };
+                if self.perm.seq.load(Ordering::Relaxed) == sp
+                    && self.rest.seq.load(Ordering::Relaxed) == sr
+                {
+                    return AttrSnapshot {
+                        perm: PermSnapshot { words: p },
+                        rest: r,
+                    };
+                }
+            }
+            crate::sync::spin_hint();
+        }
+    }
+
+    /// The permission group only.
+    pub fn read_perm(&self) -> PermSnapshot {
+        loop {
+            let s = self.perm.seq.load(Ordering::Acquire);
+            if s & 1 == 0 {
+                let words = self.perm.load();
+                fence(Ordering::Acquire);
+                if self.perm.seq.load(Ordering::Relaxed) == s {
+                    return PermSnapshot { words };
                 }
             }
             crate::sync::spin_hint();
@@ -208,6 +319,12 @@ impl MetaLock {
     /// The mirror, without the lock.
     pub fn attr(&self) -> AttrSnapshot {
         self.attr.read()
+    }
+
+    /// The mirror's permission group (mode, owner, `freed`), without the
+    /// lock and without reading the line times and sizes live on.
+    pub fn perm_attr(&self) -> PermSnapshot {
+        self.attr.read_perm()
     }
 }
 
@@ -341,6 +458,28 @@ mod tests {
         assert_eq!(snap.perm(), 0o600);
         assert_eq!(snap.attr(7, FileKind::Regular).size, 1);
         assert!(snap.freed());
+    }
+
+    /// The point of two groups: a create in a directory (times, size)
+    /// leaves the line a walk's permission check reads untouched.
+    #[test]
+    fn a_times_and_size_change_leaves_the_permission_group_untouched() {
+        let l = MetaLock::new(meta(rec()));
+        let perm_seq = l.attr.perm.seq.load(Ordering::Relaxed);
+        {
+            let mut m = l.lock();
+            m.rec.mtime.sec += 1;
+            m.rec.size += 20;
+        }
+        assert_eq!(l.attr.perm.seq.load(Ordering::Relaxed), perm_seq);
+        assert_eq!(l.attr.rest.seq.load(Ordering::Relaxed), 2);
+        assert_eq!(l.perm_attr().perm(), 0o4755);
+        {
+            let mut m = l.lock();
+            m.rec.perm = 0o700;
+        }
+        assert_eq!(l.attr.perm.seq.load(Ordering::Relaxed), perm_seq + 2);
+        assert_eq!(l.perm_attr().perm(), 0o700);
     }
 }
 

@@ -56,6 +56,7 @@ use crossbeam_skiplist::base::SkipList;
 use lanefs_store::{DirEntryRecord, FileKind, Ino};
 
 use crate::dir_hash::NameTable;
+use crate::inode::OwnLine;
 use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
@@ -183,7 +184,9 @@ impl DirIndex {
 
 /// A directory's entry state: change lock, loaded index, change sequence.
 pub(crate) struct DirState {
-    change: Mutex<()>,
+    /// On a line of its own: every change of entries writes it, and
+    /// lookups, which read `index` and `seq`, must not share its line.
+    change: OwnLine<Mutex<()>>,
     index: AtomicPtr<DirIndex>,
     seq: AtomicU64,
 }
@@ -191,7 +194,7 @@ pub(crate) struct DirState {
 impl Default for DirState {
     fn default() -> Self {
         DirState {
-            change: Mutex::new(()),
+            change: OwnLine(Mutex::new(())),
             index: AtomicPtr::new(ptr::null_mut()),
             seq: AtomicU64::new(0),
         }

@@ -383,7 +383,7 @@ impl Fs {
         {
             let guard = crossbeam_epoch::pin();
             if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
-                let a = inode.meta.attr();
+                let a = inode.meta.perm_attr();
                 if !a.freed() {
                     return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
                 }

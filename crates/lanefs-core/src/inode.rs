@@ -130,7 +130,7 @@ impl Inode {
         if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
             return Ok(());
         }
-        let a = self.meta.attr();
+        let a = self.meta.perm_attr();
         crate::perm::permission_of(cred, self.kind, a.perm(), a.uid(), a.gid(), mask)
     }
 }

@@ -61,6 +61,17 @@ enum Attempt<'g> {
     Bail,
 }
 
+/// The final inode's whole attributes, read after the walk validated the
+/// entry that led to it (a racing unlink may still free it: `ENOENT`, as a
+/// stat ordered after that unlink).
+fn found(inode: &Inode) -> Attempt<'_> {
+    let a = inode.meta.attr();
+    if a.freed() {
+        return Attempt::Failed(Errno::ENOENT);
+    }
+    Attempt::Found(inode, a)
+}
+
 impl FsInner {
     /// One lock-free attempt to resolve `comps` from `start`.
     fn walk_rcu_once<'g>(
@@ -73,7 +84,6 @@ impl FsInner {
         let Some(mut cur) = self.iget_rcu(start, guard) else {
             return Attempt::Bail;
         };
-        let mut cur_attr = None;
         for (i, &name) in comps.iter().enumerate() {
             let is_last = i + 1 == comps.len();
             if cur.kind != FileKind::Directory {
@@ -83,7 +93,6 @@ impl FsInner {
                 return Attempt::Failed(e);
             }
             if name == b"." {
-                cur_attr = None;
                 continue;
             }
             if name == b".." {
@@ -107,40 +116,27 @@ impl FsInner {
             let Some(child) = self.iget_rcu(slot.ino, guard) else {
                 return Attempt::Bail;
             };
-            let attr = child.meta.attr();
+            // Only the permission group: a directory's times and size (which
+            // every create in it changes) live on another line.
+            let freed = child.meta.perm_attr().freed();
             if !state.read_valid(seq) {
                 return Attempt::Retry;
             }
             debug_assert_eq!(child.ino, slot.ino);
-            if attr.freed() || child.kind != slot.kind {
+            if freed || child.kind != slot.kind {
                 // Linked, yet freed: a stale cache object of a reused
                 // number; the reference walk sorts it out.
                 return Attempt::Bail;
             }
             if child.kind == FileKind::Symlink {
-                return if is_last {
-                    Attempt::Found(child, attr)
-                } else {
-                    Attempt::Bail
-                };
+                return if is_last { found(child) } else { Attempt::Bail };
             }
             if !is_last && child.kind != FileKind::Directory {
                 return Attempt::Failed(Errno::ENOTDIR);
             }
             cur = child;
-            cur_attr = Some(attr);
         }
-        let attr = match cur_attr {
-            Some(a) => a,
-            None => {
-                let a = cur.meta.attr();
-                if a.freed() {
-                    return Attempt::Failed(Errno::ENOENT);
-                }
-                a
-            }
-        };
-        Attempt::Found(cur, attr)
+        found(cur)
     }
 
     /// Resolve `comps` from directory `start` lock-free; with `counted`,
