@@ -4,7 +4,7 @@
 //! A directory inode's `Body::Dir` holds a [`DirState`]: the directory's
 //! change lock, an epoch-protected pointer to the loaded [`DirIndex`] (null
 //! until loaded; set back to null by a shrink or when the directory is
-//! freed) and the directory's change sequence. Entries are written through
+//! freed). Entries are written through
 //! to the store, so dropping an index loses nothing.
 //!
 //! Locks and atomics:
@@ -16,14 +16,16 @@
 //!   taken out is freed through `defer` (after every guard that could have
 //!   loaded it is gone); at the directory's own drop it is freed at once
 //!   (nobody can reach a dropped inode).
-//! * `DirState::seq` (seqcount): odd while an entry is being removed or
-//!   replaced (unlink, rmdir, rename, exchange), even otherwise; a lock-free
-//!   walk that read it even before looking a name up and finds it unchanged
-//!   afterwards knows that the entry it found stayed linked in between, so
-//!   the inode it named could not have been freed or its number reused.
-//!   Writer: `s+1` Relaxed, `fence(Release)`, change, `s+2` Release;
-//!   reader: `seq` Acquire, reads, `fence(Acquire)`, `seq` Relaxed.
-//!   Adding an entry does not bump it (nothing a reader found goes away).
+//! * Entry validation (no directory-wide sequence): a lock-free reader
+//!   that found an entry and then the inode it names checks that the same
+//!   node still holds the name in the same installed index
+//!   ([`DirState::still_holds`]); nodes are never relinked once unlinked
+//!   and not reused under the reader's guard, so the entry stayed linked in
+//!   between and the inode's number was not freed and reused. This is
+//!   Linux's per-dentry `d_seq` rather than a per-directory count: removing
+//!   one name in a directory does not make walks through other names of it
+//!   retry (the conflict audit found the old directory-wide count written
+//!   by every removal and read by every walk through the directory).
 //! * Inside a [`DirIndex`]: a [`NameTable`] (`dir_hash`), a hash trie of
 //!   immutable nodes with lock-free lookups; its one writer is the holder
 //!   of `change`. A chain that grows past a few nodes splits into a
@@ -55,9 +57,9 @@ use crossbeam_epoch::Guard;
 use crossbeam_skiplist::base::SkipList;
 use lanefs_store::{DirEntryRecord, FileKind, Ino};
 
-use crate::dir_hash::NameTable;
+use crate::dir_hash::{EntryRef, NameTable};
 use crate::inode::OwnLine;
-use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
@@ -105,6 +107,11 @@ impl DirIndex {
     /// The entry `name`, lock-free.
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         self.names.get(name, guard)
+    }
+
+    /// The entry `name` with its node's identity (see [`NameTable::holds`]).
+    pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
+        self.names.get_entry(name, guard)
     }
 
     /// Entries. Exact for the writer; a snapshot for others.
@@ -182,13 +189,12 @@ impl DirIndex {
     }
 }
 
-/// A directory's entry state: change lock, loaded index, change sequence.
+/// A directory's entry state: change lock and loaded index.
 pub(crate) struct DirState {
     /// On a line of its own: every change of entries writes it, and
-    /// lookups, which read `index` and `seq`, must not share its line.
+    /// lookups, which read `index`, must not share its line.
     change: OwnLine<Mutex<()>>,
     index: AtomicPtr<DirIndex>,
-    seq: AtomicU64,
 }
 
 impl Default for DirState {
@@ -196,7 +202,6 @@ impl Default for DirState {
         DirState {
             change: OwnLine(Mutex::new(())),
             index: AtomicPtr::new(ptr::null_mut()),
-            seq: AtomicU64::new(0),
         }
     }
 }
@@ -222,17 +227,13 @@ impl DirState {
         unsafe { p.as_ref() }
     }
 
-    /// Start a validated read: the change sequence, `None` while a change
-    /// is in progress.
-    pub fn read_begin(&self) -> Option<u64> {
-        let s = self.seq.load(Ordering::Acquire);
-        (s & 1 == 0).then_some(s)
-    }
-
-    /// Did no entry get removed or replaced since `read_begin` gave `s`?
-    pub fn read_valid(&self, s: u64) -> bool {
-        fence(Ordering::Acquire);
-        self.seq.load(Ordering::Relaxed) == s
+    /// Is `e`, found in `index` under `guard`, still linked in this
+    /// directory: `index` is still the installed one (an index taken out
+    /// and reloaded has new nodes) and `e`'s node is still in it? Then the
+    /// entry stayed linked from the lookup until now, so the inode it names
+    /// was not freed and its number not reused in between.
+    pub fn still_holds(&self, index: &DirIndex, e: &EntryRef<'_>, guard: &Guard) -> bool {
+        ptr::eq(self.index.load(Ordering::Acquire), index) && index.names.holds(e, guard)
     }
 
     /// Take the change lock.
@@ -298,7 +299,7 @@ impl<'a> DirChange<'a> {
         let index = self.state.index.load(Ordering::Relaxed);
         debug_assert!(!index.is_null());
         Ok(DirWrite {
-            change: self,
+            _change: self,
             index,
         })
     }
@@ -306,7 +307,8 @@ impl<'a> DirChange<'a> {
 
 /// A directory's change lock held with its index loaded: the only writer.
 pub(crate) struct DirWrite<'a> {
-    change: DirChange<'a>,
+    /// Held (never read) for as long as this writer lives.
+    _change: DirChange<'a>,
     /// Non-null; stays installed while `change` is held.
     index: *const DirIndex,
 }
@@ -318,20 +320,6 @@ impl DirWrite<'_> {
         unsafe { &*self.index }
     }
 
-    /// Open a change that removes or replaces entries (odd sequence).
-    fn write_begin(&self) -> u64 {
-        let seq = &self.change.state.seq;
-        let s = seq.load(Ordering::Relaxed);
-        debug_assert!(s & 1 == 0, "nested directory change");
-        seq.store(s + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        s
-    }
-
-    fn write_end(&self, s: u64) {
-        self.change.state.seq.store(s + 2, Ordering::Release);
-    }
-
     pub fn get(&self, name: &[u8]) -> Option<Slot> {
         self.idx().get(name, &crossbeam_epoch::pin())
     }
@@ -340,29 +328,19 @@ impl DirWrite<'_> {
         self.idx().len()
     }
 
-    /// Insert `name` (or replace it, bumping the change sequence).
+    /// Insert `name`, or replace it (a new node: readers validating the
+    /// old one see it gone).
     pub fn insert(&mut self, name: &[u8], slot: Slot) {
         let guard = crossbeam_epoch::pin();
-        let idx = self.idx();
-        if idx.get(name, &guard).is_some() {
-            let s = self.write_begin();
-            // SAFETY: we hold the change lock: the only writer.
-            unsafe { idx.insert(name, slot, &guard) };
-            self.write_end(s);
-        } else {
-            // SAFETY: as above.
-            unsafe { idx.insert(name, slot, &guard) };
-        }
+        // SAFETY: we hold the change lock: the only writer.
+        unsafe { self.idx().insert(name, slot, &guard) };
     }
 
-    /// Remove `name`, bumping the change sequence.
+    /// Remove `name`.
     pub fn remove(&mut self, name: &[u8]) -> Option<Slot> {
         let guard = crossbeam_epoch::pin();
-        let s = self.write_begin();
         // SAFETY: we hold the change lock: the only writer.
-        let r = unsafe { self.idx().remove(name, &guard) };
-        self.write_end(s);
-        r
+        unsafe { self.idx().remove(name, &guard) }
     }
 }
 
@@ -389,6 +367,17 @@ impl DirState {
 impl DirRead<'_> {
     pub fn get(&self, name: &[u8]) -> Option<Slot> {
         self.index.get(name, &self.guard)
+    }
+
+    /// The entry `name` with its node's identity, for [`still_linked`](Self::still_linked).
+    pub fn get_entry(&self, name: &[u8]) -> Option<EntryRef<'_>> {
+        self.index.get_entry(name, &self.guard)
+    }
+
+    /// Is `e` (from [`get_entry`](Self::get_entry) on this reader) still
+    /// linked in `state`, the directory this reader reads?
+    pub fn still_linked(&self, state: &DirState, e: &EntryRef<'_>) -> bool {
+        state.still_holds(self.index, e, &self.guard)
     }
 
     pub fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)> {
@@ -460,7 +449,7 @@ mod tests {
     }
 
     #[test]
-    fn splitting_keeps_every_entry_and_removals_bump_the_sequence() {
+    fn splitting_keeps_every_entry_and_entries_validate_by_identity() {
         let d = loaded();
         let n = 1000u64;
         {
@@ -482,13 +471,23 @@ mod tests {
         let listed = idx.list_after(0, usize::MAX, &g);
         assert_eq!(listed.len(), n as usize);
         assert!(listed.windows(2).all(|w| w[0].1.cookie < w[1].1.cookie));
-        let s = d.read_begin().unwrap();
-        drop(g);
+        // Entry identity: other names' changes leave an entry valid; its
+        // own removal, replacement or a reload of the index do not.
+        let (f0, f1, f2) = (
+            idx.get_entry(b"f0", &g).unwrap(),
+            idx.get_entry(b"f1", &g).unwrap(),
+            idx.get_entry(b"f2", &g).unwrap(),
+        );
         wr(&d).insert(b"new", slot(5000, 5000));
-        assert!(d.read_valid(s), "an insert of a new name is not a removal");
+        assert!(d.still_holds(idx, &f0, &g), "another name's insert");
         assert!(wr(&d).remove(b"f1").is_some());
-        assert!(!d.read_valid(s));
+        assert!(!d.still_holds(idx, &f1, &g), "its own removal");
+        assert!(d.still_holds(idx, &f0, &g), "another name's removal");
+        wr(&d).insert(b"f2", slot(6000, 6000));
+        assert!(!d.still_holds(idx, &f2, &g), "its own replacement");
         assert!(d.lock().take());
+        assert!(!d.still_holds(idx, &f0, &g), "the index was taken out");
+        drop(g);
         let g = crossbeam_epoch::pin();
         assert!(d.index(&g).is_none());
     }
@@ -498,6 +497,7 @@ mod tests {
 mod model {
     use super::*;
     use crate::sync::Arc;
+    use crate::sync::AtomicU64;
     use shuttle::thread;
 
     fn wr(d: &DirState) -> DirWrite<'_> {
@@ -584,6 +584,14 @@ mod model {
                     let was_removed = removed.load(Ordering::Acquire) == 1;
                     let g = crossbeam_epoch::pin();
                     if let Some(idx) = d.index(&g) {
+                        // Entry identity: once the removal is seen to have
+                        // happened, an entry found before never validates.
+                        if let Some(e) = idx.get_entry(b"gone", &g) {
+                            thread::yield_now();
+                            if removed.load(Ordering::Acquire) == 1 {
+                                assert!(!d.still_holds(idx, &e, &g), "a removed entry validated");
+                            }
+                        }
                         assert_eq!(idx.get(b"stay", &g), Some(slot(10, 3)));
                         if was_removed {
                             assert_eq!(idx.get(b"gone", &g), None);

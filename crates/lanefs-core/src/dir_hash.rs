@@ -129,6 +129,19 @@ unsafe fn free_level(level: &Level) {
     }
 }
 
+/// An entry as a lookup found it: its slot, and (for [`NameTable::holds`])
+/// the node that held it. Valid while the guard of the lookup is pinned.
+#[derive(Clone, Copy)]
+pub(crate) struct EntryRef<'g> {
+    node: &'g Node,
+}
+
+impl EntryRef<'_> {
+    pub fn slot(&self) -> Slot {
+        self.node.slot
+    }
+}
+
 /// Names → slots; see the module doc.
 pub(crate) struct NameTable {
     root: Level,
@@ -189,6 +202,26 @@ impl NameTable {
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
         self.find(hash, name, guard).map(|(_, n)| n.slot)
+    }
+
+    /// The entry `name` with the identity of the node that holds it, for
+    /// [`holds`](Self::holds) under the same guard.
+    pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
+        let hash = self.hasher.hash_one(name);
+        self.find(hash, name, guard)
+            .map(|(_, node)| EntryRef { node })
+    }
+
+    /// Is `e` (found under `guard`) still the node linked as its name? A
+    /// node, once unlinked (removed, replaced, or copied by a split), is
+    /// never linked again, and its memory is not reused while `guard` is
+    /// pinned: so `true` means the entry stayed linked from the lookup
+    /// until now — what Linux validates with a dentry's `d_seq`, per entry
+    /// rather than per directory (a removal of another name does not
+    /// disturb this reader).
+    pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
+        self.find(e.node.hash, &e.node.name, guard)
+            .is_some_and(|(_, n)| ptr::eq(n, e.node))
     }
 
     /// Insert or replace `name`; the replaced slot, if any.

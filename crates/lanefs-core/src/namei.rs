@@ -64,25 +64,23 @@ impl FsInner {
     }
 
     /// The inode linked as `name` in `dir`, by a lock-free lookup validated
-    /// with the directory's change sequence: the entry stayed linked from
-    /// the lookup until the inode was found, so the number was not freed
-    /// and reused in between (without validation a racing unlink, free and
-    /// create could hand back an unrelated inode).
+    /// by the entry's identity: the node found still holds the name after
+    /// the inode was found, so the entry stayed linked in between and the
+    /// number was not freed and reused (without validation a racing
+    /// unlink, free and create could hand back an unrelated inode). The
+    /// lookup's epoch guard stays pinned across `iget` (which may wait for
+    /// a loading or evicted inode) so that the node's identity holds.
     pub fn lookup_child(&self, dir: &Inode, name: &[u8]) -> Result<IRef<'_>> {
         let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
         loop {
-            let Some(seq) = state.read_begin() else {
-                crate::sync::yield_now();
-                continue;
-            };
-            let slot = self.dir_read(dir)?.get(name);
-            let Some(slot) = slot else {
+            let r = self.dir_read(dir)?;
+            let Some(e) = r.get_entry(name) else {
                 return Err(Errno::ENOENT);
             };
-            let child = self.iget(slot.ino);
-            if state.read_valid(seq) {
+            let child = self.iget(e.slot().ino);
+            if r.still_linked(state, &e) {
                 return child;
             }
         }

@@ -4,18 +4,18 @@
 //! Under one crossbeam-epoch guard, for each component the walk:
 //! 1. checks search permission on the directory it stands in from the
 //!    inode's attribute mirror (`attr_seq`), without `meta`;
-//! 2. reads the directory's change sequence (`DirState::read_begin`; odd =
-//!    a removal or replacement in progress → retry);
-//! 3. looks the name up in the directory's loaded index, lock-free (not
-//!    loaded → bail out);
-//! 4. finds the child with `FsInner::iget_rcu` (a guard-scoped reference,
-//!    no count; a miss or an inode in flight → bail out), and for the last
-//!    component reads its attribute mirror;
-//! 5. re-reads the change sequence: unchanged means the entry stayed linked
-//!    from the lookup to here, so the child could not have been freed and
-//!    its number could not have been reused (a removal bumps the sequence
-//!    before the entry goes, and an inode is freed only after its last
-//!    entry is gone); changed → retry the whole walk.
+//! 2. looks the name up in the directory's loaded index, lock-free (not
+//!    loaded → bail out), keeping the identity of the entry's node;
+//! 3. finds the child with `FsInner::iget_rcu` (a guard-scoped reference,
+//!    no count, not even a read of its life word; a miss or an inode in
+//!    flight → bail out), and reads its attribute mirror: the permission
+//!    group for a directory on the way, the whole mirror for the last;
+//! 4. checks that the same node still holds the name in the same index
+//!    (`DirState::still_holds`): the entry stayed linked from the lookup to
+//!    here, so the child could not have been freed and its number could
+//!    not have been reused (an inode is freed only after its last entry is
+//!    gone, and an unlinked node is never linked again); otherwise → retry
+//!    the whole walk.
 //!
 //! A symlink in the middle (or a last one the caller must follow), `..`,
 //! a cache miss, or more than [`RCU_WALK_RETRIES`] failed validations end
@@ -61,17 +61,6 @@ enum Attempt<'g> {
     Bail,
 }
 
-/// The final inode's whole attributes, read after the walk validated the
-/// entry that led to it (a racing unlink may still free it: `ENOENT`, as a
-/// stat ordered after that unlink).
-fn found(inode: &Inode) -> Attempt<'_> {
-    let a = inode.meta.attr();
-    if a.freed() {
-        return Attempt::Failed(Errno::ENOENT);
-    }
-    Attempt::Found(inode, a)
-}
-
 impl FsInner {
     /// One lock-free attempt to resolve `comps` from `start`.
     fn walk_rcu_once<'g>(
@@ -104,22 +93,29 @@ impl FsInner {
             let Body::Dir(state) = &cur.body else {
                 return Attempt::Failed(Errno::ENOTDIR);
             };
-            let Some(seq) = state.read_begin() else {
-                return Attempt::Retry;
-            };
             let Some(index) = state.index(guard) else {
                 return Attempt::Bail;
             };
-            let Some(slot) = index.get(name, guard) else {
+            let Some(entry) = index.get_entry(name, guard) else {
                 return Attempt::Failed(Errno::ENOENT);
             };
+            let slot = entry.slot();
             let Some(child) = self.iget_rcu(slot.ino, guard) else {
                 return Attempt::Bail;
             };
-            // Only the permission group: a directory's times and size (which
-            // every create in it changes) live on another line.
-            let freed = child.meta.perm_attr().freed();
-            if !state.read_valid(seq) {
+            // The final inode's whole mirror, read while its entry is still
+            // to be validated (so the attributes held while it was linked);
+            // for a directory on the way only the permission group: its
+            // times and size (which every create in it changes) live on
+            // another line.
+            let attr = is_last.then(|| child.meta.attr());
+            let freed = match &attr {
+                Some(a) => a.freed(),
+                None => child.meta.perm_attr().freed(),
+            };
+            // The entry stayed linked while we found its inode (a removal
+            // of another name in the directory does not disturb this).
+            if !state.still_holds(index, &entry, guard) {
                 return Attempt::Retry;
             }
             debug_assert_eq!(child.ino, slot.ino);
@@ -128,15 +124,23 @@ impl FsInner {
                 // number; the reference walk sorts it out.
                 return Attempt::Bail;
             }
-            if child.kind == FileKind::Symlink {
-                return if is_last { found(child) } else { Attempt::Bail };
+            if let Some(a) = attr {
+                return Attempt::Found(child, a);
             }
-            if !is_last && child.kind != FileKind::Directory {
+            if child.kind == FileKind::Symlink {
+                return Attempt::Bail;
+            }
+            if child.kind != FileKind::Directory {
                 return Attempt::Failed(Errno::ENOTDIR);
             }
             cur = child;
         }
-        found(cur)
+        // The path ended on a directory we stand in (`.`, or no component).
+        let a = cur.meta.attr();
+        if a.freed() {
+            return Attempt::Failed(Errno::ENOENT);
+        }
+        Attempt::Found(cur, a)
     }
 
     /// Resolve `comps` from directory `start` lock-free; with `counted`,
