@@ -109,7 +109,13 @@ fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
         }
     }
     let sup = best.ok_or(Errno::EUCLEAN)?;
-    if sup.geo.total_blocks * BLOCK as u64 > dev.len() {
+    // Checked: a corrupt total must not wrap past the device's length.
+    if sup
+        .geo
+        .total_blocks
+        .checked_mul(BLOCK as u64)
+        .is_none_or(|bytes| bytes > dev.len())
+    {
         return Err(Errno::EUCLEAN);
     }
     Ok(sup)
@@ -381,6 +387,7 @@ fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, 
             seq += 1;
             continue;
         }
+        // `len` is bounded by decode_batch_header (at most a journal).
         let nb = (BATCH_HEADER + len).div_ceil(BLOCK) as u64;
         if pos + nb > j || scanned + nb > j {
             break;
