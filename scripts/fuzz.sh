@@ -31,9 +31,11 @@ for t in "${targets[@]}"; do
     work="fuzz/target/corpus/$t"
     mkdir -p "$work" "fuzz/artifacts/$t"
     echo "fuzz.sh: $t for ${secs}s" >&2
-    # Bounds: 10 s per input (a hang), 512 MiB per allocation and 2 GiB in
-    # all (an input decodes to at most 8 MiB of image).
-    (cd fuzz && cargo +nightly fuzz run -O "$t" "../$work" corpus/open_check -- \
+    # Optimised, with debug assertions and overflow checks (-O -a): an
+    # arithmetic overflow on a corrupt field is a finding. Bounds: 10 s per
+    # input (a hang), 512 MiB per allocation and 2 GiB in all (an input
+    # decodes to at most 8 MiB of image).
+    (cd fuzz && cargo +nightly fuzz run -O -a "$t" "../$work" corpus/open_check -- \
         -max_total_time="$secs" -max_len=32768 -timeout=10 \
         -malloc_limit_mb=512 -rss_limit_mb=2048 \
         -artifact_prefix="artifacts/$t/" -print_final_stats=1)

@@ -95,7 +95,10 @@ impl Geometry {
             && self.group_start == self.orphan_start + self.orphan_blocks
             && (1..=GROUPS_MAX).contains(&self.groups)
             && self.itable_blocks >= 1
-            && self.inodes_per_group == self.itable_blocks * (SLOTS_PER_BLOCK / 2)
+            // Checked: corrupt fields must not wrap into a valid-looking
+            // geometry.
+            && self.total_blocks.checked_mul(BLOCK as u64).is_some()
+            && self.itable_blocks.checked_mul(SLOTS_PER_BLOCK / 2) == Some(self.inodes_per_group)
             && self.blocks_per_group > self.itable_blocks
             && self
                 .groups
