@@ -32,6 +32,10 @@ pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"LANEFSIM");
 pub const FORMAT_VERSION: u32 = 1;
 /// Offset of the CRC32C in a 4 KiB metadata block (covers bytes before it).
 pub const BLOCK_CRC_AT: usize = BLOCK - 4;
+/// Journal sequence numbers stay below this (they start from the clock in
+/// nanoseconds, about 2^61 today, and grow by one per batch): a larger one
+/// in a superblock is corruption, and one in a batch header is ignored.
+pub const JOURNAL_SEQ_LIMIT: u64 = 1 << 63;
 
 /// Where everything is, in blocks. Written by mkfs, read from the superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +306,7 @@ impl DiskSuper {
             },
             usage,
         };
-        if s.journal_tail >= geo.journal_blocks {
+        if s.journal_tail >= geo.journal_blocks || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT {
             return Err(Errno::EUCLEAN);
         }
         Ok(s)
