@@ -1,7 +1,8 @@
 //! The differential test (engine against the Linux kernel's tmpfs, see
 //! `differential.rs`) with the engine on the image store and a tiny cache
 //! budget: 16 inodes and 16 pages, so that inodes, directories and pages
-//! are evicted and reloaded from the store all the time. After each case:
+//! are evicted and reloaded from the store all the time (and every other
+//! case shrinks the caches after every step). After each case:
 //! the engine's check passes; the image, as a power cut right after `sync`
 //! would leave it (journal not checkpointed), recovers to the same tree;
 //! unmounted cleanly it is fsck-clean and reopens to the same tree; and
@@ -56,12 +57,12 @@ fn tree_after_reopen(dev: Arc<MemDevice>, umask: u32) -> Result<lanefs_difftest:
     EngineTarget::with_fs(fs, umask, false).snapshot()
 }
 
-fn one_case(mount_k: &TmpfsMount, case: &Case) -> Result<Stats, String> {
+fn one_case(mount_k: &TmpfsMount, case: &Case, shrink: bool) -> Result<Stats, String> {
     let mut stats = Stats::default();
     let dev = Arc::new(MemDevice::new(IMAGE_BYTES));
     mkfs_device(&*dev).map_err(|e| format!("mkfs: {e}"))?;
     let (fs, store) = mount(&dev)?;
-    let mut engine = EngineTarget::with_fs(fs, case.umask, false);
+    let mut engine = EngineTarget::with_fs(fs, case.umask, shrink);
     let dir = mount_k.fresh_dir().map_err(|e| e.to_string())?;
     let mut kernel = KernelTarget::new(&dir, case.umask, "tmpfs").map_err(|e| e.to_string())?;
     let result = run_case_stats(case, &mut engine, &mut kernel, &mut stats);
@@ -130,7 +131,13 @@ fn differential_vs_tmpfs_on_image_small_cache() {
     };
     let cases = cases_from_env("LANEFS_DIFF_IMAGE_CASES", CASES_DEFAULT);
     let steps = cases_from_env("LANEFS_DIFF_STEPS", strategy::STEPS_MAX as u32) as usize;
-    let total = run_proptest(cases, steps, |case| one_case(&mount_k, case))
-        .unwrap_or_else(|e| panic!("image store, small cache: {e}"));
+    // Every other case also evicts every unreferenced object after each
+    // step (`Fs::shrink`), so that everything is reloaded from the store.
+    let mut n = 0u64;
+    let total = run_proptest(cases, steps, |case| {
+        n += 1;
+        one_case(&mount_k, case, n.is_multiple_of(2))
+    })
+    .unwrap_or_else(|e| panic!("image store, small cache: {e}"));
     eprintln!("differential on the image store (cache {CACHE_OBJECTS} objects): {total}");
 }
