@@ -103,7 +103,8 @@ fn fuzz_corpus_replays() {
         if name.starts_with("seed-") {
             assert!(
                 out.opened && out.clean,
-                "{name}: a seed is a clean image: {out:?}"
+                "{name}: a seed is a clean image: {out:?} (after a format change, regenerate \
+                 the seeds: cargo run --release -p lanefs --example fuzz_corpus)"
             );
         }
     }
