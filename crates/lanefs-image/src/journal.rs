@@ -11,7 +11,7 @@ use lanefs_store::codec::Reader;
 use lanefs_store::{Errno, Ino, InodeRecord, Result, Superblock};
 
 use crate::crc::crc32c;
-use crate::layout::{get_u32, get_u64, BLOCK, JOURNAL_BLOCKS_MAX};
+use crate::layout::{get_u32, get_u64, BLOCK, JOURNAL_BLOCKS_MAX, STAMP_LIMIT};
 
 /// Object id of lane `l`'s usage record.
 pub const USAGE_OBJ_BASE: u64 = 1 << 63;
@@ -152,7 +152,11 @@ impl Record {
         }
         let mut objs = Vec::with_capacity(nobj);
         for _ in 0..nobj {
-            objs.push((r.u64()?, r.u64()?));
+            let (o, stamp) = (r.u64()?, r.u64()?);
+            if stamp >= STAMP_LIMIT {
+                return Err(Errno::EUCLEAN);
+            }
+            objs.push((o, stamp));
         }
         let mut ops = Vec::with_capacity(nops.min(64));
         for _ in 0..nops {

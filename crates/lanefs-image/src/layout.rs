@@ -36,6 +36,10 @@ pub const BLOCK_CRC_AT: usize = BLOCK - 4;
 /// nanoseconds, about 2^61 today, and grow by one per batch): a larger one
 /// in a superblock is corruption, and one in a batch header is ignored.
 pub const JOURNAL_SEQ_LIMIT: u64 = 1 << 63;
+/// Object stamps stay below this (they start at 0 and grow by one per
+/// record): a larger one on disk is corruption, so that no increment can
+/// overflow.
+pub const STAMP_LIMIT: u64 = 1 << 63;
 
 /// Where everything is, in blocks. Written by mkfs, read from the superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,7 +310,11 @@ impl DiskSuper {
             },
             usage,
         };
-        if s.journal_tail >= geo.journal_blocks || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT {
+        if s.journal_tail >= geo.journal_blocks
+            || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT
+            || s.sb_stamp >= STAMP_LIMIT
+            || s.usage.iter().any(|u| u.stamp >= STAMP_LIMIT)
+        {
             return Err(Errno::EUCLEAN);
         }
         Ok(s)
