@@ -312,6 +312,7 @@ impl DiskSuper {
         };
         if s.journal_tail >= geo.journal_blocks
             || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT
+            || s.generation >= STAMP_LIMIT
             || s.sb_stamp >= STAMP_LIMIT
             || s.usage.iter().any(|u| u.stamp >= STAMP_LIMIT)
         {
