@@ -50,7 +50,8 @@ pub const FILES_MIN: usize = 5_000;
 pub struct BenchArgs {
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
-    /// Target: inproc, tmpfs, ext4, lanefs, vfs, rsfs, a directory PATH, or
+    /// Target: inproc, inproc-image, tmpfs, ext4, lanefs, lanefs-image,
+    /// vfs, rsfs, a directory PATH, or
     /// LABEL=PATH. Repeat or give a comma list; several are measured
     /// interleaved. Default: inproc,tmpfs (+ vfs,rsfs with the peers
     /// feature); inproc alone when only seed experiments are selected.
@@ -507,7 +508,7 @@ fn list() -> String {
         s.push_str(&format!("  {v}\n"));
     }
     s.push_str(
-        "targets:\n  inproc       the engine in process (one per --variant)\n  tmpfs        a fresh tmpfs (mounted and unmounted by the tool; root)\n  ext4         a fresh ext4 on a loop image (root)\n  lanefs       `lanefs mount --memory` via FUSE ($LANEFS_BIN or run as `lanefs bench`)\n  vfs, rsfs    peer libraries in process (feature `peers`)\n  PATH, L=PATH any directory, through syscalls\n",
+        "targets:\n  inproc       the engine in process (one per --variant)\n  tmpfs        a fresh tmpfs (mounted and unmounted by the tool; root)\n  ext4         a fresh ext4 on a loop image (root)\n  lanefs       `lanefs mount --memory` via FUSE ($LANEFS_BIN or run as `lanefs bench`)\n  lanefs-image `lanefs mount` of a fresh image on a loop device like ext4's (root)\n  inproc-image the engine in process on a fresh image file per run (one per --variant)\n  vfs, rsfs    peer libraries in process (feature `peers`)\n  PATH, L=PATH any directory, through syscalls\n",
     );
     s
 }

@@ -4,9 +4,14 @@
 //! * `inproc` — the engine in this process ([`Inproc`]), one fresh instance
 //!   per run, of the variant named by `--variant`;
 //! * `PATH` or `LABEL=PATH` — any existing directory, through syscalls;
-//! * `tmpfs`, `ext4`, `lanefs` — managed: the tool mounts a fresh file
-//!   system before the first cell and unmounts it after the last (also when
-//!   a cell fails or the run errors out: [`Managed`] unmounts on drop);
+//! * `tmpfs`, `ext4`, `lanefs`, `lanefs-image` — managed: the tool mounts
+//!   a fresh file system before the first cell and unmounts it after the
+//!   last (also when a cell fails or the run errors out: [`Managed`]
+//!   unmounts, and detaches its loop device, on drop). `ext4` and
+//!   `lanefs-image` sit on the same kind of storage: a sparse
+//!   [`DISK_IMAGE_BYTES`] file in the temp dir behind a loop device;
+//! * `inproc-image` — the engine in this process on an [`ImageStore`]
+//!   (`lanefs::ImageStore`) kept in a fresh image file per run;
 //! * `vfs`, `rsfs` — peer libraries in process (cargo feature `peers`).
 //!
 //! Each run of a syscall target works in a fresh directory
@@ -30,8 +35,15 @@ const LANEFS_CAPACITY: &str = "8G";
 const LANEFS_INODES: &str = "4194304";
 /// Size of the managed tmpfs.
 const TMPFS_SIZE: &str = "16g";
-/// Size of the managed ext4 image (sparse).
-const EXT4_IMAGE_BYTES: u64 = 8 << 30;
+/// Size of the sparse file behind the managed ext4 and lanefs-image loop
+/// devices (the lanefs image then has one inode per 16 KiB: 512Ki).
+pub const DISK_IMAGE_BYTES: u64 = 8 << 30;
+/// How long to wait for an image mount (recovery reads every inode table
+/// first).
+const IMAGE_MOUNT_WAIT_MAX: Duration = Duration::from_secs(120);
+/// Size of the image file of each `inproc-image` run (sparse; 128Ki
+/// inodes): made fresh per run, so smaller than the loop-backed one.
+const INPROC_IMAGE_BYTES: u64 = 2 << 30;
 
 /// A target as named on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +53,8 @@ pub enum TargetSpec {
     Tmpfs,
     Ext4,
     Lanefs,
+    LanefsImage,
+    InprocImage { variant: String },
     Vfs,
     Rsfs,
 }
@@ -58,6 +72,11 @@ impl TargetSpec {
             "tmpfs" => one(TargetSpec::Tmpfs),
             "ext4" => one(TargetSpec::Ext4),
             "lanefs" => one(TargetSpec::Lanefs),
+            "lanefs-image" => one(TargetSpec::LanefsImage),
+            "inproc-image" => Ok(variants
+                .iter()
+                .map(|v| TargetSpec::InprocImage { variant: v.clone() })
+                .collect()),
             "vfs" | "rsfs" if !cfg!(feature = "peers") => {
                 Err(format!("target {s}: built without the `peers` feature"))
             }
@@ -71,7 +90,7 @@ impl TargetSpec {
                 let path = PathBuf::from(path);
                 if !path.is_dir() {
                     return Err(format!(
-                        "target {s:?}: not a known target (inproc, tmpfs, ext4, lanefs, vfs, rsfs) nor a directory"
+                        "target {s:?}: not a known target (inproc, inproc-image, tmpfs, ext4, lanefs, lanefs-image, vfs, rsfs) nor a directory"
                     ));
                 }
                 one(TargetSpec::Path { label, path })
@@ -87,6 +106,8 @@ impl TargetSpec {
             TargetSpec::Tmpfs => "tmpfs".into(),
             TargetSpec::Ext4 => "ext4".into(),
             TargetSpec::Lanefs => "lanefs".into(),
+            TargetSpec::LanefsImage => "lanefs-image".into(),
+            TargetSpec::InprocImage { .. } => "inproc-image".into(),
             TargetSpec::Vfs => "vfs".into(),
             TargetSpec::Rsfs => "rsfs".into(),
         }
@@ -95,7 +116,7 @@ impl TargetSpec {
     /// The engine variant, `-` for targets that are not the engine.
     pub fn variant(&self) -> String {
         match self {
-            TargetSpec::Inproc { variant } => variant.clone(),
+            TargetSpec::Inproc { variant } | TargetSpec::InprocImage { variant } => variant.clone(),
             _ => "-".into(),
         }
     }
@@ -107,6 +128,8 @@ pub struct Managed {
     /// Directory to remove after unmounting (holds the mountpoint, images).
     scratch: PathBuf,
     lanefs: Option<(PathBuf, Child)>,
+    /// Loop device to detach after unmounting.
+    loopdev: Option<PathBuf>,
 }
 
 fn run_cmd(cmd: &mut Command) -> Result<(), String> {
@@ -169,6 +192,7 @@ impl Managed {
             mountpoint: mnt.clone(),
             scratch,
             lanefs: None,
+            loopdev: None,
         };
         run_cmd(
             Command::new("mount")
@@ -185,27 +209,69 @@ impl Managed {
         let scratch = scratch_dir("ext4")?;
         let mnt = scratch.join("mnt");
         let img = scratch.join("ext4.img");
-        let m = Managed {
+        let mut m = Managed {
             mountpoint: mnt.clone(),
             scratch,
             lanefs: None,
+            loopdev: None,
         };
-        let f = std::fs::File::create(&img).map_err(|e| format!("{}: {e}", img.display()))?;
-        f.set_len(EXT4_IMAGE_BYTES)
-            .map_err(|e| format!("{}: {e}", img.display()))?;
-        drop(f);
+        let dev = m.attach_loop(&img)?;
         // One inode per 4 KiB so the create/unlink budgets fit.
         run_cmd(
             Command::new("mkfs.ext4")
                 .args(["-q", "-F", "-i", "4096"])
-                .arg(&img),
+                .arg(&dev),
         )?;
-        run_cmd(
-            Command::new("mount")
-                .args(["-o", "loop"])
-                .arg(&img)
-                .arg(&mnt),
-        )?;
+        run_cmd(Command::new("mount").arg(&dev).arg(&mnt))?;
+        Ok(m)
+    }
+
+    /// Create `img`, a sparse [`DISK_IMAGE_BYTES`] file, and attach it to a
+    /// free loop device (detached on drop).
+    fn attach_loop(&mut self, img: &Path) -> Result<PathBuf, String> {
+        let f = std::fs::File::create(img).map_err(|e| format!("{}: {e}", img.display()))?;
+        f.set_len(DISK_IMAGE_BYTES)
+            .map_err(|e| format!("{}: {e}", img.display()))?;
+        drop(f);
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(img)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("losetup: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "losetup {}: {}",
+                img.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        self.loopdev = Some(dev.clone());
+        Ok(dev)
+    }
+
+    /// A fresh lanefs image on a loop device (the same kind of storage as
+    /// [`Managed::ext4`]): `lanefs mkfs DEV`, then `lanefs mount DEV DIR
+    /// -f`, waiting until it is mounted.
+    pub fn lanefs_image(threads: Option<usize>) -> Result<Managed, String> {
+        let bin = lanefs_bin()?;
+        let scratch = scratch_dir("lanefs-image")?;
+        let img = scratch.join("lanefs.img");
+        let mut m = Managed {
+            mountpoint: scratch.join("mnt"),
+            scratch,
+            lanefs: None,
+            loopdev: None,
+        };
+        let dev = m.attach_loop(&img)?;
+        run_cmd(Command::new(&bin).arg("mkfs").arg(&dev))?;
+        let mut cmd = Command::new(&bin);
+        cmd.arg("mount").arg(&dev).arg(&m.mountpoint).arg("-f");
+        if let Some(n) = threads {
+            cmd.arg("--threads").arg(n.to_string());
+        }
+        m.spawn_lanefs(bin, cmd, IMAGE_MOUNT_WAIT_MAX)?;
         Ok(m)
     }
 
@@ -214,6 +280,12 @@ impl Managed {
         let bin = lanefs_bin()?;
         let scratch = scratch_dir("lanefs")?;
         let mnt = scratch.join("mnt");
+        let mut m = Managed {
+            mountpoint: mnt.clone(),
+            scratch,
+            lanefs: None,
+            loopdev: None,
+        };
         let mut cmd = Command::new(&bin);
         // Room for the create / fs_mark budgets (the memory store's defaults
         // are 1 GiB and 1M inodes).
@@ -225,20 +297,29 @@ impl Managed {
         if let Some(n) = threads {
             cmd.arg("--threads").arg(n.to_string());
         }
+        m.spawn_lanefs(bin, cmd, MOUNT_WAIT_MAX)?;
+        Ok(m)
+    }
+
+    /// Spawn `cmd` (a foreground `lanefs mount` on this mount point) and
+    /// wait up to `wait` until the mount appears.
+    fn spawn_lanefs(
+        &mut self,
+        bin: PathBuf,
+        mut cmd: Command,
+        wait: Duration,
+    ) -> Result<(), String> {
+        let mnt = self.mountpoint.clone();
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("{}: {e}", bin.display()))?;
-        let mut m = Managed {
-            mountpoint: mnt.clone(),
-            scratch,
-            lanefs: Some((bin, child)),
-        };
+        self.lanefs = Some((bin, child));
         let t0 = Instant::now();
         while !is_mounted(&mnt) {
-            if let Some((_, child)) = m.lanefs.as_mut() {
+            if let Some((_, child)) = self.lanefs.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     let mut err = String::new();
                     if let Some(mut s) = child.stderr.take() {
@@ -248,15 +329,15 @@ impl Managed {
                     return Err(format!("lanefs mount exited with {status}: {}", err.trim()));
                 }
             }
-            if t0.elapsed() > MOUNT_WAIT_MAX {
+            if t0.elapsed() > wait {
                 return Err(format!(
-                    "lanefs mount: {} not mounted after {MOUNT_WAIT_MAX:?}",
+                    "lanefs mount: {} not mounted after {wait:?}",
                     mnt.display()
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(m)
+        Ok(())
     }
 
     /// Where the file system is mounted.
@@ -288,6 +369,17 @@ impl Drop for Managed {
             if let Err(e) = run_cmd(Command::new("umount").arg(&mnt)) {
                 eprintln!("lanefs bench: {e}; trying a lazy unmount");
                 let _ = run_cmd(Command::new("umount").arg("-l").arg(&mnt));
+            }
+        }
+        if let Some(dev) = self.loopdev.take() {
+            if is_mounted(&mnt) {
+                eprintln!(
+                    "lanefs bench: {} is still mounted; detach {} by hand",
+                    mnt.display(),
+                    dev.display()
+                );
+            } else if let Err(e) = run_cmd(Command::new("losetup").arg("-d").arg(&dev)) {
+                eprintln!("lanefs bench: {e}");
             }
         }
         if !is_mounted(&mnt) {
@@ -336,8 +428,17 @@ impl Target {
                 let m = Managed::lanefs(lanefs_threads)?;
                 (Some(m.mountpoint().to_path_buf()), Some(m))
             }
+            TargetSpec::LanefsImage => {
+                let m = Managed::lanefs_image(lanefs_threads)?;
+                (Some(m.mountpoint().to_path_buf()), Some(m))
+            }
             TargetSpec::Inproc { variant } => {
                 Inproc::new(variant)?;
+                (None, None)
+            }
+            TargetSpec::InprocImage { variant } => {
+                // Check the variant now; the images are made per run.
+                crate::backend::inproc::canonical_variant(variant)?;
                 (None, None)
             }
             TargetSpec::Vfs | TargetSpec::Rsfs => (None, None),
@@ -391,7 +492,24 @@ impl Target {
             TargetSpec::Vfs | TargetSpec::Rsfs => {
                 CellOutcome::Failed("built without the `peers` feature".into())
             }
-            TargetSpec::Path { .. } | TargetSpec::Tmpfs | TargetSpec::Ext4 | TargetSpec::Lanefs => {
+            TargetSpec::InprocImage { variant } => {
+                let img = std::env::temp_dir().join(format!(
+                    "lanefs-bench.inproc-image.{}.img",
+                    std::process::id()
+                ));
+                let r = match Inproc::on_image(variant, &img, INPROC_IMAGE_BYTES) {
+                    Ok(b) => outcome(&|| b.unsupported(w), &|| workload::run(&b, w, threads, p)),
+                    Err(e) => CellOutcome::Failed(e),
+                };
+                // The engine (and its store) is dropped: remove the image.
+                let _ = std::fs::remove_file(&img);
+                r
+            }
+            TargetSpec::Path { .. }
+            | TargetSpec::Tmpfs
+            | TargetSpec::Ext4
+            | TargetSpec::Lanefs
+            | TargetSpec::LanefsImage => {
                 let Some(root) = &self.root else {
                     return CellOutcome::Failed("no root directory".into());
                 };

@@ -150,7 +150,8 @@ impl AttrSnapshot {
             uid: self.uid(),
             gid: self.gid(),
             size: w[W_SIZE],
-            blocks: w[W_BLOCKS] * (PAGE_SIZE as u64 / 512),
+            // Saturating: a corrupt record from the store must not overflow.
+            blocks: w[W_BLOCKS].saturating_mul(PAGE_SIZE as u64 / 512),
             atime: time(w[W_ATIME_SEC], w[W_AM_NSEC] & 0xffff_ffff),
             mtime: time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32),
             ctime: time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff),

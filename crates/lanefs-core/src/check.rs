@@ -156,7 +156,8 @@ impl Fs {
         let orphans: HashSet<Ino> = fs.orphans.list().into_iter().collect();
         let mut used_blocks = 0u64;
         for (ino, r) in &recs {
-            used_blocks += r.blocks;
+            // Saturating: corrupt records must give a report, not a panic.
+            used_blocks = used_blocks.saturating_add(r.blocks);
             let expect = if r.kind == FileKind::Directory {
                 if seen_dirs.contains(ino) {
                     2 + subdirs.get(ino).copied().unwrap_or(0)

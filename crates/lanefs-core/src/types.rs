@@ -114,7 +114,8 @@ impl Attr {
             uid: r.uid,
             gid: r.gid,
             size: r.size,
-            blocks: r.blocks * (PAGE_SIZE as u64 / 512),
+            // Saturating: a corrupt record from the store must not overflow.
+            blocks: r.blocks.saturating_mul(PAGE_SIZE as u64 / 512),
             atime: r.atime,
             mtime: r.mtime,
             ctime: r.ctime,

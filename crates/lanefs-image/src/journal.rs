@@ -8,10 +8,10 @@
 //! where they sit in the journal. Pure encoding; no locks, no atomics.
 
 use lanefs_store::codec::Reader;
-use lanefs_store::{Errno, Ino, Result, Superblock};
+use lanefs_store::{Errno, Ino, InodeRecord, Result, Superblock};
 
 use crate::crc::crc32c;
-use crate::layout::{get_u32, get_u64, BLOCK};
+use crate::layout::{get_u32, get_u64, BLOCK, JOURNAL_BLOCKS_MAX, STAMP_LIMIT};
 
 /// Object id of lane `l`'s usage record.
 pub const USAGE_OBJ_BASE: u64 = 1 << 63;
@@ -152,7 +152,11 @@ impl Record {
         }
         let mut objs = Vec::with_capacity(nobj);
         for _ in 0..nobj {
-            objs.push((r.u64()?, r.u64()?));
+            let (o, stamp) = (r.u64()?, r.u64()?);
+            if stamp >= STAMP_LIMIT {
+                return Err(Errno::EUCLEAN);
+            }
+            objs.push((o, stamp));
         }
         let mut ops = Vec::with_capacity(nops.min(64));
         for _ in 0..nops {
@@ -160,7 +164,14 @@ impl Record {
                 1 => {
                     let i = r.u64()?;
                     let n = r.u32()? as usize;
-                    Op::PutInode(i, r.take(n)?.to_vec())
+                    let rec = r.take(n)?;
+                    // The record must be one the store could have written
+                    // (replay would otherwise install garbage as live).
+                    match InodeRecord::decode(rec) {
+                        Ok(x) if x.ino == i => {}
+                        _ => return Err(Errno::EUCLEAN),
+                    }
+                    Op::PutInode(i, rec.to_vec())
                 }
                 2 => Op::FreeInode(r.u64()?),
                 3 => {
@@ -223,7 +234,13 @@ pub fn decode_batch_header(h: &[u8], seq: u64) -> Option<(u32, usize)> {
     if kind != BATCH_RECORDS && kind != BATCH_WRAP {
         return None;
     }
-    Some((kind, usize::try_from(get_u64(h, 16)).ok()?))
+    // No batch is longer than the largest journal: a corrupt length must
+    // not become an allocation or an overflowing offset.
+    let len = get_u64(h, 16);
+    if len > JOURNAL_BLOCKS_MAX * BLOCK as u64 {
+        return None;
+    }
+    Some((kind, len as usize))
 }
 
 pub fn batch_payload_ok(h: &[u8], payload: &[u8]) -> bool {
@@ -245,10 +262,55 @@ pub fn decode_records(mut payload: &[u8]) -> Result<Vec<Record>> {
 mod tests {
     use super::*;
 
+    fn record_of(ino: Ino) -> Vec<u8> {
+        let t = lanefs_store::Timespec::default();
+        InodeRecord {
+            ino,
+            generation: 1,
+            kind: lanefs_store::FileKind::Regular,
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            size: 0,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            btime: t,
+            rdev: 0,
+            parent: 0,
+            next_cookie: 0,
+            symlink: Vec::new(),
+            xattrs: Vec::new(),
+        }
+        .encode()
+    }
+
+    #[test]
+    fn put_inode_with_a_bad_record_does_not_decode() {
+        for bytes in [vec![1, 2, 3], record_of(6)] {
+            let rec = Record {
+                objs: vec![(5, 1)],
+                ops: vec![Op::PutInode(5, bytes)],
+            };
+            let mut b = Vec::new();
+            rec.encode_into(&mut b);
+            assert!(decode_records(&b).is_err());
+        }
+    }
+
+    #[test]
+    fn batch_header_rejects_lengths_past_any_journal() {
+        let mut h = encode_batch(BATCH_RECORDS, 3, b"x");
+        h[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(decode_batch_header(&h, 3), None);
+    }
+
     #[test]
     fn every_op_kind_roundtrips_and_truncations_fail() {
         let ops = vec![
-            Op::PutInode(5, vec![1, 2, 3]),
+            Op::PutInode(5, record_of(5)),
             Op::FreeInode(5),
             Op::PutEntry(5, b"name".to_vec(), [7; 17]),
             Op::RemoveEntry(5, b"gone".to_vec()),

@@ -32,6 +32,14 @@ pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"LANEFSIM");
 pub const FORMAT_VERSION: u32 = 1;
 /// Offset of the CRC32C in a 4 KiB metadata block (covers bytes before it).
 pub const BLOCK_CRC_AT: usize = BLOCK - 4;
+/// Journal sequence numbers stay below this (they start from the clock in
+/// nanoseconds, about 2^61 today, and grow by one per batch): a larger one
+/// in a superblock is corruption, and one in a batch header is ignored.
+pub const JOURNAL_SEQ_LIMIT: u64 = 1 << 63;
+/// Object stamps stay below this (they start at 0 and grow by one per
+/// record): a larger one on disk is corruption, so that no increment can
+/// overflow.
+pub const STAMP_LIMIT: u64 = 1 << 63;
 
 /// Where everything is, in blocks. Written by mkfs, read from the superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +103,10 @@ impl Geometry {
             && self.group_start == self.orphan_start + self.orphan_blocks
             && (1..=GROUPS_MAX).contains(&self.groups)
             && self.itable_blocks >= 1
-            && self.inodes_per_group == self.itable_blocks * (SLOTS_PER_BLOCK / 2)
+            // Checked: corrupt fields must not wrap into a valid-looking
+            // geometry.
+            && self.total_blocks.checked_mul(BLOCK as u64).is_some()
+            && self.itable_blocks.checked_mul(SLOTS_PER_BLOCK / 2) == Some(self.inodes_per_group)
             && self.blocks_per_group > self.itable_blocks
             && self
                 .groups
@@ -299,7 +310,12 @@ impl DiskSuper {
             },
             usage,
         };
-        if s.journal_tail >= geo.journal_blocks {
+        if s.journal_tail >= geo.journal_blocks
+            || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT
+            || s.generation >= STAMP_LIMIT
+            || s.sb_stamp >= STAMP_LIMIT
+            || s.usage.iter().any(|u| u.stamp >= STAMP_LIMIT)
+        {
             return Err(Errno::EUCLEAN);
         }
         Ok(s)

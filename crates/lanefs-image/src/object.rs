@@ -321,6 +321,7 @@ pub fn decode_slot(s: &[u8], ino: u64) -> Result<Option<Slot>> {
         && get_u32(s, 0) == SLOT_MAGIC
         && get_u32(s, SLOT_CRC_AT) == crate::crc::crc32c(&[&s[..SLOT_CRC_AT]])
         && get_u64(s, 8) == ino
+        && get_u64(s, 16) < crate::layout::STAMP_LIMIT
         && (s[4] == SLOT_LIVE || s[4] == SLOT_FREE);
     if !ok {
         return Err(Errno::EUCLEAN);

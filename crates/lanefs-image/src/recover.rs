@@ -14,8 +14,12 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
 use crate::device::{Device, FileDevice};
-use crate::journal::{self, Op, Record, BATCH_HEADER, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE};
-use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, SLOT, USAGE_LANES};
+use crate::journal::{
+    self, Op, Record, BATCH_HEADER, BATCH_MAGIC, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE,
+};
+use crate::layout::{
+    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, JOURNAL_SEQ_LIMIT, SLOT, USAGE_LANES,
+};
 use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX};
 use crate::orphan::{decode_orphan_block, OrphanFile};
 use crate::store::{
@@ -109,7 +113,13 @@ fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
         }
     }
     let sup = best.ok_or(Errno::EUCLEAN)?;
-    if sup.geo.total_blocks * BLOCK as u64 > dev.len() {
+    // Checked: a corrupt total must not wrap past the device's length.
+    if sup
+        .geo
+        .total_blocks
+        .checked_mul(BLOCK as u64)
+        .is_none_or(|bytes| bytes > dev.len())
+    {
         return Err(Errno::EUCLEAN);
     }
     Ok(sup)
@@ -207,7 +217,14 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
     let mut usage = sup.usage.to_vec();
     let mut sb_stamp = sup.sb_stamp;
     let mut sb = sup.sb;
-    let (records, head, seq, batches) = scan_journal(dev, &sup)?;
+    let (records, head, mut seq, batches) = scan_journal(dev, &sup)?;
+    // Batches past the end of the replayed journal (from before a
+    // superblock fallback, or an earlier lap) must never be taken for the
+    // ones this mount writes next: continue above every sequence number the
+    // journal region holds.
+    if let Some(newest) = newest_batch_seq(dev, &geo)? {
+        seq = seq.max(newest + 1);
+    }
     report.batches = batches;
     replay(
         &records,
@@ -381,6 +398,7 @@ fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, 
             seq += 1;
             continue;
         }
+        // `len` is bounded by decode_batch_header (at most a journal).
         let nb = (BATCH_HEADER + len).div_ceil(BLOCK) as u64;
         if pos + nb > j || scanned + nb > j {
             break;
@@ -401,6 +419,31 @@ fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, 
         seq += 1;
     }
     Ok((records, pos, seq, batches))
+}
+
+/// The highest sequence number below [`JOURNAL_SEQ_LIMIT`] of any block of
+/// the journal region that starts with a batch magic (checksum or not).
+/// Reads the whole journal, 1 MiB at a time.
+fn newest_batch_seq(dev: &dyn Device, geo: &Geometry) -> Result<Option<u64>> {
+    const CHUNK_BLOCKS: u64 = 256;
+    let mut newest = None;
+    let mut buf = vec![0u8; CHUNK_BLOCKS as usize * BLOCK];
+    let mut at = 0;
+    while at < geo.journal_blocks {
+        let n = CHUNK_BLOCKS.min(geo.journal_blocks - at);
+        let b = &mut buf[..n as usize * BLOCK];
+        dev.read_at(b, (geo.journal_start + at) * BLOCK as u64)?;
+        for h in b.chunks(BLOCK) {
+            if get_u32(h, 0) == BATCH_MAGIC {
+                let s = get_u64(h, 8);
+                if s < JOURNAL_SEQ_LIMIT && newest.is_none_or(|m| s > m) {
+                    newest = Some(s);
+                }
+            }
+        }
+        at += n;
+    }
+    Ok(newest)
 }
 
 /// Apply records in per-object stamp order: a record applies when, for each

@@ -10,8 +10,15 @@
 //! design (`Variants::baselines()`), with fewer operations, in the
 //! `*_every_baseline` tests: a baseline must be exactly as correct.
 //!
+//! The `*_on_image_small_cache` tests run the same on an image file
+//! (`Filesystem::open_image_with`) with a cache budget of 32 inodes and 32
+//! pages, so that objects are evicted and reloaded from the image store all
+//! the time, and a background commit every 20 ms; after each the image is
+//! unmounted, must be fsck-clean and reopen to the same counts.
+//!
 //! Knobs: `LANEFS_STRESS_OPS` — operations per thread (default 20000);
-//! `LANEFS_STRESS_VARIANT_OPS` — per thread and baseline (default 4000).
+//! `LANEFS_STRESS_VARIANT_OPS` — per thread and baseline (default 4000);
+//! `LANEFS_STRESS_IMAGE_OPS` — per thread on the image (default 4000).
 
 use std::collections::HashSet;
 use std::io;
@@ -47,6 +54,57 @@ fn new_fs(variants: Variants) -> io::Result<Filesystem> {
         ..FsConfig::default()
     };
     Filesystem::in_memory(MemoryStoreConfig::default(), config)
+}
+
+/// Operations per thread on the image store.
+const IMAGE_OPS_DEFAULT: usize = 4_000;
+/// The image tests' cache budget, in inodes and in pages.
+const IMAGE_CACHE_OBJECTS: usize = 32;
+
+/// A fresh image file in a new temporary directory, mounted with a tiny
+/// cache and a background commit every 20 ms.
+fn new_image_fs() -> io::Result<(Filesystem, tempfile::TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let img = dir.path().join("stress.img");
+    lanefs_image::mkfs(&img, 256 << 20)?;
+    let fs = open_image_small_cache(&img)?;
+    Ok((fs, dir))
+}
+
+fn open_image_small_cache(img: &Path) -> io::Result<Filesystem> {
+    let config = FsConfig {
+        cache_inodes_max: IMAGE_CACHE_OBJECTS,
+        cache_pages_max: IMAGE_CACHE_OBJECTS,
+        ..FsConfig::default()
+    };
+    let store = lanefs::ImageConfig {
+        commit_interval: Some(std::time::Duration::from_millis(20)),
+    };
+    Filesystem::open_image_with(img, &store, config)
+}
+
+/// Unmount `fs` (the last view of an image), check the image with fsck,
+/// reopen it and check the engine and the counts again.
+fn unmount_check_reopen(fs: Filesystem, dir: &tempfile::TempDir) -> io::Result<()> {
+    let before = true_counts(&fs)?;
+    // The budget held: what is cached stays near it (a little slack for
+    // pages counted before the budget is enforced), far below what the
+    // walk just visited.
+    let (inodes, pages) = fs.core().cache_counts();
+    assert!(
+        inodes <= 2 * IMAGE_CACHE_OBJECTS && pages <= 2 * IMAGE_CACHE_OBJECTS,
+        "cache over budget: {inodes} inodes, {pages} pages"
+    );
+    drop(fs);
+    let img = dir.path().join("stress.img");
+    let report = lanefs_image::fsck(&img, false)?;
+    assert!(report.clean, "fsck after unmount: {report:#?}");
+    let fs = open_image_small_cache(&img)?;
+    if let Err(problems) = fs.core().check() {
+        panic!("check after reopening: {:#?}", problems);
+    }
+    assert_eq!(true_counts(&fs)?, before, "the same tree after reopening");
+    Ok(())
 }
 const NAMES: usize = 12;
 
@@ -227,7 +285,17 @@ fn stress_random_ops_every_baseline() -> io::Result<()> {
 }
 
 fn stress_random_ops(variants: Variants, ops: usize) -> io::Result<()> {
-    let fs = new_fs(variants)?;
+    stress_random_ops_on(&new_fs(variants)?, ops)
+}
+
+#[test]
+fn stress_random_ops_on_image_small_cache() -> io::Result<()> {
+    let (fs, dir) = new_image_fs()?;
+    stress_random_ops_on(&fs, env_usize("LANEFS_STRESS_IMAGE_OPS", IMAGE_OPS_DEFAULT))?;
+    unmount_check_reopen(fs, &dir)
+}
+
+fn stress_random_ops_on(fs: &Filesystem, ops: usize) -> io::Result<()> {
     fs.create_dir("/shared")?;
     fs.set_permissions("/shared", 0o777)?;
     for t in 0..THREADS {
@@ -262,7 +330,7 @@ fn stress_random_ops(variants: Variants, ops: usize) -> io::Result<()> {
     if let Err(problems) = fs.core().check() {
         panic!("check after stress: {:#?}", problems);
     }
-    let (inodes, pages) = true_counts(&fs)?;
+    let (inodes, pages) = true_counts(fs)?;
     assert!(
         inodes > 1 + 1 + THREADS as u64,
         "the stress left files behind to count"
@@ -280,7 +348,7 @@ fn stress_random_ops(variants: Variants, ops: usize) -> io::Result<()> {
     );
     fs.core().shrink();
     assert_eq!(
-        true_counts(&fs)?,
+        true_counts(fs)?,
         (inodes, pages),
         "same after evicting the caches"
     );
@@ -299,9 +367,16 @@ fn stress_random_ops(variants: Variants, ops: usize) -> io::Result<()> {
     if let Err(problems) = fs.core().check() {
         panic!("check after removing everything: {:#?}", problems);
     }
-    let store = fs.memory_store().expect("memory store");
-    assert_eq!(store.inode_records(), 1, "only the root inode is left");
-    assert_eq!(store.page_records(), 0, "no data pages are left");
+    match fs.memory_store() {
+        Some(store) => {
+            assert_eq!(store.inode_records(), 1, "only the root inode is left");
+            assert_eq!(store.page_records(), 0, "no data pages are left");
+        }
+        None => {
+            let left = fs.core().store().list_inodes()?;
+            assert_eq!(left, [lanefs::ROOT_INO], "only the root inode is left");
+        }
+    }
     let s = fs.statfs()?;
     assert_eq!(s.files - s.files_free, 1);
     assert_eq!(s.blocks_free, s.blocks);
@@ -326,7 +401,17 @@ fn walks_race_with_rmdir_every_baseline() -> io::Result<()> {
 }
 
 fn walks_race_with_rmdir_on(variants: Variants, rounds: usize) -> io::Result<()> {
-    let fs = new_fs(variants)?;
+    walks_race_with_rmdir_in(&new_fs(variants)?, rounds)
+}
+
+#[test]
+fn walks_race_with_rmdir_on_image_small_cache() -> io::Result<()> {
+    let (fs, dir) = new_image_fs()?;
+    walks_race_with_rmdir_in(&fs, RMDIR_VARIANT_ROUNDS)?;
+    unmount_check_reopen(fs, &dir)
+}
+
+fn walks_race_with_rmdir_in(fs: &Filesystem, rounds: usize) -> io::Result<()> {
     fs.create_dir("/race")?;
     let start = Arc::new(Barrier::new(3));
     let mut handles = Vec::new();
@@ -402,9 +487,19 @@ fn readdir_under_concurrent_churn_every_baseline() -> io::Result<()> {
 }
 
 fn readdir_under_concurrent_churn_on(variants: Variants) -> io::Result<()> {
+    readdir_under_concurrent_churn_in(&new_fs(variants)?)
+}
+
+#[test]
+fn readdir_under_concurrent_churn_on_image_small_cache() -> io::Result<()> {
+    let (fs, dir) = new_image_fs()?;
+    readdir_under_concurrent_churn_in(&fs)?;
+    unmount_check_reopen(fs, &dir)
+}
+
+fn readdir_under_concurrent_churn_in(fs: &Filesystem) -> io::Result<()> {
     const STABLE: usize = 500;
     const LISTINGS: usize = 40;
-    let fs = new_fs(variants)?;
     fs.create_dir("/d")?;
     for i in 0..STABLE {
         fs.write(format!("/d/stable{}", i), b"")?;

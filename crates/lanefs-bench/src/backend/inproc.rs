@@ -21,7 +21,13 @@ use super::{Backend, Meta, OpError, OpResult, OpenMode};
 use lanefs::{
     Cred, Errno, FileKind, Fs, FsConfig, Ino, MemoryStore, OpenFile, SetAttr, Variants, ROOT_INO,
 };
+use lanefs::{ImageConfig, ImageStore};
 use std::sync::Arc;
+
+/// Format `path` as an empty lanefs image of `size` bytes.
+fn lanefs_image_mkfs(path: &std::path::Path, size: u64) -> Result<(), String> {
+    lanefs_image::mkfs(path, size).map_err(|e| format!("{}: mkfs: {e:?}", path.display()))
+}
 
 /// The variant sets `--variant all` names: the default, then every
 /// single-mechanism baseline, each as its canonical string.
@@ -69,6 +75,26 @@ impl Inproc {
     pub fn with_config(config: FsConfig) -> Result<Inproc, String> {
         let store = Arc::new(MemoryStore::default());
         let fs = Fs::new(store, config).map_err(|e| format!("Fs::new: {e:?}"))?;
+        Ok(Inproc {
+            fs,
+            cred: Cred::root(),
+        })
+    }
+
+    /// A fresh engine of `variant` on a fresh image file at `path` of
+    /// `size` bytes (`lanefs mkfs`, then the image store with its default
+    /// background commit), with the default limits. Dropping it
+    /// checkpoints the image; the caller removes the file.
+    pub fn on_image(variant: &str, path: &std::path::Path, size: u64) -> Result<Inproc, String> {
+        let variants = Variants::parse(variant).map_err(|e| format!("variant {variant:?}: {e}"))?;
+        lanefs_image_mkfs(path, size)?;
+        let store = ImageStore::open_with(path, &ImageConfig::default())
+            .map_err(|e| format!("{}: open image: {e:?}", path.display()))?;
+        let config = FsConfig {
+            variants,
+            ..FsConfig::default()
+        };
+        let fs = Fs::new(Arc::new(store), config).map_err(|e| format!("Fs::new: {e:?}"))?;
         Ok(Inproc {
             fs,
             cred: Cred::root(),
