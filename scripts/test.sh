@@ -21,3 +21,11 @@ cargo test --workspace --all-features --release
 echo "== model checks (shuttle; LANEFS_SHUTTLE_ITERS=${LANEFS_SHUTTLE_ITERS:-1000} per check)"
 RUSTFLAGS="--cfg lanefs_shuttle" CARGO_TARGET_DIR=target/shuttle \
     cargo test -p lanefs-core --lib --release -- model_
+
+# The fuzz corpus and deterministic mutations of it already ran inside
+# `cargo test` (crates/lanefs-image/tests/fuzz_corpus.rs); a real libFuzzer
+# run (nightly + cargo-fuzz) only when asked: LANEFS_FUZZ_SECONDS=N.
+if [ -n "${LANEFS_FUZZ_SECONDS:-}" ]; then
+    echo "== cargo fuzz (${LANEFS_FUZZ_SECONDS} s per target)"
+    scripts/fuzz.sh "$LANEFS_FUZZ_SECONDS"
+fi
