@@ -45,7 +45,7 @@ fn writeback_flag_negotiated_only_when_asked() {
     assert!(text.lines().any(|l| l == "writeback_cache=true"), "{text}");
     assert_ne!(init_flags(&text) & FUSE_WRITEBACK_CACHE, 0, "{text}");
     drop(m);
-    let m = TestMount::new("wb-off");
+    let m = TestMount::with("wb-off", &["-o", "no_writeback_cache"], &[]);
     let text = stats(&m);
     assert!(text.lines().any(|l| l == "writeback_cache=false"), "{text}");
     assert_eq!(init_flags(&text) & FUSE_WRITEBACK_CACHE, 0, "{text}");
@@ -266,11 +266,19 @@ fn mtime_and_size_reach_the_daemon() {
 /// explicit times at close and fsync and with a truncate, which the
 /// engine alone would refuse to anyone but the owner. Close, fsync,
 /// truncate and touch must all succeed, and `utimensat` with an explicit
-/// time still needs the owner.
+/// time still needs the owner — checked by the kernel with
+/// `default_permissions`, and by the daemon without it (which tells the
+/// user's `utimensat` from the kernel's own flush by the caller's system
+/// call).
 fn non_owner_writer_close_fsync_truncate_touch() {
+    non_owner_writer_case("allow_other,writeback_cache");
+    non_owner_writer_case("allow_other,no_default_permissions,writeback_cache");
+}
+
+fn non_owner_writer_case(opts: &str) {
     require_tool("setpriv");
     require_tool("dd");
-    let m = TestMount::with("wb-writer", &["-o", "allow_other,writeback_cache"], &[]);
+    let m = TestMount::with("wb-writer", &["-o", opts], &[]);
     let p = m.path("shared");
     std::fs::write(&p, b"").unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -295,7 +303,7 @@ fn non_owner_writer_close_fsync_truncate_touch() {
             &script,
         ]),
     );
-    assert!(out.status.success(), "{}", show(&out));
+    assert!(out.status.success(), "-o {opts}: {}", show(&out));
     let md = std::fs::metadata(&p).unwrap();
     assert_eq!((md.len(), md.uid()), (4000, 0));
     assert!(md.mtime() > 1_000_000_000);
