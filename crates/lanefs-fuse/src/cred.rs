@@ -86,17 +86,6 @@ const CHOWN_SYSCALLS: &[libc::c_long] = &[
 #[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
 const CHOWN_SYSCALLS: &[libc::c_long] = &[libc::SYS_fchown, libc::SYS_fchownat];
 
-/// The `utime` family of system calls on this architecture.
-#[cfg(target_arch = "x86_64")]
-const UTIMES_SYSCALLS: &[libc::c_long] = &[
-    libc::SYS_utime,
-    libc::SYS_utimes,
-    libc::SYS_futimesat,
-    libc::SYS_utimensat,
-];
-#[cfg(not(target_arch = "x86_64"))]
-const UTIMES_SYSCALLS: &[libc::c_long] = &[libc::SYS_utimensat];
-
 /// Parse the system call number from a `/proc/<tid>/syscall` text (`-1`
 /// or `running` when the thread is not in a system call).
 pub fn parse_syscall_nr(text: &str) -> Option<libc::c_long> {
@@ -111,25 +100,13 @@ pub fn parse_syscall_nr(text: &str) -> Option<libc::c_long> {
 /// (the thread exited, no ptrace access to it, a kernel without
 /// `CONFIG_HAVE_ARCH_TRACEHOOK`).
 pub fn in_chown_syscall(pid: u32) -> bool {
-    in_syscall(pid, CHOWN_SYSCALLS)
-}
-
-/// Whether thread `pid` is blocked in a `utimes(2)`-family system call now.
-/// Under the writeback cache the kernel sends the same explicit-mtime
-/// SETATTR for `utimensat` and for its own flush of the times it keeps;
-/// this tells them apart (as [`in_chown_syscall`]; `false` when unknown).
-pub fn in_utimes_syscall(pid: u32) -> bool {
-    in_syscall(pid, UTIMES_SYSCALLS)
-}
-
-fn in_syscall(pid: u32, calls: &[libc::c_long]) -> bool {
     if pid == 0 {
         return false;
     }
     std::fs::read_to_string(format!("/proc/{pid}/syscall"))
         .ok()
         .and_then(|t| parse_syscall_nr(&t))
-        .is_some_and(|nr| calls.contains(&nr))
+        .is_some_and(|nr| CHOWN_SYSCALLS.contains(&nr))
 }
 
 #[cfg(test)]
@@ -153,7 +130,6 @@ mod tests {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         assert!(!in_chown_syscall(tid));
-        assert!(!in_utimes_syscall(tid));
         assert!(!in_chown_syscall(0));
     }
 

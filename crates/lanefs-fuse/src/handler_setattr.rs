@@ -7,7 +7,7 @@
 use lanefs_core::{Attr, Cred, Errno, Ino, Result, SetAttr, TimeSet};
 
 use super::{Handler, S_ISGID, S_ISUID, S_IXGRP};
-use crate::cred::{cred_for, in_utimes_syscall, Caller};
+use crate::cred::{cred_for, Caller};
 
 impl Handler {
     /// `sync`/`dirsync`: make a change durable before answering (a whole
@@ -69,7 +69,7 @@ impl Handler {
                 .is_ok_and(|a| a.kind == lanefs_core::FileKind::Regular)
         };
         let r = if wb && has_times(changes) && regular() {
-            self.setattr_writeback_times(caller, &cred, ino, changes, file)
+            self.setattr_writeback_times(&cred, ino, changes, file)
         } else {
             self.fs.setattr(&cred, ino, changes, file)
         };
@@ -78,32 +78,34 @@ impl Handler {
 
     /// SETATTR with times under the writeback cache, where the kernel owns
     /// mtime and ctime of regular files and sends them as explicit values:
-    /// alone when it flushes them (close, fsync, the flusher:
-    /// `fuse_flush_times`, from whoever triggers it, the flusher as uid
-    /// 0), and beside every truncate and chmod/chown (explicit `mtime`/
-    /// `ctime` where it would otherwise say "now"). The engine would
-    /// refuse an explicit mtime from anyone but the owner, failing a
-    /// writer's `close`, `fsync` or `ftruncate`; so the times are the
-    /// kernel's clock, applied with the kernel's authority after the rest
-    /// of the change passed the engine's checks as the caller.
+    /// alone when it flushes them (close, fsync, the flusher, a
+    /// close-on-exec: `fuse_flush_times`, as whoever triggers it), and
+    /// beside every truncate and chmod/chown (explicit `mtime`/`ctime`
+    /// where it would otherwise say "now"). The engine would refuse an
+    /// explicit mtime from anyone but the owner, failing a writer's
+    /// `close`, `fsync` or `ftruncate`; so the times are the kernel's
+    /// clock, applied with the kernel's authority after the rest of the
+    /// change passed the engine's checks as the caller.
     ///
     /// A user's own `utimensat` arrives in the same shape. With
-    /// `default_permissions` the kernel has already checked it
-    /// (`setattr_prepare`), so the same split is right. Without it the
-    /// caller's system call tells the two apart
-    /// ([`in_utimes_syscall`]); a `utimensat` then gets the engine's
-    /// rules, with "atime now + kernel-clock mtime" read as the
-    /// both-`UTIME_NOW` touch that write permission allows (an explicit
-    /// mtime beside `UTIME_NOW` atime becomes "now": docs/FUSE.md).
+    /// `default_permissions` (which `writeback_cache` implies) the kernel
+    /// has already checked it (`setattr_prepare`), so the split is right.
+    /// Without it, a request that sets atime is a user's (the kernel never
+    /// flushes atime) and gets the engine's rules, "atime now +
+    /// kernel-clock mtime" read as the both-`UTIME_NOW` touch that write
+    /// permission allows; an mtime-only `utimensat` cannot be told from
+    /// the kernel's flush (asking `/proc/<pid>/syscall` would deadlock
+    /// against a close-on-exec, whose exec holds the lock that read
+    /// needs), so a writer who is not the owner could set it: the hole
+    /// docs/FUSE.md names for `no_default_permissions`.
     fn setattr_writeback_times(
         &self,
-        caller: &Caller,
         cred: &Cred,
         ino: Ino,
         changes: &SetAttr,
         file: Option<&lanefs_core::OpenFile>,
     ) -> Result<Attr> {
-        if !self.config.default_permissions && in_utimes_syscall(caller.pid) {
+        if !self.config.default_permissions && changes.atime.is_some() {
             let mut ch = changes.clone();
             if ch.atime == Some(TimeSet::Now) && matches!(ch.mtime, Some(TimeSet::At(_))) {
                 ch.mtime = Some(TimeSet::Now);

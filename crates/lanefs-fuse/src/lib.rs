@@ -253,8 +253,12 @@ impl MountOptions {
     /// `allow_other`/`allow_root` (a mount opened to other users must not
     /// let them walk cached dentries past directories closed to them),
     /// unless explicitly refused with `no_default_permissions`.
+    ///
+    /// `writeback_cache` implies it too: the kernel then sends a user's
+    /// `utimensat` and its own flush of the times it keeps in the same
+    /// shape, and only the kernel's check tells who may set a time.
     pub fn effective_default_permissions(&self) -> bool {
-        (self.default_permissions || self.allow_other || self.allow_root)
+        (self.default_permissions || self.allow_other || self.allow_root || self.writeback_cache)
             && !self.no_default_permissions
     }
 }
