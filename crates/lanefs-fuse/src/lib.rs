@@ -102,8 +102,10 @@ pub struct MountOptions {
     /// (`lanefs` does, see docs/FUSE.md).
     pub auto_unmount: bool,
     /// `writeback_cache`: ask the kernel for its writeback cache
-    /// (`FUSE_WRITEBACK_CACHE`); off by default. docs/FUSE.md says what
-    /// the kernel then owns and what the daemon does for it.
+    /// (`FUSE_WRITEBACK_CACHE`); off by default; implies
+    /// `default_permissions` (see `effective_default_permissions`).
+    /// docs/FUSE.md says what the kernel then owns and what the daemon
+    /// does for it.
     pub writeback_cache: bool,
 }
 
