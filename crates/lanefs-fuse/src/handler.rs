@@ -721,6 +721,37 @@ mod tests {
         assert_eq!(r, Ok(7));
     }
 
+    /// Under the writeback cache a write-only handle serves reads, and
+    /// writes land at the offset the kernel chose even on an `O_APPEND`
+    /// open; without it the engine's rules stand (EBADF, append).
+    #[test]
+    fn writeback_handles_read_and_ignore_append() {
+        assert_eq!(
+            writeback_io_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT),
+            libc::O_RDWR
+        );
+        assert_eq!(writeback_io_flags(libc::O_RDONLY), libc::O_RDONLY);
+        let c = Caller::default();
+        for wb in [false, true] {
+            let h = Handler::new(Fs::new_in_memory(), HandlerConfig::default());
+            h.set_writeback(wb);
+            let flags = libc::O_WRONLY | libc::O_APPEND;
+            let (a, o) = h.create(&c, 1, b"f", 0o644, 0, flags).unwrap();
+            h.write(&c, o.fh, 0, b"hello", false, true).unwrap();
+            h.write(&c, o.fh, 1, b"EL", false, true).unwrap();
+            let mut buf = [0u8; 8];
+            let r = h.read_into(o.fh, 0, &mut buf);
+            if wb {
+                assert_eq!(r, Ok(5));
+                assert_eq!(&buf[..5], b"hELlo");
+            } else {
+                assert_eq!(r, Err(Errno::EBADF));
+                assert_eq!(h.getattr(a.ino, None).unwrap().size, 7, "appended");
+            }
+            h.release(o.fh).unwrap();
+        }
+    }
+
     #[test]
     fn fault_name_panics_and_is_caught() {
         let cfg = HandlerConfig {
