@@ -593,9 +593,14 @@ on_both_transports!(
     panic_in_handler_answers_eio_and_keeps_serving,
     lookup_counts_survive_forget_pressure,
     supplementary_groups_are_honoured,
-    suid_sgid_kill_matches_linux,
     stats_shows_transport,
     allow_other_alone_checks_cached_dentries,
+);
+
+// What the kernel's writeback cache changes (privilege kill on write,
+// timestamps, capabilities) is checked with it on too.
+on_both_transports_and_writeback!(
+    suid_sgid_kill_matches_linux,
     pre_1970_times_and_noop_chown_ctime,
     root_write_keeps_suid_sgid,
     file_capabilities_removed_as_on_tmpfs,

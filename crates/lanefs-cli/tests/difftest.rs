@@ -468,7 +468,15 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
             Op::ChownKeep(p) => {
                 let before = ctime_of(&j(p))?;
                 // Let the clock move past the coarse tick tmpfs may use.
-                std::thread::sleep(std::time::Duration::from_millis(2));
+                // Under the writeback cache the kernel stamps a FUSE
+                // file's ctime itself with its coarse clock (one tick,
+                // 4 ms at HZ=250; FUSE is not a multigrain-timestamp file
+                // system like tmpfs): a change within the same tick as the
+                // last one shows no new ctime. That divergence is
+                // documented (docs/FUSE.md, "Writeback cache"); the test
+                // waits past a tick there to check everything else.
+                let tick = if common::writeback() { 12 } else { 2 };
+                std::thread::sleep(std::time::Duration::from_millis(tick));
                 if libc::lchown(cs(&j(p)).as_ptr(), u32::MAX, u32::MAX) < 0 {
                     return Err(errno());
                 }
@@ -582,4 +590,4 @@ fn syscalls_match_tmpfs() {
     eprintln!("difftest: ok, {} entries in the final tree", sa.len());
 }
 
-on_both_transports!(syscalls_match_tmpfs,);
+on_both_transports_and_writeback!(syscalls_match_tmpfs,);

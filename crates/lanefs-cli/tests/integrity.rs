@@ -403,4 +403,4 @@ fn fsx_random_ops_match_model() {
     unsafe { libc::close(f.fd) };
 }
 
-on_both_transports!(fio_verify_crc32c, fsx_random_ops_match_model,);
+on_both_transports_and_writeback!(fio_verify_crc32c, fsx_random_ops_match_model,);

@@ -52,6 +52,28 @@ impl OpenFile {
         matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
+    /// A second handle on the same inode with open flags `flags`, holding
+    /// the opener's credentials, *without* a permission check. For a FUSE
+    /// adapter under the kernel's writeback cache, which reads through a
+    /// write-only open to fill partial pages: the kernel checked the
+    /// opener's access when it opened, and the first handle checked it
+    /// here too. Fails with `ENOENT` if the inode is already freed.
+    pub fn reopen_unchecked(&self, flags: i32) -> Result<OpenFile> {
+        {
+            let mut m = self.inode.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            m.opens += 1;
+        }
+        Ok(OpenFile {
+            fs: self.fs.clone(),
+            inode: self.inode.clone(),
+            flags,
+            cred: self.cred.clone(),
+        })
+    }
+
     /// Move atime after an access, as the mount's [`AtimePolicy`] says
     /// (relatime by default: bring atime past mtime/ctime).
     fn touch_atime(&self) {

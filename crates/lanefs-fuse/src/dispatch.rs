@@ -55,6 +55,8 @@ pub struct Session {
     pub flags: u64,
     /// The kernel offered FUSE-over-io_uring (and we asked for it).
     pub uring: bool,
+    /// The kernel's writeback cache is on (asked for and granted).
+    pub writeback: bool,
     pub max_write: u32,
     /// `allow_root`: deny requests from anyone but this uid and root.
     pub deny_others_except: Option<u32>,
@@ -72,12 +74,13 @@ pub const STATS_XATTR: &str = "user.lanefs.stats";
 
 fn stats_text(h: &Handler, s: &Session) -> Vec<u8> {
     format!(
-        "transport={}\nthreads={}\nprotocol=7.{}\ninit_flags={:#x}\nuring_offered={}\nopen_handles={}\n",
+        "transport={}\nthreads={}\nprotocol=7.{}\ninit_flags={:#x}\nuring_offered={}\nwriteback_cache={}\nopen_handles={}\n",
         s.transport,
         s.threads,
         s.minor,
         s.flags,
         s.flags & FUSE_OVER_IO_URING != 0,
+        s.writeback,
         h.open_handles()
     )
     .into_bytes()
@@ -92,8 +95,14 @@ pub enum InitReply {
     Retry(InitOut),
 }
 
-/// Negotiate INIT: `want_uring` asks for `FUSE_OVER_IO_URING` when offered.
-pub fn negotiate(init: &InitIn, want_uring: bool) -> Result<InitReply, String> {
+/// Negotiate INIT: `want_uring` asks for `FUSE_OVER_IO_URING` when offered,
+/// `want_writeback` for `FUSE_WRITEBACK_CACHE` (`-o writeback_cache`; never
+/// asked for otherwise, see docs/FUSE.md for what it changes).
+pub fn negotiate(
+    init: &InitIn,
+    want_uring: bool,
+    want_writeback: bool,
+) -> Result<InitReply, String> {
     let ours = InitOut {
         major: KERNEL_VERSION,
         minor: KERNEL_MINOR_VERSION,
@@ -115,6 +124,9 @@ pub fn negotiate(init: &InitIn, want_uring: bool) -> Result<InitReply, String> {
     let mut want = WANTED_INIT_FLAGS;
     if want_uring {
         want |= FUSE_OVER_IO_URING;
+    }
+    if want_writeback {
+        want |= FUSE_WRITEBACK_CACHE;
     }
     let flags = offered & want;
     let missing = want & !offered & !FUSE_OVER_IO_URING;
@@ -140,6 +152,7 @@ pub fn negotiate(init: &InitIn, want_uring: bool) -> Result<InitReply, String> {
         minor: out.minor,
         flags,
         uring: flags & FUSE_OVER_IO_URING != 0,
+        writeback: flags & FUSE_WRITEBACK_CACHE != 0,
         max_write: MAX_WRITE_BYTES,
         deny_others_except: None,
         transport: "dev",
@@ -535,7 +548,7 @@ mod tests {
             flags2: (FUSE_OVER_IO_URING >> 32) as u32,
             ..Default::default()
         };
-        let InitReply::Ready(out, s) = negotiate(&init, true).unwrap() else {
+        let InitReply::Ready(out, s) = negotiate(&init, true, false).unwrap() else {
             panic!("no reply")
         };
         assert_eq!((out.major, out.minor), (7, KERNEL_MINOR_VERSION));
@@ -544,16 +557,33 @@ mod tests {
         assert_eq!(
             out.flags as u64 & FUSE_WRITEBACK_CACHE,
             0,
-            "never asked for writeback"
+            "writeback asked for though not configured"
         );
-        let InitReply::Ready(_, s) = negotiate(&init, false).unwrap() else {
+        assert!(!s.writeback);
+        let InitReply::Ready(out, s) = negotiate(&init, false, true).unwrap() else {
             panic!("no reply")
         };
         assert!(!s.uring);
+        assert_ne!(
+            out.flags as u64 & FUSE_WRITEBACK_CACHE,
+            0,
+            "writeback configured but not asked for"
+        );
+        assert!(s.writeback && s.flags & FUSE_WRITEBACK_CACHE != 0);
+        // Configured but not offered: not granted, and the session says so.
+        let plain = InitIn {
+            flags: WANTED_INIT_FLAGS as u32,
+            ..init
+        };
+        let InitReply::Ready(out, s) = negotiate(&plain, false, true).unwrap() else {
+            panic!("no reply")
+        };
+        assert_eq!(out.flags as u64 & FUSE_WRITEBACK_CACHE, 0);
+        assert!(!s.writeback);
         assert!(matches!(
-            negotiate(&InitIn { major: 8, ..init }, true),
+            negotiate(&InitIn { major: 8, ..init }, true, false),
             Ok(InitReply::Retry(_))
         ));
-        assert!(negotiate(&InitIn { minor: 20, ..init }, true).is_err());
+        assert!(negotiate(&InitIn { minor: 20, ..init }, true, false).is_err());
     }
 }

@@ -12,6 +12,8 @@
 //!   `handles.rs`); an `Arc<Handle>` is cloned out and the shard lock is
 //!   dropped before the engine is called.
 //! * `config`: immutable after construction.
+//! * `invalidate_attr`, `writeback` (`OnceLock`s): set once by the
+//!   transport before requests are served, read-only afterwards.
 //! * Lookup counts live in the engine (`Fs::lookup_counted`/`forget`); the
 //!   handler's only duty is to take exactly one reference per entry it hands
 //!   to the kernel (LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK, LINK, and every
@@ -160,6 +162,17 @@ pub fn guarded<T>(op: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> 
     }
 }
 
+/// Open flags of the I/O handle under the writeback cache: write-only
+/// becomes read-write, and `O_APPEND` (with the one-shot `O_CREAT`,
+/// `O_EXCL`, `O_TRUNC`, already applied by the first open) goes.
+pub fn writeback_io_flags(flags: i32) -> i32 {
+    let mut f = flags & !(libc::O_APPEND | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+    if f & libc::O_ACCMODE == libc::O_WRONLY {
+        f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
+    }
+    f
+}
+
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return Err(Errno::ENAMETOOLONG);
@@ -179,6 +192,9 @@ pub struct Handler {
     /// Set once (`OnceLock`) by the transport before requests are served;
     /// read-only afterwards.
     invalidate_attr: std::sync::OnceLock<AttrInvalidator>,
+    /// Whether the kernel's writeback cache is on (negotiated at INIT; set
+    /// once by the transport before requests are served).
+    writeback: std::sync::OnceLock<bool>,
 }
 
 impl Handler {
@@ -188,7 +204,42 @@ impl Handler {
             handles: HandleTable::default(),
             config,
             invalidate_attr: std::sync::OnceLock::new(),
+            writeback: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Record whether INIT turned the kernel's writeback cache on (first
+    /// call wins; unset means off).
+    pub fn set_writeback(&self, on: bool) {
+        let _ = self.writeback.set(on);
+    }
+
+    /// Whether the kernel's writeback cache is on for this session.
+    pub fn writeback(&self) -> bool {
+        self.writeback.get().copied().unwrap_or(false)
+    }
+
+    /// The engine handle that OPEN/CREATE keep for I/O. Without the
+    /// writeback cache, `file` itself. With it (docs/FUSE.md, "Writeback
+    /// cache"), a handle on the same inode that can serve READs also when
+    /// the file was opened write-only (the kernel reads through any open
+    /// handle to fill the rest of a partially written page) and without
+    /// `O_APPEND` (the kernel owns the size and already chose each write's
+    /// offset; re-applying `O_APPEND` here would move data written at
+    /// offsets the kernel picked). Read permission is not checked for it:
+    /// the kernel checked the opener's access at `open(2)`, and data read
+    /// this way only fills the kernel's page cache, which the VFS serves
+    /// only to descriptors opened for reading (a write-only descriptor can
+    /// neither read nor map it readable).
+    fn io_file(&self, file: lanefs_core::OpenFile) -> Result<lanefs_core::OpenFile> {
+        if !self.writeback() {
+            return Ok(file);
+        }
+        let flags = writeback_io_flags(file.flags());
+        if flags == file.flags() {
+            return Ok(file);
+        }
+        file.reopen_unchecked(flags)
     }
 
     /// Install the transport's attribute invalidation (first call wins).
@@ -340,7 +391,7 @@ impl Handler {
         } else {
             0
         };
-        let file = self.fs.open(&cred_for(caller), ino, flags)?;
+        let file = self.io_file(self.fs.open(&cred_for(caller), ino, flags)?)?;
         if before != 0 && self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0) != before {
             self.attrs_changed(ino);
         }
@@ -376,6 +427,14 @@ impl Handler {
             true,
         );
         let (attr, file, _created) = self.durable(self.dir_sync(), r, |(a, _, _)| Some(a.ino))?;
+        let file = match self.io_file(file) {
+            Ok(f) => f,
+            Err(e) => {
+                // The kernel never learns the entry: give its reference back.
+                self.fs.forget(attr.ino, 1);
+                return Err(e);
+            }
+        };
         let fh = self.handles.insert(Handle {
             file,
             flags,
@@ -660,6 +719,37 @@ mod tests {
         assert_eq!(r, Err(Errno::EIO));
         let r: Result<u32> = guarded("test", || Ok(7));
         assert_eq!(r, Ok(7));
+    }
+
+    /// Under the writeback cache a write-only handle serves reads, and
+    /// writes land at the offset the kernel chose even on an `O_APPEND`
+    /// open; without it the engine's rules stand (EBADF, append).
+    #[test]
+    fn writeback_handles_read_and_ignore_append() {
+        assert_eq!(
+            writeback_io_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT),
+            libc::O_RDWR
+        );
+        assert_eq!(writeback_io_flags(libc::O_RDONLY), libc::O_RDONLY);
+        let c = Caller::default();
+        for wb in [false, true] {
+            let h = Handler::new(Fs::new_in_memory(), HandlerConfig::default());
+            h.set_writeback(wb);
+            let flags = libc::O_WRONLY | libc::O_APPEND;
+            let (a, o) = h.create(&c, 1, b"f", 0o644, 0, flags).unwrap();
+            h.write(&c, o.fh, 0, b"hello", false, true).unwrap();
+            h.write(&c, o.fh, 1, b"EL", false, true).unwrap();
+            let mut buf = [0u8; 8];
+            let r = h.read_into(o.fh, 0, &mut buf);
+            if wb {
+                assert_eq!(r, Ok(5));
+                assert_eq!(&buf[..5], b"hELlo");
+            } else {
+                assert_eq!(r, Err(Errno::EBADF));
+                assert_eq!(h.getattr(a.ino, None).unwrap().size, 7, "appended");
+            }
+            h.release(o.fh).unwrap();
+        }
     }
 
     #[test]

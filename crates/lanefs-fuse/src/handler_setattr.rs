@@ -4,7 +4,7 @@
 //! module of `handler`, for file size; same locking rules (none held
 //! across engine calls).
 
-use lanefs_core::{Attr, Errno, Ino, Result, SetAttr};
+use lanefs_core::{Attr, Cred, Errno, Ino, Result, SetAttr, TimeSet};
 
 use super::{Handler, S_ISGID, S_ISUID, S_IXGRP};
 use crate::cred::{cred_for, Caller};
@@ -52,11 +52,82 @@ impl Handler {
         };
         let file = handle.as_ref().map(|h| &h.file).filter(|f| f.ino() == ino);
         let cred = cred_for(caller);
-        if *changes == SetAttr::default() {
+        let wb = self.writeback();
+        // Under the writeback cache `chown(f, -1, -1)` carries the
+        // kernel's ctime (it trusts its own c/mtime), otherwise nothing.
+        let ctime_only = SetAttr {
+            ctime: changes.ctime,
+            ..Default::default()
+        };
+        if *changes == SetAttr::default() || (wb && *changes == ctime_only) {
             return self.chown_no_ids(&cred, caller.pid, ino, file);
         }
-        let r = self.fs.setattr(&cred, ino, changes, file);
+        // Only regular files: the kernel keeps c/mtime of nothing else.
+        let regular = || {
+            self.fs
+                .getattr(ino)
+                .is_ok_and(|a| a.kind == lanefs_core::FileKind::Regular)
+        };
+        let r = if wb && has_times(changes) && regular() {
+            self.setattr_writeback_times(&cred, ino, changes, file)
+        } else {
+            self.fs.setattr(&cred, ino, changes, file)
+        };
         self.durable(self.config.sync_writes, r, |_| None)
+    }
+
+    /// SETATTR with times under the writeback cache, where the kernel owns
+    /// mtime and ctime of regular files and sends them as explicit values:
+    /// alone when it flushes them (close, fsync, the flusher, a
+    /// close-on-exec: `fuse_flush_times`, as whoever triggers it), and
+    /// beside every truncate and chmod/chown (explicit `mtime`/`ctime`
+    /// where it would otherwise say "now"). The engine would refuse an
+    /// explicit mtime from anyone but the owner, failing a writer's
+    /// `close`, `fsync` or `ftruncate`; so the times are the kernel's
+    /// clock, applied with the kernel's authority after the rest of the
+    /// change passed the engine's checks as the caller.
+    ///
+    /// A user's own `utimensat` arrives in the same shape. With
+    /// `default_permissions` (which `writeback_cache` implies) the kernel
+    /// has already checked it (`setattr_prepare`), so the split is right.
+    /// Without it, a request that sets atime is a user's (the kernel never
+    /// flushes atime) and gets the engine's rules, "atime now +
+    /// kernel-clock mtime" read as the both-`UTIME_NOW` touch that write
+    /// permission allows; an mtime-only `utimensat` cannot be told from
+    /// the kernel's flush (asking `/proc/<pid>/syscall` would deadlock
+    /// against a close-on-exec, whose exec holds the lock that read
+    /// needs), so a writer who is not the owner could set it: the hole
+    /// docs/FUSE.md names for `no_default_permissions`.
+    fn setattr_writeback_times(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        changes: &SetAttr,
+        file: Option<&lanefs_core::OpenFile>,
+    ) -> Result<Attr> {
+        if !self.config.default_permissions && changes.atime.is_some() {
+            let mut ch = changes.clone();
+            if ch.atime == Some(TimeSet::Now) && matches!(ch.mtime, Some(TimeSet::At(_))) {
+                ch.mtime = Some(TimeSet::Now);
+            }
+            return self.fs.setattr(cred, ino, &ch, file);
+        }
+        let times = SetAttr {
+            atime: changes.atime,
+            mtime: changes.mtime,
+            ctime: changes.ctime,
+            ..Default::default()
+        };
+        let rest = SetAttr {
+            atime: None,
+            mtime: None,
+            ctime: None,
+            ..changes.clone()
+        };
+        if rest != SetAttr::default() {
+            self.fs.setattr(cred, ino, &rest, file)?;
+        }
+        self.fs.setattr(&Cred::root(), ino, &times, file)
     }
 
     /// An empty SETATTR: what `chown(f, -1, -1)` becomes (the kernel
@@ -110,4 +181,9 @@ impl Handler {
         };
         self.fs.setattr(cred, ino, &ch, file)
     }
+}
+
+/// Whether a SETATTR sets any time.
+fn has_times(ch: &SetAttr) -> bool {
+    ch.atime.is_some() || ch.mtime.is_some() || ch.ctime.is_some()
 }

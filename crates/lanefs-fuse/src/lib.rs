@@ -26,9 +26,9 @@
 //! * There are no adapter atomics on the request path: handle numbers come
 //!   from the per-shard counter under the shard lock; lookup counts are kept
 //!   by the engine (`lookup_counted` / `forget`).
-//! * `Handler::invalidate_attr` (`OnceLock`): written once by `mount`
-//!   before the session serves requests, read-only afterwards (the
-//!   `OnceLock` gives the release/acquire pairing).
+//! * `Handler::invalidate_attr` and `Handler::writeback` (`OnceLock`s):
+//!   written once by `mount` before the session serves requests, read-only
+//!   afterwards (the `OnceLock` gives the release/acquire pairing).
 //! * `dispatch::Session`: immutable after INIT, shared by `Arc`.
 //! * Each transport worker owns its fd or ring and its buffers; the
 //!   session fd is shared read-only (the kernel makes each `/dev/fuse`
@@ -101,6 +101,12 @@ pub struct MountOptions {
     /// kernel option: the program that serves the mount starts a watcher
     /// (`lanefs` does, see docs/FUSE.md).
     pub auto_unmount: bool,
+    /// `writeback_cache`: ask the kernel for its writeback cache
+    /// (`FUSE_WRITEBACK_CACHE`); off by default; implies
+    /// `default_permissions` (see `effective_default_permissions`).
+    /// docs/FUSE.md says what the kernel then owns and what the daemon
+    /// does for it.
+    pub writeback_cache: bool,
 }
 
 impl Default for MountOptions {
@@ -121,6 +127,7 @@ impl Default for MountOptions {
             atime: lanefs_core::AtimePolicy::Relatime,
             nodiratime: false,
             auto_unmount: false,
+            writeback_cache: false,
         }
     }
 }
@@ -170,6 +177,8 @@ impl MountOptions {
                     self.ms_flags &= !libc::MS_NODIRATIME;
                 }
                 ("auto_unmount", None) => self.auto_unmount = true,
+                ("writeback_cache", None) => self.writeback_cache = true,
+                ("no_writeback_cache", None) => self.writeback_cache = false,
                 // mount(8)/fstab words for userspace, not for us or the
                 // kernel (`rw` is handled above).
                 (
@@ -246,8 +255,12 @@ impl MountOptions {
     /// `allow_other`/`allow_root` (a mount opened to other users must not
     /// let them walk cached dentries past directories closed to them),
     /// unless explicitly refused with `no_default_permissions`.
+    ///
+    /// `writeback_cache` implies it too: the kernel then sends a user's
+    /// `utimensat` and its own flush of the times it keeps in the same
+    /// shape, and only the kernel's check tells who may set a time.
     pub fn effective_default_permissions(&self) -> bool {
-        (self.default_permissions || self.allow_other || self.allow_root)
+        (self.default_permissions || self.allow_other || self.allow_root || self.writeback_cache)
             && !self.no_default_permissions
     }
 }
@@ -362,7 +375,7 @@ pub fn mount(
         Transport::Dev => false,
         Transport::Auto | Transport::Uring => uring_enabled(),
     };
-    let mut session = match transport_dev::handshake(&fd, want_uring) {
+    let mut session = match transport_dev::handshake(&fd, want_uring, opts.writeback_cache) {
         Ok(s) => s,
         Err(e) => {
             let _ = unmount(&mnt, true);
@@ -382,6 +395,12 @@ pub fn mount(
             "--transport uring: the kernel does not offer FUSE-over-io_uring (is {ENABLE_URING_PARAM} Y?)"
         ));
     }
+    if opts.writeback_cache && !session.writeback {
+        tracing::warn!("writeback_cache: the kernel did not grant it; writing through");
+    }
+    // Before any request is served: the handler's open and setattr
+    // rules depend on it.
+    handler.set_writeback(session.writeback);
     let transport = if session.uring { "uring" } else { "dev" };
     session.transport = transport;
     session.threads = if session.uring {

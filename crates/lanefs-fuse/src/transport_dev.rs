@@ -89,8 +89,9 @@ fn read_message(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 }
 
 /// Complete the INIT handshake on `fd`. `want_uring`: ask for
-/// FUSE-over-io_uring if the kernel offers it.
-pub fn handshake(fd: &OwnedFd, want_uring: bool) -> Result<Session, String> {
+/// FUSE-over-io_uring if the kernel offers it; `want_writeback`: ask for
+/// the kernel's writeback cache.
+pub fn handshake(fd: &OwnedFd, want_uring: bool, want_writeback: bool) -> Result<Session, String> {
     let mut buf = vec![0u8; REQUEST_BUFFER_BYTES];
     let mut out = ReplyBuf::default();
     loop {
@@ -108,7 +109,7 @@ pub fn handshake(fd: &OwnedFd, want_uring: bool) -> Result<Session, String> {
         let Ok(Op::Init(init)) = wire::decode(&h, None, body) else {
             return Err("FUSE handshake: malformed INIT".into());
         };
-        match negotiate(&init, want_uring) {
+        match negotiate(&init, want_uring, want_writeback) {
             Ok(InitReply::Retry(o)) => {
                 out.clear();
                 out.push(&o);

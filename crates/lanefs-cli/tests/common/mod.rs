@@ -171,10 +171,24 @@ fn tail(s: &str, n: usize) -> &str {
 /// suite once per transport.
 pub const TRANSPORT_ENV: &str = "LANEFS_TEST_TRANSPORT";
 
+/// Environment variable that turns the kernel's writeback cache on for
+/// every test mount (`1`), to run the whole mount suite with it; tests
+/// named `*_writeback` have it on regardless.
+pub const WRITEBACK_ENV: &str = "LANEFS_TEST_WRITEBACK";
+
 std::thread_local! {
     /// The transport of the test running on this thread (set by
     /// [`on_transport`]).
     static TRANSPORT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// Whether test mounts on this thread get `-o writeback_cache` (set
+    /// by [`on_transport_writeback`]).
+    static WRITEBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether test mounts on this thread ask for the writeback cache: set by
+/// [`on_transport_writeback`], or by [`WRITEBACK_ENV`] for all.
+pub fn writeback() -> bool {
+    WRITEBACK.with(|w| w.get()) || std::env::var(WRITEBACK_ENV).is_ok_and(|v| v == "1")
 }
 
 /// The transport test mounts on this thread use: the one [`on_transport`]
@@ -216,6 +230,43 @@ pub fn on_transport(transport: &str, test: fn()) {
     }
     TRANSPORT.with(|t| *t.borrow_mut() = Some(transport.to_string()));
     test();
+}
+
+/// As [`on_transport`], with every test mount of this thread mounted with
+/// `-o writeback_cache` (explicit options of a mount come after it and
+/// win, so `no_writeback_cache` turns it off again).
+pub fn on_transport_writeback(transport: &str, test: fn()) {
+    WRITEBACK.with(|w| w.set(true));
+    on_transport(transport, test);
+}
+
+/// As [`on_both_transports!`], plus `name::dev_writeback` and
+/// `name::uring_writeback`: the same test with the kernel's writeback
+/// cache on (docs/FUSE.md, "Writeback cache").
+#[macro_export]
+macro_rules! on_both_transports_and_writeback {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn dev() {
+                    $crate::common::on_transport("dev", super::$name)
+                }
+                #[test]
+                fn uring() {
+                    $crate::common::on_transport("uring", super::$name)
+                }
+                #[test]
+                fn dev_writeback() {
+                    $crate::common::on_transport_writeback("dev", super::$name)
+                }
+                #[test]
+                fn uring_writeback() {
+                    $crate::common::on_transport_writeback("uring", super::$name)
+                }
+            }
+        )*
+    };
 }
 
 /// Make `name` (a plain `fn()`) a test on each transport: `name::dev`
@@ -263,6 +314,11 @@ impl TestMount {
             .arg(&log)
             .arg("--transport")
             .arg(transport())
+            .args(if writeback() {
+                &["-o", "writeback_cache"][..]
+            } else {
+                &[]
+            })
             .args(args)
             .arg(&mnt)
             .env(
