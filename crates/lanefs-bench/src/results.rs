@@ -74,30 +74,11 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// The git commit of the working directory, `-dirty` if it has changes to
-/// tracked files; `unknown` outside a repository.
+/// The commit the tool was built from (recorded at build time by
+/// `build.rs`, `-dirty` when tracked files differed), so a result names
+/// the code that made it whatever the working directory.
 pub fn git_commit() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "HEAD"]) {
-        Some(c) => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{c}-dirty")
-            } else {
-                c
-            }
-        }
-        None => "unknown".into(),
-    }
+    env!("LANEFS_BUILD_COMMIT").to_string()
 }
 
 /// The options a run was made with.
