@@ -274,3 +274,22 @@ pub fn reseal_all(img: &mut [u8]) {
         }
     }
 }
+
+/// The committed seed corpus of the fuzz targets (`fuzz/corpus/open_check/`
+/// of this repository), as `(file name, bytes)` sorted by name, for the
+/// stable replays in the test suites. Panics if the corpus is missing (the
+/// tests that call it must not pass vacuously).
+pub fn committed_corpus() -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/open_check");
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("the fuzz corpus {} is missing: {e}", dir.display()))
+        .map(|e| {
+            let e = e.unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+            let bytes = std::fs::read(e.path())
+                .unwrap_or_else(|err| panic!("reading {}: {err}", e.path().display()));
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}

@@ -12,7 +12,6 @@
 //! `LANEFS_FUZZ_SEED`. The real libFuzzer run is `scripts/fuzz.sh`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lanefs_image::crash::next_rand;
@@ -61,21 +60,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The committed corpus, sorted by name.
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/open_check");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("the fuzz corpus {} is missing: {e}", dir.display()))
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
+    lanefs_image::fuzz::committed_corpus()
 }
 
 fn run(name: &str, input: &[u8]) -> lanefs_image::fuzz::FuzzOutcome {

@@ -9,8 +9,6 @@
 #[path = "../../../fuzz/src/mount.rs"]
 mod mount;
 
-use std::path::PathBuf;
-
 use lanefs_image::crash::next_rand;
 use lanefs_image::fuzz::mutate_input;
 
@@ -22,19 +20,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/open_check");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("the fuzz corpus {} is missing: {e}", dir.display()))
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
+    lanefs_image::fuzz::committed_corpus()
 }
 
 #[test]
