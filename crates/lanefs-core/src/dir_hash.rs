@@ -253,21 +253,20 @@ impl NameTable {
         let (leaf, depth) = self.leaf(hash);
         let head = leaf.load(Ordering::Relaxed);
         if depth < MAX_DEPTH && chain_len(head) >= SPLIT_AT {
-            let sub = Level::new();
+            let mut nodes = vec![node];
             let mut p = head;
             while !p.is_null() {
                 // SAFETY: the writer owns the chain's shape; nodes are live.
                 let n = unsafe { &*p };
-                let copy = Box::into_raw(Box::new(Node {
+                nodes.push(Box::into_raw(Box::new(Node {
                     hash: n.hash,
                     name: n.name.clone(),
                     slot: n.slot,
                     next: AtomicPtr::new(ptr::null_mut()),
-                }));
-                push_unpublished(&sub, depth + 1, copy);
+                })));
                 p = n.next.load(Ordering::Relaxed);
             }
-            push_unpublished(&sub, depth + 1, node);
+            let sub = build_level(nodes, depth + 1);
             leaf.store(tagged(Box::into_raw(sub)), Ordering::Release);
             // SAFETY: the old chain is unreachable from the table now;
             // readers on it hold guards, and the free runs after them.
@@ -327,6 +326,31 @@ fn chain_len(mut p: *mut Node) -> usize {
         p = unsafe { &*p }.next.load(Ordering::Relaxed);
     }
     n
+}
+
+/// A new level at `depth` holding `nodes` (which nobody else can see yet),
+/// any slot that would hold more than [`SPLIT_AT`] of them split into a
+/// level of its own in turn (above [`MAX_DEPTH`]), so that no chain ever
+/// outgrows the threshold — however unevenly the split's names hash.
+fn build_level(nodes: Vec<*mut Node>, depth: u32) -> Box<Level> {
+    let level = Level::new();
+    let mut groups: [Vec<*mut Node>; FANOUT] = std::array::from_fn(|_| Vec::new());
+    for n in nodes {
+        // SAFETY: unpublished nodes, owned by this thread.
+        let hash = unsafe { &*n }.hash;
+        groups[slot_index(hash, depth)].push(n);
+    }
+    for (slot, group) in level.slots.iter().zip(groups) {
+        if group.len() > SPLIT_AT && depth < MAX_DEPTH {
+            let sub = build_level(group, depth + 1);
+            slot.store(tagged(Box::into_raw(sub)), Ordering::Relaxed);
+        } else {
+            for n in group {
+                push_unpublished(&level, depth, n);
+            }
+        }
+    }
+    level
 }
 
 /// Link `node` at the head of its chain in `level` (at `depth`), which
@@ -397,7 +421,9 @@ mod tests {
     fn no_chain_outgrows_the_split_threshold_above_the_deepest_level() {
         let t = NameTable::new();
         let guard = crossbeam_epoch::pin();
-        for i in 0..20_000u64 {
+        // Enough splits that some put all their nodes in one slot (each
+        // does with probability 16^-4): those must split again at once.
+        for i in 0..200_000u64 {
             // SAFETY: this test is the only writer.
             unsafe { t.insert(format!("name-{i}").as_bytes(), slot(i), &guard) };
         }
