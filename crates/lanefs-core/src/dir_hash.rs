@@ -5,7 +5,9 @@
 //! nodes (immutable but for `next`) or, tagged by the pointer's low bit, a
 //! sub-level of [`FANOUT`] slots indexed by the next [`FANOUT_BITS`] bits of
 //! the name's hash. An insert that would make a chain longer than
-//! [`SPLIT_AT`] replaces it by a sub-level holding copies of its nodes. So
+//! [`SPLIT_AT`] replaces it by a sub-level holding copies of its nodes
+//! (splitting again, before publishing, any slot the copies would
+//! overfill). So
 //! no insert ever copies more than [`SPLIT_AT`] nodes, and a lookup costs
 //! one slot per level (about log16 of entries ÷ 8) plus a short chain. The
 //! flat table this replaces doubled by copying *every* entry, and did so
