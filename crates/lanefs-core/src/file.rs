@@ -712,6 +712,12 @@ impl Fs {
         }
         let mut m = inode.meta.lock();
         if ch.uid.is_some() || ch.gid.is_some() {
+            // `chown_common` decides from the inode as it was, before the
+            // change (`setattr_should_drop_sgid`): setgid goes if it is
+            // group-executable, or if the caller is neither in the file's
+            // current group nor privileged.
+            let drop_sgid =
+                m.rec.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(m.rec.gid));
             if let Some(u) = ch.uid {
                 m.rec.uid = u;
             }
@@ -723,8 +729,7 @@ impl Fs {
                 // `setattr_prepare` → `security_inode_killpriv`.
                 kill_capability(&mut m.rec);
                 m.rec.perm &= !S_ISUID;
-                let gid = m.rec.gid;
-                if m.rec.perm & S_IXGRP != 0 || (!cred.is_root() && !cred.in_group(gid)) {
+                if drop_sgid {
                     m.rec.perm &= !S_ISGID;
                 }
             }

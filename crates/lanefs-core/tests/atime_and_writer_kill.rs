@@ -147,3 +147,49 @@ fn write_as_kills_by_the_writer_not_the_opener() {
     fs.write_as(&f, 0, b"", &user).unwrap();
     assert_eq!(fs.getattr(ino).unwrap().perm, 0o6775);
 }
+
+/// `chown` decides the setgid drop from the file as it was
+/// (`setattr_should_drop_sgid` in `chown_common`): an owner outside the
+/// file's current group who moves it to their own group loses a
+/// non-group-executable setgid; one inside the current group keeps it.
+/// (Found by the differential test against tmpfs.)
+#[test]
+fn chown_drops_setgid_by_the_old_group() {
+    let fs = fs_with(AtimePolicy::Relatime, false);
+    let root = Cred::root();
+    for (name, caller_groups, keeps) in
+        [(&b"out"[..], vec![], false), (&b"in"[..], vec![1000], true)]
+    {
+        let (a, _, _) = fs
+            .open_at(&root, ROOT_INO, name, CREAT, 0o644, 0, false)
+            .unwrap();
+        let setup = SetAttr {
+            uid: Some(1001),
+            gid: Some(1000),
+            ..Default::default()
+        };
+        fs.setattr(&root, a.ino, &setup, None).unwrap();
+        let mode = SetAttr {
+            mode: Some(0o2745),
+            ..Default::default()
+        };
+        fs.setattr(&root, a.ino, &mode, None).unwrap();
+        let owner = Cred {
+            uid: 1001,
+            gid: 2000,
+            groups: caller_groups,
+        };
+        let chgrp = SetAttr {
+            gid: Some(2000),
+            ..Default::default()
+        };
+        fs.setattr(&owner, a.ino, &chgrp, None).unwrap();
+        let want = if keeps { 0o2745 } else { 0o745 };
+        assert_eq!(
+            fs.getattr(a.ino).unwrap().perm,
+            want,
+            "{}",
+            String::from_utf8_lossy(name)
+        );
+    }
+}
