@@ -318,17 +318,7 @@ fn suid_sgid_kill_matches_linux() {
         "echo x >> {0}/w && truncate -s 100 {0}/t && echo y > {0}/o",
         m.mnt.display()
     );
-    let out = run_timeout(
-        30,
-        Command::new("setpriv").args([
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "sh",
-            "-c",
-            &script,
-        ]),
-    );
+    let out = sh_as_user_1000(&script);
     assert!(out.status.success(), "{}", show(&out));
     let mode = |n: &str| std::fs::metadata(m.path(n)).unwrap().mode() & 0o7777;
     // Values from the same sequence on tmpfs.
@@ -530,17 +520,7 @@ fn file_capabilities_removed_as_on_tmpfs() {
         "printf x >> {0}/u && truncate -s 20 {0}/t && : > {0}/o",
         m.mnt.display()
     );
-    let out = run_timeout(
-        30,
-        Command::new("setpriv").args([
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "sh",
-            "-c",
-            &script,
-        ]),
-    );
+    let out = sh_as_user_1000(&script);
     assert!(out.status.success(), "{}", show(&out));
     gone(&u, "a user's write");
     gone(&t, "truncate to the same size");

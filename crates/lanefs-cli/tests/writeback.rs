@@ -296,17 +296,7 @@ fn non_owner_writer_case(opts: &str) {
          if touch -d @1000000000 $f 2>/dev/null; then echo explicit-time-allowed; exit 1; fi",
         p.display()
     );
-    let out = run_timeout(
-        30,
-        Command::new("setpriv").args([
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "sh",
-            "-c",
-            &script,
-        ]),
-    );
+    let out = sh_as_user_1000(&script);
     assert!(out.status.success(), "-o {opts}: {}", show(&out));
     let md = std::fs::metadata(&p).unwrap();
     assert_eq!((md.len(), md.uid()), (4000, 0));

@@ -145,6 +145,22 @@ pub fn run_timeout(secs: u64, cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {prog:?}: {e}"))
 }
 
+/// Run `script` with `sh -c` as user 1000, group 1000, no supplementary
+/// groups (`setpriv`), under a 30-second `timeout`, capturing output.
+pub fn sh_as_user_1000(script: &str) -> Output {
+    run_timeout(
+        30,
+        Command::new("setpriv").args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ]),
+    )
+}
+
 pub fn show(o: &Output) -> String {
     format!(
         "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
