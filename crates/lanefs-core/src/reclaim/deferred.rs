@@ -18,12 +18,11 @@
 //! * `Block::next` (Release store by the writer that appends, Acquire load
 //!   by every walker): blocks are only appended, never freed before the
 //!   registry is dropped.
-//! * A scan copies, under one pin for all shards, a reference to each
-//!   entry's shrinker (`Arc`) into `SCAN_SNAPSHOT`, unpins, then calls
-//!   them: the shrinker lives until the call returns; a scan that copied it
-//!   before unregister may still make that one call (module `reclaim`).
-//! * `SCAN_SNAPSHOT` (thread-local, no synchronisation): a scanning
-//!   thread's buffer, taken for the scan and put back empty.
+//! * A scan calls each entry's shrinker through a reference borrowed under
+//!   one pin held for the whole scan (no reference count is taken): the
+//!   entry, and so the shrinker, lives until the guard is dropped; a scan
+//!   that loaded the entry before unregister may still make that one call
+//!   (module `reclaim`). Unregister never waits for the guard.
 //!
 //! `EpochList` (used by `sync-grace`): an immutable list of
 //! reference-counted entries published through an epoch pointer; its
@@ -187,14 +186,6 @@ impl SlotShard {
     }
 }
 
-thread_local! {
-    /// A scanning thread's snapshot buffer, kept between its scans (empty
-    /// while no scan of this thread runs; a nested scan finds it taken and
-    /// starts its own).
-    static SCAN_SNAPSHOT: std::cell::RefCell<Vec<Arc<dyn Shrinker>>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// The default registry.
 pub struct DeferredRegistry {
     shards: Box<[SlotShard]>,
@@ -305,30 +296,34 @@ impl ReclaimRegistry for DeferredRegistry {
     }
 
     fn shrink_all(&self, nr: usize) -> usize {
-        // One pin to copy the shrinker references of every shard (a pin is
-        // a full fence, and may run a collection) into this thread's
-        // reused buffer; the guard is dropped before any shrinker runs.
-        let mut snapshot = SCAN_SNAPSHOT.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        debug_assert!(snapshot.is_empty(), "a scan's snapshot outlived it");
+        // One pin for the whole scan; each shrinker is called through a
+        // reference borrowed from its slot entry, which unregister frees
+        // only after this guard is gone (`defer_destroy`), so the scan
+        // writes nothing shared of the registry: no reference count per
+        // entry per scan (the seed's lockless list under RCU does the same).
+        // Unregister never waits for the guard; a long scan only delays
+        // the epoch's reclamation.
+        let mut freed = 0;
         {
             let guard = epoch::pin();
             for shard in self.shards.iter() {
                 for block in shard.blocks(&guard) {
                     for slot in &block.slots {
                         // SAFETY: loaded under `guard`; entries are freed
-                        // only through `defer_destroy` after unlinking.
+                        // only through `defer_destroy` after unlinking, so
+                        // the entry outlives every use below (all under
+                        // `guard`).
                         if let Some(e) = unsafe { slot.load(Ordering::Acquire, &guard).as_ref() } {
-                            snapshot.push(e.shrinker.clone());
+                            freed += e.shrinker.scan(nr);
                         }
                     }
                 }
             }
         }
-        let freed = snapshot.iter().map(|s| s.scan(nr)).sum();
-        // Our references go before the deferred unmounts run.
-        snapshot.clear();
+        // The last drops of mounts the shrinkers upgraded run here, outside
+        // the guard (they unregister, which is allowed under it, but a
+        // whole mount's teardown would hold the epoch back meanwhile).
         super::drain_after_scan();
-        SCAN_SNAPSHOT.with(|b| *b.borrow_mut() = snapshot);
         freed
     }
 

@@ -7,8 +7,8 @@
 //! behind [`ReclaimRegistry`], selected by `FsConfig::variants.reclaim`:
 //!
 //! * [`DeferredRegistry`] (default, `reclaim=deferred`): entries sit in
-//!   epoch-protected slots; scans are lock-free (an epoch guard while they
-//!   copy a reference to each shrinker, then the calls), unregister clears
+//!   epoch-protected slots; scans are lock-free (one epoch guard while
+//!   they call each shrinker through a borrowed reference), unregister clears
 //!   the entry's slot and frees it through deferred reclamation. Neither
 //!   register nor unregister ever waits for a scan or a grace period.
 //! * [`RwLockRegistry`] (`reclaim=rwlock`): one global reader-writer lock;
