@@ -87,6 +87,9 @@ pub struct Measurement {
     /// workloads without one. Throughput beside a background thread on
     /// few cores depends on how much CPU that thread gets, so it is shown.
     pub aux_per_sec: Option<f64>,
+    /// CPU seconds of that background thread per second of the window
+    /// (1.0: it ran all the time), `None` for workloads without one.
+    pub aux_cpu_share: Option<f64>,
 }
 
 /// CPU time consumed by the calling thread, in seconds.

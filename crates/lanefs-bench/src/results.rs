@@ -145,6 +145,10 @@ pub struct Row {
     /// (seed001: registry scans/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aux_per_sec: Option<f64>,
+    /// Median over runs of the background thread's CPU share of the
+    /// window (seed001: the reclaim thread; 1.0 = a whole core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aux_cpu_share: Option<f64>,
     pub status: Status,
     /// Why n/a, or the error.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -175,6 +179,7 @@ pub struct RunSample {
     pub latency_p50_ns: Option<f64>,
     pub latency_p99_ns: Option<f64>,
     pub aux_per_sec: Option<f64>,
+    pub aux_cpu_share: Option<f64>,
 }
 
 impl RunSample {
@@ -188,6 +193,7 @@ impl RunSample {
             latency_p50_ns: lat.map(|l| l.0 as f64),
             latency_p99_ns: lat.map(|l| l.1 as f64),
             aux_per_sec: m.aux_per_sec,
+            aux_cpu_share: m.aux_cpu_share,
         }
     }
 }
@@ -219,6 +225,7 @@ impl Row {
         row.latency_p50_ns = median_of(runs.iter().map(|r| r.latency_p50_ns));
         row.latency_p99_ns = median_of(runs.iter().map(|r| r.latency_p99_ns));
         row.aux_per_sec = median_of(runs.iter().map(|r| r.aux_per_sec));
+        row.aux_cpu_share = median_of(runs.iter().map(|r| r.aux_cpu_share));
         row
     }
 
@@ -250,6 +257,7 @@ impl Row {
             latency_p50_ns: None,
             latency_p99_ns: None,
             aux_per_sec: None,
+            aux_cpu_share: None,
             status: Status::Ok,
             note: String::new(),
         }
@@ -280,6 +288,7 @@ impl Row {
             latency_p50_ns: None,
             latency_p99_ns: None,
             aux_per_sec: None,
+            aux_cpu_share: None,
             status,
             note,
         }

@@ -228,6 +228,11 @@ fn scan_registry(variants: Variants) -> usize {
 fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement, String> {
     let stop = AtomicBool::new(false);
     let scans = AtomicU64::new(0);
+    // The reclaim thread's CPU seconds (f64 bits), refreshed every
+    // `CPU_EVERY` scans: its share of the window shows how much of the two
+    // cores the workers had to share with it.
+    let scanner_cpu = AtomicU64::new(0);
+    const CPU_EVERY: u64 = 256;
     let config = FsConfig {
         variants,
         ..FsConfig::default()
@@ -236,7 +241,10 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
         let reclaim = scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
                 scan_registry(variants);
-                scans.fetch_add(1, Ordering::Relaxed);
+                if scans.fetch_add(1, Ordering::Relaxed) % CPU_EVERY == 0 {
+                    let cpu = crate::harness::thread_cpu_secs();
+                    scanner_cpu.store(cpu.to_bits(), Ordering::Relaxed);
+                }
             }
         });
         // Time only while the reclaim thread is really scanning.
@@ -244,6 +252,7 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
             std::thread::yield_now();
         }
         let (scans0, t0) = (scans.load(Ordering::Relaxed), Instant::now());
+        let cpu0 = f64::from_bits(scanner_cpu.load(Ordering::Relaxed));
         let r = measure(
             threads,
             p.duration,
@@ -266,13 +275,16 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
             },
             |_, _| Ok(()),
         );
-        let scans_per_sec =
-            (scans.load(Ordering::Relaxed) - scans0) as f64 / t0.elapsed().as_secs_f64();
+        let window = t0.elapsed().as_secs_f64();
+        let scans_per_sec = (scans.load(Ordering::Relaxed) - scans0) as f64 / window;
+        let scanner_share =
+            (f64::from_bits(scanner_cpu.load(Ordering::Relaxed)) - cpu0).max(0.0) / window;
         stop.store(true, Ordering::Relaxed);
         let joined = reclaim.join();
         joined.map_err(|_| "the reclaim thread panicked".to_string())?;
         r.map(|(mut m, states)| {
             m.aux_per_sec = Some(scans_per_sec);
+            m.aux_cpu_share = Some(scanner_share);
             (m, states)
         })
     });

@@ -70,8 +70,9 @@ fn table(rows: &[Row], w: Workload) -> Table {
         header.push("drop p50".into());
         header.push("drop p99".into());
         header.push("scans/s".into());
+        header.push("scanner CPU".into());
     }
-    if cpu {
+    if cpu || latency {
         header.push("CPU/op".into());
     }
     header.push("seed published".into());
@@ -117,8 +118,14 @@ fn table(rows: &[Row], w: Workload) -> Table {
                         .map(human)
                         .unwrap_or_else(|| "-".into()),
                 );
+                line.push(
+                    r.aux_cpu_share
+                        .filter(|_| ok)
+                        .map(|x| format!("{:.0}%", x * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                );
             }
-            if cpu {
+            if cpu || latency {
                 line.push(opt(r.cpu_ns_per_op));
             }
             let (figure, source) = published::lookup(w.name(), v);
