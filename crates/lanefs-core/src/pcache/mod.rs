@@ -317,22 +317,6 @@ impl<'a> PagesMut<'a> {
         }
     }
 
-    /// The cached page `idx`, created zero-filled (dirty, not in store) if
-    /// absent. The page must be allocated or reserved by the caller.
-    fn get_or_create<'g>(&mut self, idx: u64, guard: &'g Guard) -> &'g PageBuf {
-        if let Some(p) = self.f.index.get(idx, guard) {
-            return p;
-        }
-        self.map.pages.insert(
-            idx,
-            PageState {
-                dirty: true,
-                in_store: false,
-            },
-        );
-        self.f.index.insert(idx, PageBuf::zeroed(), guard)
-    }
-
     /// Read under the data lock (held exclusively), loading missing pages:
     /// fill `buf[from..n]`. Returns `(result, pages loaded)`.
     fn read_fill(
@@ -436,11 +420,26 @@ impl<'a> PagesMut<'a> {
         let guard = epoch::pin();
         let section = self.change();
         for (idx, in_page, done, chunk) in chunks(offset, data.len()) {
-            let page = self.get_or_create(idx, &guard);
-            page.write(in_page, &data[done..done + chunk]);
-            if let Some(p) = self.map.pages.get_mut(&idx) {
-                p.dirty = true;
+            let bytes = &data[done..done + chunk];
+            if let Some(page) = self.f.index.get(idx, &guard) {
+                page.write(in_page, bytes);
+                if let Some(p) = self.map.pages.get_mut(&idx) {
+                    p.dirty = true;
+                }
+                continue;
             }
+            // A new page (allocated or reserved by the caller) is filled
+            // before it is published: dirty, not in the store.
+            self.map.pages.insert(
+                idx,
+                PageState {
+                    dirty: true,
+                    in_store: false,
+                },
+            );
+            self.f
+                .index
+                .insert(idx, PageBuf::with(in_page, bytes), &guard);
         }
         let end = offset + data.len() as u64;
         if end > self.size() {

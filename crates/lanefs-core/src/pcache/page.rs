@@ -27,6 +27,16 @@ pub(crate) struct PageBuf {
 impl PageBuf {
     /// A zero-filled page.
     pub fn zeroed() -> Box<PageBuf> {
+        #[cfg(not(lanefs_shuttle))]
+        {
+            // SAFETY: all-zero bytes are a valid `PageBuf` (512 `AtomicU64`
+            // of value 0; `AtomicU64` has `u64`'s layout), and the zeroed
+            // allocation comes from the allocator's zeroing path (fresh
+            // pages need no memset) instead of a 4 KiB value built on the
+            // stack and copied.
+            unsafe { Box::<PageBuf>::new_zeroed().assume_init() }
+        }
+        #[cfg(lanefs_shuttle)]
         Box::new(PageBuf {
             words: std::array::from_fn(|_| AtomicU64::new(0)),
         })
@@ -34,8 +44,32 @@ impl PageBuf {
 
     /// A page holding `data` (a page read from the store).
     pub fn from_bytes(data: &Page) -> Box<PageBuf> {
+        PageBuf::with(0, data)
+    }
+
+    /// A new (unpublished) page holding `data` at byte `at`, zeros
+    /// elsewhere. A whole page is copied into an uninitialised allocation
+    /// (no zeroing first: an append writes whole new pages).
+    pub fn with(at: usize, data: &[u8]) -> Box<PageBuf> {
+        assert!(at + data.len() <= PAGE_SIZE, "write past the page");
+        #[cfg(not(lanefs_shuttle))]
+        if data.len() == PAGE_SIZE {
+            let mut page = Box::<PageBuf>::new_uninit();
+            // SAFETY: the allocation is `PAGE_SIZE` bytes (512 `u64`-layout
+            // words), exclusively owned and not yet reachable by anyone
+            // else, so a plain copy races with nothing; after it every
+            // byte is initialised, and any bytes are a valid `PageBuf`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    page.as_mut_ptr().cast::<u8>(),
+                    PAGE_SIZE,
+                );
+                return page.assume_init();
+            }
+        }
         let page = PageBuf::zeroed();
-        page.write(0, data);
+        page.write(at, data);
         page
     }
 
@@ -119,6 +153,51 @@ impl PageBuf {
     /// writer), inside a change section when the page is published.
     pub fn write(&self, at: usize, data: &[u8]) {
         debug_assert!(at + data.len() <= PAGE_SIZE, "write past the page");
+        // The conflict audit records every word a write stores: it keeps
+        // the recorded word path.
+        #[cfg(all(
+            target_arch = "x86_64",
+            not(lanefs_shuttle),
+            not(miri),
+            not(feature = "audit")
+        ))]
+        {
+            assert!(at + data.len() <= PAGE_SIZE, "write past the page");
+            let dst = self.words.as_ptr().cast::<u8>().cast_mut().wrapping_add(at);
+            // SAFETY: `dst..dst + data.len()` lies inside `self.words` (the
+            // assert above; the words are contiguous `u64`-layout bytes)
+            // and `data` is a valid shared slice that cannot overlap the
+            // page (the page is only reachable through `&self`, and no `&[u8]`
+            // into it is ever handed out). Writing through `&self` is
+            // allowed: every word is an `AtomicU64` (interior mutability).
+            // Only the data lock's holder writes, so the only concurrent
+            // accesses are lock-free readers' copies (`read`), themselves
+            // per-byte-atomic inline assembly or Relaxed loads: the stores of
+            // `rep movsb` are single-copy atomic per byte on x86-64, so this
+            // behaves as a sequence of Relaxed byte stores — the argument
+            // of `read` (taiki-e's `atomic-memcpy`). Readers that overlap it
+            // may see a torn copy and are rejected by the sequence count.
+            // `rep movsb` leaves the flags alone (DF is clear by the ABI).
+            unsafe {
+                std::arch::asm!(
+                    "rep movsb",
+                    inout("rcx") data.len() => _,
+                    inout("rsi") data.as_ptr() => _,
+                    inout("rdi") dst => _,
+                    options(nostack, preserves_flags)
+                );
+            }
+            #[allow(clippy::needless_return)]
+            return;
+        }
+        #[allow(unreachable_code)]
+        self.write_words(at, data)
+    }
+
+    /// [`write`](Self::write) with Relaxed word stores (other targets,
+    /// model checks, the audit): a merged partial word at each end, whole words
+    /// between.
+    fn write_words(&self, at: usize, data: &[u8]) {
         let merge = |w: usize, from: usize, bytes: &[u8]| {
             let word = &self.words[w];
             let mut v = word.load(Ordering::Relaxed).to_ne_bytes();
@@ -197,6 +276,31 @@ mod tests {
                 p.read_words(from, &mut words);
                 assert_eq!(words, out, "word copy at {at} len {len}");
             }
+        }
+    }
+
+    /// The asm copy and the word path store the same bytes, and a new page
+    /// made `with` a whole or a partial chunk holds it with zeros around.
+    #[test]
+    fn write_paths_and_new_pages_agree() {
+        let full: Vec<u8> = (0..PAGE_SIZE).map(|i| (i * 7 + 3) as u8).collect();
+        let a = PageBuf::with(0, &full);
+        let mut out = vec![0u8; PAGE_SIZE];
+        a.read(0, &mut out);
+        assert_eq!(out, full);
+        let b = PageBuf::with(5, &full[..100]);
+        b.read(0, &mut out);
+        assert_eq!(out[..5], [0; 5]);
+        assert_eq!(out[5..105], full[..100]);
+        assert!(out[105..].iter().all(|&x| x == 0));
+        let (c, d) = (PageBuf::zeroed(), PageBuf::zeroed());
+        for (at, len) in [(0, PAGE_SIZE), (1, 4000), (4093, 3), (17, 0), (8, 64)] {
+            c.write(at, &full[..len]);
+            d.write_words(at, &full[..len]);
+            let (mut x, mut y) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
+            c.read_words(0, &mut x);
+            d.read_words(0, &mut y);
+            assert_eq!(x, y, "at {at} len {len}");
         }
     }
 }
