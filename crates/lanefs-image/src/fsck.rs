@@ -111,6 +111,12 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
             l.torn_slots
         ));
     }
+    if l.report.dirs_derived > 0 {
+        r.notes.push(format!(
+            "{} directory records older than their entries (size, link count, next cookie derived from the entries)",
+            l.report.dirs_derived
+        ));
+    }
     if l.report.records_dropped > 0 {
         r.notes.push(format!(
             "{} journal records follow a lost record and are dropped",

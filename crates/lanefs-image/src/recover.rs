@@ -1,5 +1,6 @@
 //! mkfs, and loading an image: superblock choice, inode tables, journal
-//! replay in stamp order, orphan processing, allocator and counter rebuild.
+//! replay in stamp order, directory records derived from their entries,
+//! orphan processing, allocator and counter rebuild.
 //!
 //! Runs single-threaded before the store is shared, so it takes the locks
 //! of the structures it fills only because their types require it.
@@ -9,7 +10,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use lanefs_store::{Errno, Ino, InodeRecord, Result, Superblock, ROOT_INO};
+use lanefs_store::{
+    DirDerived, DirEntryRecord, Errno, Ino, InodeRecord, Result, Superblock, ROOT_INO,
+};
 use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
@@ -247,6 +250,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
             o.bad = false;
         }
     }
+    report.dirs_derived = derive_dirs(&mut objs);
     let mut orphans_pending = Vec::new();
     for m in &mut objs {
         for (&ino, o) in m.iter_mut() {
@@ -309,6 +313,40 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         orphans_pending,
         torn_slots,
     })
+}
+
+/// Bring every live directory's size, link count and next cookie in line
+/// with its entries ([`InodeRecord::derive_dir`]): the engine commits a
+/// directory's entries with each operation but its own record only at
+/// writeback, so after a crash the record may be older than the entries.
+/// Changed records get a new stamp and are written by the next checkpoint.
+/// Returns the directories changed.
+fn derive_dirs(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
+    let mut changed = 0;
+    for m in objs.iter_mut() {
+        for o in m.values_mut() {
+            if o.bad {
+                continue;
+            }
+            let Some(Ok(mut rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
+                continue;
+            };
+            let mut d = DirDerived::default();
+            if let Some(dir) = &o.dir {
+                // A malformed entry is fsck's to report; it is not counted.
+                dir.entries()
+                    .filter_map(|(n, v)| DirEntryRecord::decode_value(n, v).ok())
+                    .for_each(|e| d.add(&e));
+            }
+            if rec.derive_dir(&d) {
+                o.rec = Some(rec.encode());
+                o.stamp += 1;
+                o.dirty = true;
+                changed += 1;
+            }
+        }
+    }
+    changed
 }
 
 /// Read the image of a live slot into `obj`, claiming its blocks.
