@@ -111,10 +111,10 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
             l.torn_slots
         ));
     }
-    if l.report.dirs_derived > 0 {
+    if l.report.records_derived > 0 {
         r.notes.push(format!(
-            "{} directory records older than their entries (size, link count, next cookie derived from the entries)",
-            l.report.dirs_derived
+            "{} records disagree with their entries or pages (directory size, link count, next cookie, block count: derived from them)",
+            l.report.records_derived
         ));
     }
     if l.report.records_dropped > 0 {

@@ -1,5 +1,6 @@
 //! mkfs, and loading an image: superblock choice, inode tables, journal
-//! replay in stamp order, directory records derived from their entries,
+//! replay in stamp order, records' derived fields (directory size, link
+//! count, next cookie; block counts) recomputed from the entries and pages,
 //! orphan processing, allocator and counter rebuild.
 //!
 //! Runs single-threaded before the store is shared, so it takes the locks
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use lanefs_store::{
-    DirDerived, DirEntryRecord, Errno, Ino, InodeRecord, Result, Superblock, ROOT_INO,
+    DirDerived, DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Superblock, ROOT_INO,
 };
 use parking_lot::{Mutex, RwLock};
 
@@ -250,7 +251,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
             o.bad = false;
         }
     }
-    report.dirs_derived = derive_dirs(&mut objs);
+    report.records_derived = derive_records(&mut objs);
     let mut orphans_pending = Vec::new();
     for m in &mut objs {
         for (&ino, o) in m.iter_mut() {
@@ -315,17 +316,26 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
     })
 }
 
-/// Bring every live directory's size, link count and next cookie in line
-/// with its entries ([`InodeRecord::derive_dir`]): the engine commits a
-/// directory's entries with each operation but its own record only at
-/// writeback, so after a crash the record may be older than the entries.
+/// Bring what every live record says about the object's other keys in
+/// line with them: a directory's size, link count and next cookie with its
+/// entries ([`InodeRecord::derive_dir`]), any inode's block count with its
+/// data pages. The engine commits a directory's entries with each
+/// operation but the directory's record only at writeback, and a file's
+/// pages before the record that counts them (or, a link or rename carrying
+/// the record, after), so after a crash a record may disagree with them.
 /// Changed records get a new stamp and are written by the next checkpoint.
-/// Returns the directories changed.
-fn derive_dirs(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
+/// Only directories and records whose block count is off are decoded.
+/// Returns how many records changed.
+fn derive_records(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
     let mut changed = 0;
     for m in objs.iter_mut() {
         for o in m.values_mut() {
-            if o.bad {
+            let (Some(kind), Some(blocks)) = (o.kind(), o.blocks()) else {
+                continue;
+            };
+            let pages = o.pages.len() as u64;
+            let is_dir = kind == FileKind::Directory;
+            if o.bad || (!is_dir && blocks == pages) {
                 continue;
             }
             let Some(Ok(mut rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
@@ -338,7 +348,9 @@ fn derive_dirs(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
                     .filter_map(|(n, v)| DirEntryRecord::decode_value(n, v).ok())
                     .for_each(|e| d.add(&e));
             }
-            if rec.derive_dir(&d) {
+            let dir_changed = rec.derive_dir(&d);
+            if dir_changed || rec.blocks != pages {
+                rec.blocks = pages;
                 o.rec = Some(rec.encode());
                 o.stamp += 1;
                 o.dirty = true;

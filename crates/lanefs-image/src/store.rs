@@ -101,9 +101,10 @@ pub struct RecoveryReport {
     /// Records not applied: they follow a record that was lost.
     pub records_dropped: u64,
     pub orphans_freed: u64,
-    /// Directories whose size, link count or next cookie was derived anew
-    /// from their entries (their record was older than the entries).
-    pub dirs_derived: u64,
+    /// Records whose derived fields (a directory's size, link count, next
+    /// cookie; a block count) disagreed with the entries or pages and were
+    /// recomputed from them (a record older or newer than its data).
+    pub records_derived: u64,
     /// Inodes listed by the orphan file on disk.
     pub orphans_listed: u64,
     /// Objects unusable because of checksum or structure errors (EIO).
