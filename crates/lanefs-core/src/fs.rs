@@ -54,7 +54,7 @@
 use crossbeam_epoch::Guard;
 
 use lanefs_store::{
-    Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, ROOT_INO,
+    Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, Txn, TxnOp, ROOT_INO,
 };
 
 use crate::counters::{new_counter, Counter};
@@ -651,14 +651,14 @@ impl FsInner {
             Body::File(d) => Some(d.write()),
             _ => None,
         };
-        let (blocks, rec, orphan_slot) = {
+        let (blocks, orphan_slot) = {
             let mut m = inode.meta.lock();
             if !freeable(&m) {
                 return;
             }
             m.freed = true;
             m.dirty = false;
-            (m.rec.blocks, m.rec.clone(), m.orphan_slot.take())
+            (m.rec.blocks, m.orphan_slot.take())
         };
         if let Some(pm) = data.as_mut() {
             let n = pm.discard();
@@ -675,11 +675,15 @@ impl FsInner {
         if let Some(slot) = orphan_slot {
             self.orphans.remove(slot);
         }
-        let freed = self.store.free_ino(inode.ino);
+        // One transaction. The store already holds the record with no
+        // links (the unlink's transaction put it): if this fails, or a crash
+        // comes first, recovery frees it as an orphan.
+        let mut txn = Txn::new();
+        let freed = txn
+            .push(TxnOp::FreeInode(inode.ino))
+            .and_then(|()| self.store.commit(&txn));
         if let Err(e) = &freed {
             tracing::error!(ino = inode.ino, "store refused to free an inode: {e}");
-            // Leave a record with no links, which a reload treats as gone.
-            let _ = self.store.write_inode(&rec);
         }
         if self.icache.remove(inode) {
             self.cached_inodes.add(-1);

@@ -41,6 +41,7 @@ mod orphan;
 mod pcache;
 mod perm;
 mod reclaim;
+mod rename;
 pub(crate) mod sync;
 /// The conflict audit's recorder (see `sync/audit.rs`).
 #[cfg(all(feature = "audit", not(lanefs_shuttle)))]

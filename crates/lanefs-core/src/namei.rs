@@ -1,4 +1,13 @@
-//! Name operations: lookup, create, link, unlink, rmdir, rename.
+//! Name operations: lookup, create, link, unlink, rmdir (rename: `rename`).
+//!
+//! Each operation that changes names is one store transaction
+//! ([`Txn`], `Store::commit`), built and committed under the locks below
+//! before memory (index, records) changes, so a failed commit changes
+//! nothing: a create commits the new inode's whole record with its entry, a
+//! link or unlink the target's record (new link count; 0 makes it an orphan
+//! in the store until the freeing transaction) with the entry. The
+//! directory's own record is not in it (docs/ARCHITECTURE.md, "one
+//! operation, one transaction").
 //!
 //! Locks taken here, in the mount's order (see `fs`): the rename lock for
 //! cross-directory renames; directory entry locks parent-before-child (and
@@ -15,11 +24,10 @@ use crate::fs::{
 };
 use crate::inode::{Body, Inode, Meta};
 use crate::perm::{self, may_link, sticky_denies};
-use crate::{
-    Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
-    RENAME_WHITEOUT, SYMLINK_MAX,
+use crate::{Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
+use lanefs_store::{
+    DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
 };
-use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, Result, Timespec};
 
 /// What a new node is made of.
 pub(crate) struct NewNode<'a> {
@@ -115,7 +123,12 @@ impl FsInner {
         Ok(Some(idx))
     }
 
-    /// Add entry `name → (ino, kind)` to `dir` (store first, then index).
+    /// Add entry `name → (ino, kind)` to `dir`: commit `txn` (the records
+    /// that must agree with the entry: a new inode's, a link target's) with
+    /// the entry as one store transaction, then publish to the index and
+    /// the directory's attributes. On an error nothing changed. The
+    /// directory's own record is not in the transaction (its size and next
+    /// cookie are derived from its entries after a crash, docs/FORMAT.md).
     #[allow(clippy::too_many_arguments)]
     pub fn add_entry(
         &self,
@@ -125,18 +138,20 @@ impl FsInner {
         name: &[u8],
         ino: Ino,
         kind: FileKind,
+        mut txn: Txn,
         now: Timespec,
     ) -> Result<()> {
         let cookie = dm.rec.next_cookie;
-        self.store.dir_insert(
+        txn.push(TxnOp::PutEntry(
             dir.ino,
-            &DirEntryRecord {
+            DirEntryRecord {
                 name: name.to_vec(),
                 ino,
                 kind,
                 cookie,
             },
-        )?;
+        ))?;
+        self.store.commit(&txn)?;
         dm.rec.next_cookie += 1;
         idx.insert(name, Slot { ino, kind, cookie });
         dm.rec.size += DIRENT_SIZE;
@@ -144,16 +159,20 @@ impl FsInner {
         Ok(())
     }
 
-    /// Remove entry `name` from `dir` (store first, then index).
+    /// Remove entry `name` from `dir`: commit `txn` (the unlinked inode's
+    /// record) with the removal, then update the index and the directory's
+    /// attributes. On an error nothing changed.
     pub fn remove_entry(
         &self,
         dir: &Inode,
         idx: &mut DirWrite<'_>,
         dm: &mut Meta,
         name: &[u8],
+        mut txn: Txn,
         now: Timespec,
     ) -> Result<()> {
-        self.store.dir_remove(dir.ino, name)?;
+        txn.push(TxnOp::RemoveEntry(dir.ino, name.to_vec()))?;
+        self.store.commit(&txn)?;
         idx.remove(name);
         debug_assert!(dm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
         dm.rec.size -= DIRENT_SIZE;
@@ -235,12 +254,24 @@ impl FsInner {
                 }
             }
             let now = Timespec::now();
-            if let Err(e) = self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, now) {
+            // The new inode's whole record goes with its entry (its meta
+            // after the directory's, per the lock order): the store never
+            // holds an entry to a free number or a record nothing links.
+            let mut nm = inode.meta.lock();
+            let mut txn = Txn::new();
+            let linked = txn.push(TxnOp::PutInode(nm.rec.clone())).and_then(|()| {
+                self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, txn, now)
+            });
+            if let Err(e) = linked {
+                drop(nm);
                 drop(dm);
                 drop(idx);
                 self.discard_new(&inode);
                 return Err(e);
             }
+            // The store has exactly this record now.
+            nm.dirty = false;
+            drop(nm);
             if n.kind == FileKind::Directory {
                 dm.rec.nlink += 1;
             }
@@ -285,18 +316,9 @@ impl FsInner {
         attr_of(&child)
     }
 
-    /// Report a store call that undoes part of a failed change. The change
-    /// already fails with the first error; a failed undo leaves the store
-    /// behind memory (the next writeback or check shows it).
-    pub fn undo(&self, r: Result<()>) {
-        if let Err(e) = r {
-            tracing::error!("store refused to undo a failed change: {e}");
-        }
-    }
-
     /// Is directory `ancestor` equal to `dir` or above it? Walks parents;
     /// call under `rename_lock` so the shape cannot change.
-    fn is_ancestor(&self, ancestor: Ino, mut dir: Ino) -> Result<bool> {
+    pub(crate) fn is_ancestor(&self, ancestor: Ino, mut dir: Ino) -> Result<bool> {
         for _ in 0..100_000 {
             if dir == ancestor {
                 return Ok(true);
@@ -454,7 +476,11 @@ impl Fs {
         }
         check_link_room(m.rec.nlink)?;
         let now = Timespec::now();
-        fs.add_entry(&dir, &mut idx, &mut dm, newname, ino, inode.kind, now)?;
+        // The target's new link count goes with the entry; its meta is held
+        // across the commit so no other link or unlink interleaves.
+        let mut txn = Txn::new();
+        txn.push(TxnOp::PutInode(relinked(&m.rec, m.rec.nlink + 1, now)))?;
+        fs.add_entry(&dir, &mut idx, &mut dm, newname, ino, inode.kind, txn, now)?;
         m.rec.nlink += 1;
         m.lookups += 1;
         touch_c(&inode, &mut m, now);
@@ -520,16 +546,23 @@ impl Fs {
         {
             let _victim_lock = fs.lock_empty_victim(&child, is_dir)?;
             let mut dm = dir.meta.lock();
-            fs.remove_entry(&dir, &mut idx, &mut dm, name, now)?;
             let mut cm = child.meta.lock();
+            // The victim's new link count goes with the removal (0: the
+            // store lists it as an orphan until it is freed).
+            debug_assert!(is_dir || cm.rec.nlink > 0, "unlinking an unlinked inode");
+            let nlink = if is_dir {
+                0
+            } else {
+                cm.rec.nlink.saturating_sub(1)
+            };
+            let mut txn = Txn::new();
+            txn.push(TxnOp::PutInode(relinked(&cm.rec, nlink, now)))?;
+            fs.remove_entry(&dir, &mut idx, &mut dm, name, txn, now)?;
             if is_dir {
                 debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
                 dm.rec.nlink -= 1;
-                cm.rec.nlink = 0;
-            } else {
-                debug_assert!(cm.rec.nlink > 0, "unlinking an unlinked inode");
-                cm.rec.nlink -= 1;
             }
+            cm.rec.nlink = nlink;
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(child.ino, &cm);
         }
@@ -537,329 +570,15 @@ impl Fs {
         fs.maybe_free(&child);
         Ok(())
     }
+}
 
-    /// `renameat2` with [`RENAME_NOREPLACE`] or [`RENAME_EXCHANGE`].
-    pub fn rename(
-        &self,
-        cred: &Cred,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        flags: u32,
-    ) -> Result<()> {
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
-            || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
-        {
-            return Err(Errno::EINVAL);
-        }
-        if flags & RENAME_WHITEOUT != 0 {
-            // Whiteouts serve overlayfs; lanefs does not make them.
-            return Err(Errno::EINVAL);
-        }
-        let fs = &*self.inner;
-        let odir = fs.dir(parent)?;
-        let ndir = fs.dir(newparent)?;
-        odir.permission_unlocked(cred, MAY_EXEC)?;
-        ndir.permission_unlocked(cred, MAY_EXEC)?;
-        if is_dot_or_dotdot(name) {
-            return Err(Errno::EBUSY);
-        }
-        if is_dot_or_dotdot(newname) {
-            return Err(if flags & RENAME_NOREPLACE != 0 {
-                Errno::EEXIST
-            } else {
-                Errno::EBUSY
-            });
-        }
-        check_name(name)?;
-        check_name(newname)?;
-        if parent == newparent {
-            let mut idx = fs.dir_write(&odir)?;
-            let victim = self.rename_locked(cred, &odir, &mut idx, None, name, newname, flags)?;
-            drop(idx);
-            if let Some(v) = victim {
-                fs.maybe_free(&v);
-            }
-            return Ok(());
-        }
-        let _shape = fs.rename_lock.lock();
-        // Ancestors first; unrelated directories by inode number.
-        let old_first = if fs.is_ancestor(parent, newparent)? {
-            true
-        } else if fs.is_ancestor(newparent, parent)? {
-            false
-        } else {
-            parent < newparent
-        };
-        let (mut oidx, mut nidx) = if old_first {
-            let o = fs.dir_write(&odir)?;
-            (o, fs.dir_write(&ndir)?)
-        } else {
-            let n = fs.dir_write(&ndir)?;
-            (fs.dir_write(&odir)?, n)
-        };
-        let victim = self.rename_locked(
-            cred,
-            &odir,
-            &mut oidx,
-            Some((&ndir, &mut nidx)),
-            name,
-            newname,
-            flags,
-        )?;
-        drop(oidx);
-        drop(nidx);
-        if let Some(v) = victim {
-            fs.maybe_free(&v);
-        }
-        Ok(())
-    }
-
-    /// The body of rename with the directory locks held. `new` is `None` for
-    /// a rename within `odir`. Returns a replaced inode that may need freeing.
-    #[allow(clippy::too_many_arguments)]
-    fn rename_locked<'d>(
-        &self,
-        cred: &Cred,
-        odir: &Inode,
-        oidx: &mut DirWrite<'d>,
-        new: Option<(&Inode, &mut DirWrite<'d>)>,
-        name: &[u8],
-        newname: &[u8],
-        flags: u32,
-    ) -> Result<Option<IRef<'_>>> {
-        let fs = &*self.inner;
-        let cross = new.is_some();
-        let (ndir, mut nidx) = match new {
-            Some((d, i)) => (d, Some(i)),
-            None => (odir, None),
-        };
-        macro_rules! nidx {
-            () => {
-                match nidx.as_deref_mut() {
-                    Some(i) => i,
-                    None => &mut *oidx,
-                }
-            };
-        }
-        let odir_dead = odir.meta.lock().rec.nlink == 0;
-        let ndir_dead = ndir.meta.lock().rec.nlink == 0;
-        if odir_dead || ndir_dead {
-            return Err(Errno::ENOENT);
-        }
-        let oslot = oidx.get(name).ok_or(Errno::ENOENT)?;
-        let nslot = nidx!().get(newname);
-        if flags & RENAME_NOREPLACE != 0 && nslot.is_some() {
-            return Err(Errno::EEXIST);
-        }
-        if flags & RENAME_EXCHANGE != 0 && nslot.is_none() {
-            return Err(Errno::ENOENT);
-        }
-        let exchange = flags & RENAME_EXCHANGE != 0;
-        let old_is_dir = oslot.kind == FileKind::Directory;
-        let new_is_dir = nslot.is_some_and(|s| s.kind == FileKind::Directory);
-        if cross {
-            // Moving a directory under itself, or onto one of its ancestors.
-            if old_is_dir && fs.is_ancestor(oslot.ino, ndir.ino)? {
-                return Err(Errno::EINVAL);
-            }
-            if let Some(ns) = nslot {
-                if new_is_dir && fs.is_ancestor(ns.ino, odir.ino)? {
-                    return Err(if exchange {
-                        Errno::EINVAL
-                    } else {
-                        Errno::ENOTEMPTY
-                    });
-                }
-            }
-        }
-        if nslot.is_some_and(|s| s.ino == oslot.ino) {
-            return Ok(None);
-        }
-        let old = fs.iget(oslot.ino)?;
-        let target: Option<IRef<'_>> = match nslot {
-            Some(s) => Some(fs.iget(s.ino)?),
-            None => None,
-        };
-        // may_delete(old), then may_create / may_delete(new).
-        {
-            let odm = odir.meta.lock();
-            perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
-            if sticky_denies(cred, &odm.rec, &old.meta.lock().rec) {
-                return Err(Errno::EPERM);
-            }
-        }
-        {
-            let ndm = ndir.meta.lock();
-            perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
-            if let Some(t) = &target {
-                if sticky_denies(cred, &ndm.rec, &t.meta.lock().rec) {
-                    return Err(Errno::EPERM);
-                }
-                // With RENAME_EXCHANGE any two kinds may swap.
-                if !exchange && old_is_dir && !new_is_dir {
-                    return Err(Errno::ENOTDIR);
-                }
-                if !exchange && !old_is_dir && new_is_dir {
-                    return Err(Errno::EISDIR);
-                }
-            }
-        }
-        if cross {
-            if old_is_dir {
-                perm::permission(cred, &old.meta.lock().rec, MAY_WRITE)?;
-            }
-            if exchange && new_is_dir {
-                if let Some(t) = &target {
-                    perm::permission(cred, &t.meta.lock().rec, MAY_WRITE)?;
-                }
-            }
-            if old_is_dir && !new_is_dir {
-                check_link_room(ndir.meta.lock().rec.nlink)?;
-            }
-            if exchange && new_is_dir && !old_is_dir {
-                check_link_room(odir.meta.lock().rec.nlink)?;
-            }
-        }
-        let now = Timespec::now();
-        // The store first, ordered so that a failure leaves it as it was
-        // (each later step undoes the earlier ones); then memory, which
-        // cannot fail. In the index every name that exists before the
-        // rename exists throughout it: an entry over another is replaced in
-        // place, never removed and re-added (POSIX: `newname` stays visible).
-        if exchange {
-            let Some(t) = target else {
-                return Err(Errno::ENOENT);
-            };
-            let ns = nslot.ok_or(Errno::ENOENT)?;
-            let entry = |name: &[u8], s: Slot| DirEntryRecord {
-                name: name.to_vec(),
-                ino: s.ino,
-                kind: s.kind,
-                cookie: s.cookie,
-            };
-            let o_new = Slot {
-                cookie: oslot.cookie,
-                ..ns
-            };
-            let n_new = Slot {
-                cookie: ns.cookie,
-                ..oslot
-            };
-            fs.store.dir_insert(odir.ino, &entry(name, o_new))?;
-            if let Err(e) = fs.store.dir_insert(ndir.ino, &entry(newname, n_new)) {
-                fs.undo(fs.store.dir_insert(odir.ino, &entry(name, oslot)));
-                return Err(e);
-            }
-            oidx.insert(name, o_new);
-            nidx!().insert(newname, n_new);
-            if cross && old_is_dir != new_is_dir {
-                let (gain, lose) = if old_is_dir {
-                    (ndir, odir)
-                } else {
-                    (odir, ndir)
-                };
-                gain.meta.lock().rec.nlink += 1;
-                let mut lm = lose.meta.lock();
-                debug_assert!(
-                    lm.rec.nlink > 2,
-                    "a directory losing a subdirectory it lacks"
-                );
-                lm.rec.nlink -= 1;
-            }
-            for (inode, dir) in [(&*old, ndir), (&*t, odir)] {
-                let mut m = inode.meta.lock();
-                if inode.kind == FileKind::Directory {
-                    m.rec.parent = dir.ino;
-                }
-                touch_c(inode, &mut m, now);
-            }
-            for d in [odir, ndir] {
-                let mut m = d.meta.lock();
-                touch_mc(d, &mut m, now);
-            }
-            return Ok(None);
-        }
-        // Replace (or create) newname, then drop name. A directory target
-        // stays locked (and so empty) until it is dead.
-        let t_idx = match &target {
-            Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
-            None => None,
-        };
-        let cookie = ndir.meta.lock().rec.next_cookie;
-        let moved = Slot { cookie, ..oslot };
-        fs.store.dir_insert(
-            ndir.ino,
-            &DirEntryRecord {
-                name: newname.to_vec(),
-                ino: moved.ino,
-                kind: moved.kind,
-                cookie,
-            },
-        )?;
-        if let Err(e) = fs.store.dir_remove(odir.ino, name) {
-            fs.undo(match nslot {
-                Some(ns) => fs.store.dir_insert(
-                    ndir.ino,
-                    &DirEntryRecord {
-                        name: newname.to_vec(),
-                        ino: ns.ino,
-                        kind: ns.kind,
-                        cookie: ns.cookie,
-                    },
-                ),
-                None => fs.store.dir_remove(ndir.ino, newname),
-            });
-            return Err(e);
-        }
-        nidx!().insert(newname, moved);
-        {
-            let mut ndm = ndir.meta.lock();
-            ndm.rec.next_cookie = cookie + 1;
-            if target.is_none() {
-                ndm.rec.size += DIRENT_SIZE;
-            }
-            if new_is_dir {
-                debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
-                ndm.rec.nlink -= 1;
-            }
-            if old_is_dir && cross {
-                ndm.rec.nlink += 1;
-            }
-            touch_mc(ndir, &mut ndm, now);
-        }
-        oidx.remove(name);
-        {
-            let mut odm = odir.meta.lock();
-            debug_assert!(odm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
-            odm.rec.size -= DIRENT_SIZE;
-            if old_is_dir && cross {
-                debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
-                odm.rec.nlink -= 1;
-            }
-            touch_mc(odir, &mut odm, now);
-        }
-        if let Some(t) = &target {
-            let mut tm = t.meta.lock();
-            if new_is_dir {
-                tm.rec.nlink = 0;
-            } else {
-                debug_assert!(tm.rec.nlink > 0, "replacing an unlinked inode");
-                tm.rec.nlink -= 1;
-            }
-            touch_c(t, &mut tm, now);
-            fs.note_unlinked(t.ino, &tm);
-            drop(tm);
-        }
-        drop(t_idx);
-        let replaced = target;
-        let mut om = old.meta.lock();
-        if old_is_dir {
-            om.rec.parent = ndir.ino;
-        }
-        touch_c(&old, &mut om, now);
-        Ok(replaced)
+/// `rec` with link count `nlink` and ctime `now`: what a transaction that
+/// links or unlinks the inode stores for it.
+pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRecord {
+    InodeRecord {
+        nlink,
+        ctime: now,
+        ..rec.clone()
     }
 }
 

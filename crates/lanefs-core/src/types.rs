@@ -18,8 +18,9 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 /// Most bytes of names and values of all extended attributes of one inode
 /// (`ENOSPC` beyond).
 pub const XATTR_TOTAL_MAX: usize = 256 * 1024;
-/// `st_size` a directory gains per entry (tmpfs's `BOGO_DIRENT_SIZE`).
-pub const DIRENT_SIZE: u64 = 20;
+/// `st_size` a directory gains per entry (tmpfs's `BOGO_DIRENT_SIZE`); the
+/// store crate's constant, which its recovery derives sizes with.
+pub const DIRENT_SIZE: u64 = lanefs_store::DIRENT_SIZE;
 
 /// `access` mask bits, as `R_OK`, `W_OK`, `X_OK`.
 pub const MAY_READ: u32 = 4;

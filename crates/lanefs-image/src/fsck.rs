@@ -5,7 +5,10 @@
 //! entry block checksum and owner, that no block is claimed twice, that
 //! every directory entry names a live inode of the kind it says, and that
 //! only directories have entries. Link counts with no entry (orphans) are
-//! reported as notes: recovery frees them.
+//! reported as notes: recovery frees them. The load derives records'
+//! derived fields as recovery does (a directory's size, link count and next
+//! cookie from its entries, block counts from pages: docs/FORMAT.md,
+//! "Derived fields"), noting how many disagreed.
 //!
 //! Repair opens the image with recovery (replay, orphans freed,
 //! checkpoint), drops unreadable inodes and the entries that point to
@@ -109,6 +112,12 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         r.notes.push(format!(
             "{} torn inode slots (an interrupted checkpoint; the other copy is used)",
             l.torn_slots
+        ));
+    }
+    if l.report.records_derived > 0 {
+        r.notes.push(format!(
+            "{} records disagree with their entries or pages (directory size, link count, next cookie, block count: derived from them)",
+            l.report.records_derived
         ));
     }
     if l.report.records_dropped > 0 {

@@ -9,7 +9,7 @@
 //! * `orphan`: the orphan file (seed 002's slot blocks);
 //! * `store`: the store — calls, group commit, checkpoint (lock order in
 //!   its header);
-//! * `recover`: mkfs, load, replay, open;
+//! * `recover`: mkfs, load, replay, derived record fields, open;
 //! * `fsck`: check and repair;
 //! * `device`, `crash`: where bytes live, and the power-cutting test device.
 //!

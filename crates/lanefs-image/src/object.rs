@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use lanefs_store::{Errno, Result};
+use lanefs_store::{Errno, FileKind, Result};
 
 use crate::journal::Op;
 use crate::layout::{block_sealed, get_u32, get_u64, seal_block, BLOCK, BLOCK_CRC_AT, SLOT};
@@ -34,8 +34,10 @@ const DIRENT_HEADER: usize = 32;
 pub const DIRENT_CAPACITY: usize = BLOCK_CRC_AT - DIRENT_HEADER;
 /// Most image bytes (bounds the chain walk of a corrupted image).
 pub const IMAGE_BYTES_MAX: usize = 64 << 20;
-/// Offset of `nlink` in an encoded inode record (version 1).
-const NLINK_AT: usize = 1 + 8 + 8 + 1 + 2 + 4 + 4;
+/// Offsets in an encoded inode record (version 1): kind, nlink, blocks.
+const KIND_AT: usize = 1 + 8 + 8;
+const NLINK_AT: usize = KIND_AT + 1 + 2 + 4 + 4;
+const BLOCKS_AT: usize = NLINK_AT + 4 + 8;
 
 /// One directory entry as kept in an entry block: name and the 17-byte
 /// value of [`DirEntryRecord::encode_value`](lanefs_store::DirEntryRecord::encode_value).
@@ -212,6 +214,17 @@ impl InodeObj {
     pub fn nlink(&self) -> Option<u32> {
         let r = self.rec.as_ref()?;
         (r.len() >= NLINK_AT + 4).then(|| get_u32(r, NLINK_AT))
+    }
+
+    /// Kind of the record, if live and well-formed there.
+    pub fn kind(&self) -> Option<FileKind> {
+        FileKind::from_u8(*self.rec.as_ref()?.get(KIND_AT)?)
+    }
+
+    /// Block count of the record, if live.
+    pub fn blocks(&self) -> Option<u64> {
+        let r = self.rec.as_ref()?;
+        (r.len() >= BLOCKS_AT + 8).then(|| get_u64(r, BLOCKS_AT))
     }
 
     /// Extents of the page map: (first page, first block, pages).
@@ -414,6 +427,43 @@ pub fn decode_dirent(b: &[u8], dir: u64) -> Result<Vec<Entry>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_offsets_read_what_the_record_says() {
+        use lanefs_store::{InodeRecord, Timespec};
+        let rec = InodeRecord {
+            ino: 12,
+            generation: 3,
+            kind: FileKind::Directory,
+            perm: 0o755,
+            uid: 1,
+            gid: 2,
+            nlink: 7,
+            size: 99,
+            blocks: 0x0102_0304_0506,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            btime: Timespec::default(),
+            rdev: 0,
+            parent: 1,
+            next_cookie: 3,
+            symlink: Vec::new(),
+            xattrs: vec![(b"user.x".to_vec(), vec![9; 10])],
+        };
+        let o = InodeObj {
+            rec: Some(rec.encode()),
+            ..InodeObj::default()
+        };
+        assert_eq!(o.kind(), Some(FileKind::Directory));
+        assert_eq!(o.nlink(), Some(7));
+        assert_eq!(o.blocks(), Some(0x0102_0304_0506));
+        let free = InodeObj::default();
+        assert_eq!(
+            (free.kind(), free.nlink(), free.blocks()),
+            (None, None, None)
+        );
+    }
 
     #[test]
     fn dir_blocks_fill_reuse_and_index() {

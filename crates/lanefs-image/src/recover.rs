@@ -1,5 +1,7 @@
 //! mkfs, and loading an image: superblock choice, inode tables, journal
-//! replay in stamp order, orphan processing, allocator and counter rebuild.
+//! replay in stamp order, records' derived fields (directory size, link
+//! count, next cookie; block counts) recomputed from the entries and pages,
+//! orphan processing, allocator and counter rebuild.
 //!
 //! Runs single-threaded before the store is shared, so it takes the locks
 //! of the structures it fills only because their types require it.
@@ -9,7 +11,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use lanefs_store::{Errno, Ino, InodeRecord, Result, Superblock, ROOT_INO};
+use lanefs_store::{
+    DirDerived, DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Superblock, ROOT_INO,
+};
 use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
@@ -247,6 +251,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
             o.bad = false;
         }
     }
+    report.records_derived = derive_records(&mut objs);
     let mut orphans_pending = Vec::new();
     for m in &mut objs {
         for (&ino, o) in m.iter_mut() {
@@ -309,6 +314,51 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         orphans_pending,
         torn_slots,
     })
+}
+
+/// Bring what every live record says about the object's other keys in
+/// line with them: a directory's size, link count and next cookie with its
+/// entries ([`InodeRecord::derive_dir`]), any inode's block count with its
+/// data pages. The engine commits a directory's entries with each
+/// operation but the directory's record only at writeback, and a file's
+/// pages before the record that counts them (or, a link or rename carrying
+/// the record, after), so after a crash a record may disagree with them.
+/// Changed records get a new stamp and are written by the next checkpoint.
+/// Only directories and records whose block count is off are decoded.
+/// Returns how many records changed.
+fn derive_records(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
+    let mut changed = 0;
+    for m in objs.iter_mut() {
+        for o in m.values_mut() {
+            let (Some(kind), Some(blocks)) = (o.kind(), o.blocks()) else {
+                continue;
+            };
+            let pages = o.pages.len() as u64;
+            let is_dir = kind == FileKind::Directory;
+            if o.bad || (!is_dir && blocks == pages) {
+                continue;
+            }
+            let Some(Ok(mut rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
+                continue;
+            };
+            let mut d = DirDerived::default();
+            if let Some(dir) = &o.dir {
+                // A malformed entry is fsck's to report; it is not counted.
+                dir.entries()
+                    .filter_map(|(n, v)| DirEntryRecord::decode_value(n, v).ok())
+                    .for_each(|e| d.add(&e));
+            }
+            let dir_changed = rec.derive_dir(&d);
+            if dir_changed || rec.blocks != pages {
+                rec.blocks = pages;
+                o.rec = Some(rec.encode());
+                o.stamp += 1;
+                o.dirty = true;
+                changed += 1;
+            }
+        }
+    }
+    changed
 }
 
 /// Read the image of a live slot into `obj`, claiming its blocks.

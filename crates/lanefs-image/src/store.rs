@@ -101,6 +101,10 @@ pub struct RecoveryReport {
     /// Records not applied: they follow a record that was lost.
     pub records_dropped: u64,
     pub orphans_freed: u64,
+    /// Records whose derived fields (a directory's size, link count, next
+    /// cookie; a block count) disagreed with the entries or pages and were
+    /// recomputed from them (a record older or newer than its data).
+    pub records_derived: u64,
     /// Inodes listed by the orphan file on disk.
     pub orphans_listed: u64,
     /// Objects unusable because of checksum or structure errors (EIO).
@@ -892,14 +896,7 @@ impl Store for ImageStore {
     }
 
     fn commit(&self, txn: &Txn) -> Result<()> {
-        for op in txn.ops() {
-            match op {
-                TxnOp::PutEntry(_, e) => check_name(&e.name)?,
-                TxnOp::RemoveEntry(_, n) => check_name(n)?,
-                TxnOp::FreeInode(i) if *i == ROOT_INO || *i == 0 => return Err(Errno::EINVAL),
-                _ => {}
-            }
-        }
+        txn.check()?;
         self.inner.submit(txn.ops().iter().map(txn_op).collect())
     }
 }

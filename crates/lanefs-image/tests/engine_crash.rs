@@ -182,16 +182,14 @@ fn engine_power_cuts_keep_synced_files() {
 }
 
 /// The full guarantee: durability points are `fsync` of the file, and after
-/// the cut fsck is clean and the engine's own check passes. This needs each
-/// engine operation to reach the store as one `Txn` (`Store::commit`), and
-/// fsync to commit the file's entry: today the core writes a directory's
-/// entries at once but inode records (the new file's, the directory's size
-/// and next cookie) at writeback, so a cut between them leaves an entry to
-/// a free inode or a stale directory record (both found by this test at the
-/// default seed). The image store keeps whatever order it is given — a
-/// recovered image is a real-time prefix of the calls made.
+/// the cut fsck is clean and the engine's own check passes. Each engine
+/// operation reaches the store as one `Txn` (`Store::commit`): an entry and
+/// the record it names are durable together, an unlinked inode is an orphan
+/// until its freeing transaction, and recovery derives a directory's size,
+/// link count and next cookie from its entries (the directory's record is
+/// written only at writeback). fsync's store sync commits the journal, so
+/// the file's create transaction (its entry) is durable with its data.
 #[test]
-#[ignore = "needs the core to hand each operation to Store::commit as one Txn"]
 fn engine_power_cuts_full_guarantee() {
     run(true);
 }

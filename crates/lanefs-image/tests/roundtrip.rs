@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use common::*;
 use lanefs_image::{describe_open_error, fsck, fsck_device, mkfs, ImageStore, MemDevice, BLOCK};
-use lanefs_store::{DirEntryRecord, Errno, FileKind, Store, Superblock, Txn, TxnOp, ROOT_INO};
+use lanefs_store::{
+    DirEntryRecord, Errno, FileKind, InodeRecord, Store, Superblock, Txn, TxnOp, ROOT_INO,
+};
 
 fn entry(name: &str, ino: u64, kind: FileKind, cookie: u64) -> DirEntryRecord {
     DirEntryRecord {
@@ -40,8 +42,12 @@ fn every_record_kind_survives_sync_and_reopen() {
     ];
     s.write_inode(&big).unwrap();
     s.write_inode(&rec(dir, FileKind::Directory, 2, 0)).unwrap();
-    s.write_inode(&rec(file, FileKind::Regular, 1, 10 * 4096))
-        .unwrap();
+    // Counts the 8 pages it ends with (recovery derives a block count).
+    let file_rec = InodeRecord {
+        blocks: 8,
+        ..rec(file, FileKind::Regular, 1, 10 * 4096)
+    };
+    s.write_inode(&file_rec).unwrap();
     for i in 0..300u64 {
         s.dir_insert(
             dir,
@@ -80,10 +86,13 @@ fn every_record_kind_survives_sync_and_reopen() {
 
     let check = |s: &ImageStore| {
         assert_eq!(s.read_inode(link).unwrap().unwrap(), big);
-        assert_eq!(
-            s.read_inode(file).unwrap().unwrap(),
-            rec(file, FileKind::Regular, 1, 10 * 4096)
-        );
+        assert_eq!(s.read_inode(file).unwrap().unwrap(), file_rec);
+        // Directory records were written with size 0 and never updated:
+        // recovery derives size, link count and next cookie from entries.
+        let d = s.read_inode(dir).unwrap().unwrap();
+        assert_eq!((d.size, d.nlink, d.next_cookie), (20 * 301, 2, 303));
+        let root = s.read_inode(ROOT_INO).unwrap().unwrap();
+        assert_eq!((root.size, root.nlink, root.next_cookie), (20 * 3, 3, 4));
         let mut es = s.dir_read(dir).unwrap();
         es.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(es.len(), 299);

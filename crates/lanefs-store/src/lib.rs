@@ -20,7 +20,10 @@ mod txn;
 pub use errno::{Errno, Result};
 pub use lane::{lane, set_lane};
 pub use memory::{MemoryStore, MemoryStoreConfig};
-pub use record::{DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, PAGE_SIZE, ROOT_INO};
+pub use record::{
+    DirDerived, DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, DIRENT_SIZE, PAGE_SIZE,
+    ROOT_INO,
+};
 pub use txn::{Txn, TxnOp, TXN_BYTES_MAX, TXN_OPS_MAX};
 
 /// File-system-wide totals and usage, as kept by a store.
@@ -131,14 +134,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Apply the record changes of one engine operation all-or-nothing (see
     /// [`Txn`] for the shape, the bounds and the key layout it maps to).
-    /// Durable no later than the next [`sync`](Self::sync).
+    /// Durable no later than the next [`sync`](Self::sync). An error means
+    /// nothing was applied: the engine changes its memory only after this
+    /// returned `Ok`.
     ///
-    /// The default applies the operations one by one through the calls
-    /// above, which is all-or-nothing only for a store that cannot fail
-    /// half-way or crash (the memory store); a persistent store overrides
-    /// it with one journal record. [`TxnOp::Usage`] is dropped by the
-    /// default: such stores keep usage in the superblock written at sync.
+    /// The default checks every operation's arguments first (the only
+    /// failures of the memory store's calls), then applies the operations
+    /// one by one through the calls above: all-or-nothing for a store that
+    /// fails only on bad arguments and cannot crash (the memory store). A
+    /// persistent store overrides it with one journal record, a store that
+    /// may fail half-way with its own transaction. [`TxnOp::Usage`] is
+    /// dropped by the default: such stores keep usage in the superblock
+    /// written at sync.
     fn commit(&self, txn: &Txn) -> Result<()> {
+        txn.check()?;
         for op in txn.ops() {
             match op {
                 TxnOp::PutInode(rec) => self.write_inode(rec)?,

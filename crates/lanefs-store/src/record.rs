@@ -178,11 +178,72 @@ pub struct InodeRecord {
 }
 
 const RECORD_VERSION: u8 = 1;
+/// Bytes of an encoded record before its symlink target and xattrs.
+const RECORD_FIXED_BYTES: usize = 1 + 8 + 8 + 1 + 2 + 4 + 4 + 4 + 8 + 8 + 12 * 4 + 8 + 8 + 8;
+
+/// `st_size` a directory has per entry, `.` and `..` included (tmpfs's
+/// `BOGO_DIRENT_SIZE`): a directory with `n` entries has size
+/// `DIRENT_SIZE * (2 + n)`. Shared by the engine, which keeps the size, and
+/// the stores' recovery, which derives it from the entries.
+pub const DIRENT_SIZE: u64 = 20;
+
+/// What a directory's entries say about its own record: everything in it
+/// that each create or remove changes. Derived after a crash instead of
+/// being written by every operation on the directory (docs/FORMAT.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirDerived {
+    pub entries: u64,
+    /// Entries of kind [`FileKind::Directory`] (each links `..` back).
+    pub subdirs: u64,
+    /// The largest cookie of an entry, if any.
+    pub max_cookie: Option<u64>,
+}
+
+impl DirDerived {
+    /// Count one entry.
+    pub fn add(&mut self, e: &DirEntryRecord) {
+        self.entries += 1;
+        self.subdirs += u64::from(e.kind == FileKind::Directory);
+        self.max_cookie = Some(self.max_cookie.map_or(e.cookie, |c| c.max(e.cookie)));
+    }
+}
 
 impl InodeRecord {
+    /// Bring a live directory's size, link count and next cookie in line
+    /// with its entries `d`: size `DIRENT_SIZE * (2 + entries)`, nlink
+    /// `2 + subdirs`, next cookie past every entry's (never lowered, so no
+    /// cookie is handed out twice). A dead directory (nlink 0) and other
+    /// kinds are left alone. Returns whether anything changed.
+    pub fn derive_dir(&mut self, d: &DirDerived) -> bool {
+        if self.kind != FileKind::Directory || self.nlink == 0 {
+            return false;
+        }
+        let size = DIRENT_SIZE.saturating_mul(d.entries.saturating_add(2));
+        let nlink = u32::try_from(d.subdirs.saturating_add(2)).unwrap_or(u32::MAX);
+        let cookie = d.max_cookie.map_or(self.next_cookie, |c| {
+            self.next_cookie.max(c.saturating_add(1))
+        });
+        let changed = (self.size, self.nlink, self.next_cookie) != (size, nlink, cookie);
+        (self.size, self.nlink, self.next_cookie) = (size, nlink, cookie);
+        changed
+    }
+
+    /// Length of [`encode`](Self::encode)'s output, without encoding.
+    pub fn encoded_len(&self) -> usize {
+        RECORD_FIXED_BYTES
+            + 4
+            + self.symlink.len()
+            + 4
+            + self
+                .xattrs
+                .iter()
+                .map(|(k, v)| 8 + k.len() + v.len())
+                .sum::<usize>()
+    }
+
     /// Serialize into the version-1 layout described in the module docs.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128 + self.symlink.len());
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.push(RECORD_VERSION);
         put_u64(&mut out, self.ino);
         put_u64(&mut out, self.generation);
@@ -206,6 +267,7 @@ impl InodeRecord {
             put_bytes(&mut out, k);
             put_bytes(&mut out, v);
         }
+        debug_assert_eq!(out.len(), self.encoded_len());
         out
     }
 

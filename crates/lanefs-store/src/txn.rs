@@ -15,9 +15,23 @@
 //! ([`TxnOp::Usage`] names the lane), so two creates on two lanes write
 //! disjoint keys and never conflict in an optimistic store.
 //!
+//! What the engine puts in one (docs/ARCHITECTURE.md, "one operation, one
+//! transaction"): the entries it adds or removes, the full record of a new
+//! inode, the record of every inode whose link count, parent or kind
+//! changed, and [`TxnOp::FreeInode`] when an inode is freed. Never the
+//! parent directory's own record: a directory's size, link count and next
+//! cookie are derived from its entries after a crash
+//! ([`InodeRecord::derive_dir`]), so two creates in one directory write
+//! disjoint keys. The largest is a rename that replaces a directory or
+//! moves one across directories: 2 entries and 2 records (4 operations).
+//!
 //! Bounds: at most [`TXN_OPS_MAX`] operations and [`TXN_BYTES_MAX`] bytes of
 //! encoded records per transaction (etcd's defaults are 128 operations and a
-//! 1.5 MiB request). Data pages are not carried by metadata transactions:
+//! 1.5 MiB request). With the engine's limits (a 4095-byte symlink target,
+//! 256 KiB of xattr names and values, names of at least 6 bytes, 8 bytes of
+//! framing per xattr) a record encodes to under 616 KiB, so the largest
+//! engine transaction (2 records, 2 entries of at most 255-byte names) is
+//! under 1.25 MiB. Data pages are not carried by metadata transactions:
 //! they are written with [`Store::write_page`](crate::Store::write_page)
 //! *before* the transaction that makes them reachable (ext4's
 //! `data=ordered`), so a crash exposes no stale or foreign data.
@@ -27,12 +41,15 @@
 //! found free again by recovery (the allocator is a cache of the inode
 //! table, rebuilt at mount).
 
-use crate::{DirEntryRecord, Errno, Ino, InodeRecord, Result};
+use crate::{DirEntryRecord, Errno, Ino, InodeRecord, Result, ROOT_INO};
 
 /// Most operations in one transaction.
 pub const TXN_OPS_MAX: usize = 16;
-/// Most bytes of encoded records in one transaction.
-pub const TXN_BYTES_MAX: usize = 256 * 1024;
+/// Most bytes of encoded records in one transaction (etcd's default
+/// request limit; see the module docs for the engine's largest).
+pub const TXN_BYTES_MAX: usize = 1536 * 1024;
+/// Longest entry name a store accepts.
+pub const NAME_BYTES_MAX: usize = 255;
 
 /// One record change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +76,7 @@ impl TxnOp {
         const HEADER: usize = 1 + 8;
         HEADER
             + match self {
-                TxnOp::PutInode(r) => r.encode().len(),
+                TxnOp::PutInode(r) => r.encoded_len(),
                 TxnOp::PutEntry(_, e) => e.name.len() + e.encode_value().len(),
                 TxnOp::RemoveEntry(_, name) => name.len(),
                 TxnOp::FreeInode(_) => 0,
@@ -79,6 +96,27 @@ pub struct Txn {
 impl Txn {
     pub fn new() -> Txn {
         Txn::default()
+    }
+
+    /// `EINVAL` if an operation names something no store accepts: an empty
+    /// or over-long entry name, inode 0, or freeing the root. Stores check
+    /// this before applying anything, so such a transaction changes
+    /// nothing.
+    pub fn check(&self) -> Result<()> {
+        let name_ok = |n: &[u8]| !n.is_empty() && n.len() <= NAME_BYTES_MAX;
+        let ok = self.ops.iter().all(|op| match op {
+            TxnOp::PutInode(r) => r.ino != 0,
+            TxnOp::FreeInode(i) => *i != 0 && *i != ROOT_INO,
+            TxnOp::PutEntry(d, e) => *d != 0 && e.ino != 0 && name_ok(&e.name),
+            TxnOp::RemoveEntry(d, n) => *d != 0 && name_ok(n),
+            TxnOp::PunchPages(i, ..) => *i != 0,
+            TxnOp::Usage(..) => true,
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(Errno::EINVAL)
+        }
     }
 
     /// Append `op`; `E2BIG` (and nothing added) past [`TXN_OPS_MAX`] or
@@ -158,5 +196,103 @@ mod tests {
             file,
             "the freed number is free again"
         );
+    }
+
+    #[test]
+    fn default_commit_with_a_bad_op_applies_nothing() {
+        use crate::{FileKind, MemoryStore, Store};
+        let s = MemoryStore::default();
+        let dir = s.alloc_ino().unwrap();
+        let entry = DirEntryRecord {
+            name: b"f".to_vec(),
+            ino: 7,
+            kind: FileKind::Regular,
+            cookie: 3,
+        };
+        let mut t = Txn::new();
+        t.push(TxnOp::PutEntry(dir, entry)).unwrap();
+        t.push(TxnOp::FreeInode(ROOT_INO)).unwrap();
+        assert_eq!(s.commit(&t), Err(Errno::EINVAL));
+        assert!(s.dir_read(dir).unwrap().is_empty(), "half applied");
+    }
+
+    #[test]
+    fn encoded_len_matches_encode() {
+        use crate::{FileKind, Timespec};
+        let mut r = InodeRecord {
+            ino: 9,
+            generation: 1,
+            kind: FileKind::Symlink,
+            perm: 0o777,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size: 3,
+            blocks: 0,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            btime: Timespec::default(),
+            rdev: 0,
+            parent: 0,
+            next_cookie: 3,
+            symlink: b"abc".to_vec(),
+            xattrs: Vec::new(),
+        };
+        assert_eq!(r.encoded_len(), r.encode().len());
+        r.xattrs.push((b"user.a".to_vec(), vec![1; 100]));
+        r.xattrs.push((b"user.bb".to_vec(), Vec::new()));
+        assert_eq!(r.encoded_len(), r.encode().len());
+        assert_eq!(
+            TxnOp::PutInode(r.clone()).encoded_len(),
+            9 + r.encode().len()
+        );
+    }
+
+    #[test]
+    fn derive_dir_follows_the_entries() {
+        use crate::{DirDerived, FileKind, Timespec, DIRENT_SIZE};
+        let mut r = InodeRecord {
+            ino: 5,
+            generation: 1,
+            kind: FileKind::Directory,
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+            nlink: 2,
+            size: 2 * DIRENT_SIZE,
+            blocks: 0,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            btime: Timespec::default(),
+            rdev: 0,
+            parent: 1,
+            next_cookie: 3,
+            symlink: Vec::new(),
+            xattrs: Vec::new(),
+        };
+        let mut d = DirDerived::default();
+        assert!(!r.derive_dir(&d), "an empty directory's record is right");
+        for (i, kind) in [FileKind::Regular, FileKind::Directory]
+            .into_iter()
+            .enumerate()
+        {
+            d.add(&DirEntryRecord {
+                name: vec![b'a' + i as u8],
+                ino: 10 + i as Ino,
+                kind,
+                cookie: 7 + i as u64,
+            });
+        }
+        assert!(r.derive_dir(&d));
+        assert_eq!((r.size, r.nlink, r.next_cookie), (4 * DIRENT_SIZE, 3, 9));
+        assert!(!r.derive_dir(&d), "derived twice changes nothing");
+        r.next_cookie = 50;
+        assert!(!r.derive_dir(&d), "a cookie is never handed out twice");
+        assert_eq!(r.next_cookie, 50);
+        r.nlink = 0;
+        r.size = 0;
+        assert!(!r.derive_dir(&d), "a dead directory is left alone");
     }
 }

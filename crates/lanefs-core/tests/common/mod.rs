@@ -4,10 +4,11 @@
 //! to a [`MemoryStore`] and asks a hook first, which may fail the call. The
 //! optional calls (unwritten-extent records, range counts) are not
 //! forwarded, so they take the trait's defaults: the store behaves like one
-//! written before those calls existed.
+//! written before those calls existed. A transaction (`commit`) asks the
+//! hook once per operation before applying any, and fails whole.
 
 use lanefs_core::*;
-use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock};
+use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
 
 /// Which store call the hook is asked about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,5 +98,16 @@ impl Store for HookedStore {
     fn sync(&self) -> Result<()> {
         (self.hook)(Call::Other)?;
         self.inner.sync()
+    }
+    fn commit(&self, txn: &Txn) -> Result<()> {
+        for op in txn.ops() {
+            (self.hook)(match op {
+                TxnOp::FreeInode(_) => Call::FreeIno,
+                TxnOp::PutEntry(..) => Call::DirInsert,
+                TxnOp::RemoveEntry(..) => Call::DirRemove,
+                _ => Call::Other,
+            })?;
+        }
+        self.inner.commit(txn)
     }
 }

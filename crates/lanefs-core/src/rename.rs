@@ -1,0 +1,409 @@
+//! rename and renameat2 (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+//!
+//! Locks, in the mount's order (see `fs`): the rename lock for
+//! cross-directory renames; the two directories' entry locks (ancestor
+//! first, unrelated ones by inode number) and a replaced directory's entry
+//! lock; then `meta`s: the records that go into the store transaction are
+//! held across the commit — a replaced inode's (its link count) and a
+//! moved directory's (its parent); two are held together only when both
+//! are directories, which the ancestor checks make unrelated, lower inode
+//! number first. The directories' own `meta`s are taken one at a time
+//! after the commit.
+//!
+//! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
+//! removed one, the replaced inode's record and a moved directory's record
+//! — at most 4 operations.
+
+use crate::attr_seq::MetaGuard;
+use crate::dir::{DirWrite, Slot};
+use crate::fs::{check_link_room, check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef};
+use crate::inode::Inode;
+use crate::namei::relinked;
+use crate::perm::{self, sticky_denies};
+use crate::{
+    Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
+};
+use lanefs_store::{
+    DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
+};
+
+impl Fs {
+    /// `renameat2` with [`RENAME_NOREPLACE`] or [`RENAME_EXCHANGE`].
+    pub fn rename(
+        &self,
+        cred: &Cred,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
+            || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
+        {
+            return Err(Errno::EINVAL);
+        }
+        if flags & RENAME_WHITEOUT != 0 {
+            // Whiteouts serve overlayfs; lanefs does not make them.
+            return Err(Errno::EINVAL);
+        }
+        let fs = &*self.inner;
+        let odir = fs.dir(parent)?;
+        let ndir = fs.dir(newparent)?;
+        odir.permission_unlocked(cred, MAY_EXEC)?;
+        ndir.permission_unlocked(cred, MAY_EXEC)?;
+        if is_dot_or_dotdot(name) {
+            return Err(Errno::EBUSY);
+        }
+        if is_dot_or_dotdot(newname) {
+            return Err(if flags & RENAME_NOREPLACE != 0 {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            });
+        }
+        check_name(name)?;
+        check_name(newname)?;
+        if parent == newparent {
+            let mut idx = fs.dir_write(&odir)?;
+            let victim = self.rename_locked(cred, &odir, &mut idx, None, name, newname, flags)?;
+            drop(idx);
+            if let Some(v) = victim {
+                fs.maybe_free(&v);
+            }
+            return Ok(());
+        }
+        let _shape = fs.rename_lock.lock();
+        // Ancestors first; unrelated directories by inode number.
+        let old_first = if fs.is_ancestor(parent, newparent)? {
+            true
+        } else if fs.is_ancestor(newparent, parent)? {
+            false
+        } else {
+            parent < newparent
+        };
+        let (mut oidx, mut nidx) = if old_first {
+            let o = fs.dir_write(&odir)?;
+            (o, fs.dir_write(&ndir)?)
+        } else {
+            let n = fs.dir_write(&ndir)?;
+            (fs.dir_write(&odir)?, n)
+        };
+        let victim = self.rename_locked(
+            cred,
+            &odir,
+            &mut oidx,
+            Some((&ndir, &mut nidx)),
+            name,
+            newname,
+            flags,
+        )?;
+        drop(oidx);
+        drop(nidx);
+        if let Some(v) = victim {
+            fs.maybe_free(&v);
+        }
+        Ok(())
+    }
+
+    /// The body of rename with the directory locks held. `new` is `None` for
+    /// a rename within `odir`. Returns a replaced inode that may need freeing.
+    #[allow(clippy::too_many_arguments)]
+    fn rename_locked<'d>(
+        &self,
+        cred: &Cred,
+        odir: &Inode,
+        oidx: &mut DirWrite<'d>,
+        new: Option<(&Inode, &mut DirWrite<'d>)>,
+        name: &[u8],
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<Option<IRef<'_>>> {
+        let fs = &*self.inner;
+        let cross = new.is_some();
+        let (ndir, mut nidx) = match new {
+            Some((d, i)) => (d, Some(i)),
+            None => (odir, None),
+        };
+        macro_rules! nidx {
+            () => {
+                match nidx.as_deref_mut() {
+                    Some(i) => i,
+                    None => &mut *oidx,
+                }
+            };
+        }
+        let odir_dead = odir.meta.lock().rec.nlink == 0;
+        let ndir_dead = ndir.meta.lock().rec.nlink == 0;
+        if odir_dead || ndir_dead {
+            return Err(Errno::ENOENT);
+        }
+        let oslot = oidx.get(name).ok_or(Errno::ENOENT)?;
+        let nslot = nidx!().get(newname);
+        if flags & RENAME_NOREPLACE != 0 && nslot.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if flags & RENAME_EXCHANGE != 0 && nslot.is_none() {
+            return Err(Errno::ENOENT);
+        }
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        let old_is_dir = oslot.kind == FileKind::Directory;
+        let new_is_dir = nslot.is_some_and(|s| s.kind == FileKind::Directory);
+        if cross {
+            // Moving a directory under itself, or onto one of its ancestors.
+            if old_is_dir && fs.is_ancestor(oslot.ino, ndir.ino)? {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(ns) = nslot {
+                if new_is_dir && fs.is_ancestor(ns.ino, odir.ino)? {
+                    return Err(if exchange {
+                        Errno::EINVAL
+                    } else {
+                        Errno::ENOTEMPTY
+                    });
+                }
+            }
+        }
+        if nslot.is_some_and(|s| s.ino == oslot.ino) {
+            return Ok(None);
+        }
+        let old = fs.iget(oslot.ino)?;
+        let target: Option<IRef<'_>> = match nslot {
+            Some(s) => Some(fs.iget(s.ino)?),
+            None => None,
+        };
+        // may_delete(old), then may_create / may_delete(new).
+        {
+            let odm = odir.meta.lock();
+            perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
+            if sticky_denies(cred, &odm.rec, &old.meta.lock().rec) {
+                return Err(Errno::EPERM);
+            }
+        }
+        {
+            let ndm = ndir.meta.lock();
+            perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
+            if let Some(t) = &target {
+                if sticky_denies(cred, &ndm.rec, &t.meta.lock().rec) {
+                    return Err(Errno::EPERM);
+                }
+                // With RENAME_EXCHANGE any two kinds may swap.
+                if !exchange && old_is_dir && !new_is_dir {
+                    return Err(Errno::ENOTDIR);
+                }
+                if !exchange && !old_is_dir && new_is_dir {
+                    return Err(Errno::EISDIR);
+                }
+            }
+        }
+        if cross {
+            if old_is_dir {
+                perm::permission(cred, &old.meta.lock().rec, MAY_WRITE)?;
+            }
+            if exchange && new_is_dir {
+                if let Some(t) = &target {
+                    perm::permission(cred, &t.meta.lock().rec, MAY_WRITE)?;
+                }
+            }
+            if old_is_dir && !new_is_dir {
+                check_link_room(ndir.meta.lock().rec.nlink)?;
+            }
+            if exchange && new_is_dir && !old_is_dir {
+                check_link_room(odir.meta.lock().rec.nlink)?;
+            }
+        }
+        let now = Timespec::now();
+        // Every record change in one store transaction, then memory, which
+        // cannot fail. In the index every name that exists before the
+        // rename exists throughout it: an entry over another is replaced in
+        // place, never removed and re-added (POSIX: `newname` stays visible).
+        // The directories' own records are not in the transaction: their
+        // size, link count and next cookie follow from their entries.
+        if exchange {
+            let Some(t) = target else {
+                return Err(Errno::ENOENT);
+            };
+            let ns = nslot.ok_or(Errno::ENOENT)?;
+            let o_new = Slot {
+                cookie: oslot.cookie,
+                ..ns
+            };
+            let n_new = Slot {
+                cookie: ns.cookie,
+                ..oslot
+            };
+            let mut txn = Txn::new();
+            txn.push(TxnOp::PutEntry(odir.ino, entry_record(name, o_new)))?;
+            txn.push(TxnOp::PutEntry(ndir.ino, entry_record(newname, n_new)))?;
+            // A directory moving to the other parent takes its record (its
+            // `..`) along; the metas of the records committed are held
+            // across the commit. Only directories are locked together here
+            // (by inode number: they are unrelated, see the ancestor checks).
+            let moves = |i: &Inode| cross && i.kind == FileKind::Directory;
+            let (mut om, mut tm) = match (moves(&old), moves(&t)) {
+                (true, true) => {
+                    let (a, b) = lock_dirs_by_ino(&old, &t);
+                    (Some(a), Some(b))
+                }
+                (true, false) => (Some(old.meta.lock()), None),
+                (false, true) => (None, Some(t.meta.lock())),
+                (false, false) => (None, None),
+            };
+            for (m, to) in [(&om, ndir), (&tm, odir)] {
+                if let Some(m) = m {
+                    txn.push(TxnOp::PutInode(reparented(&m.rec, to.ino, now)))?;
+                }
+            }
+            fs.store.commit(&txn)?;
+            for (m, inode, to) in [(&mut om, &*old, ndir), (&mut tm, &*t, odir)] {
+                if let Some(m) = m {
+                    m.rec.parent = to.ino;
+                    touch_c(inode, m, now);
+                }
+            }
+            let unlocked = [(om.is_none(), &*old), (tm.is_none(), &*t)];
+            drop(om);
+            drop(tm);
+            for (_, inode) in unlocked.into_iter().filter(|(u, _)| *u) {
+                touch_c(inode, &mut inode.meta.lock(), now);
+            }
+            oidx.insert(name, o_new);
+            nidx!().insert(newname, n_new);
+            if cross && old_is_dir != new_is_dir {
+                let (gain, lose) = if old_is_dir {
+                    (ndir, odir)
+                } else {
+                    (odir, ndir)
+                };
+                gain.meta.lock().rec.nlink += 1;
+                let mut lm = lose.meta.lock();
+                debug_assert!(
+                    lm.rec.nlink > 2,
+                    "a directory losing a subdirectory it lacks"
+                );
+                lm.rec.nlink -= 1;
+            }
+            for d in [odir, ndir] {
+                let mut m = d.meta.lock();
+                touch_mc(d, &mut m, now);
+            }
+            return Ok(None);
+        }
+        // Replace (or create) newname, then drop name. A directory target
+        // stays locked (and so empty) until it is dead.
+        let t_idx = match &target {
+            Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
+            None => None,
+        };
+        let cookie = ndir.meta.lock().rec.next_cookie;
+        let moved = Slot { cookie, ..oslot };
+        let mut txn = Txn::new();
+        txn.push(TxnOp::PutEntry(ndir.ino, entry_record(newname, moved)))?;
+        txn.push(TxnOp::RemoveEntry(odir.ino, name.to_vec()))?;
+        // The replaced inode's new link count (0: an orphan until freed)
+        // and a moved directory's new parent go with the entries. If both,
+        // both are directories (kinds match without RENAME_EXCHANGE).
+        let reparent = old_is_dir && cross;
+        {
+            let (mut om, mut tm) = match (&target, reparent) {
+                (Some(t), true) => {
+                    let (a, b) = lock_dirs_by_ino(&old, t);
+                    (Some(a), Some(b))
+                }
+                (Some(t), false) => (None, Some(t.meta.lock())),
+                (None, true) => (Some(old.meta.lock()), None),
+                (None, false) => (None, None),
+            };
+            let t_nlink = tm.as_ref().map(|m| {
+                debug_assert!(new_is_dir || m.rec.nlink > 0, "replacing an unlinked inode");
+                if new_is_dir {
+                    0
+                } else {
+                    m.rec.nlink.saturating_sub(1)
+                }
+            });
+            if let (Some(m), Some(n)) = (&tm, t_nlink) {
+                txn.push(TxnOp::PutInode(relinked(&m.rec, n, now)))?;
+            }
+            if let Some(m) = &om {
+                txn.push(TxnOp::PutInode(reparented(&m.rec, ndir.ino, now)))?;
+            }
+            fs.store.commit(&txn)?;
+            if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
+                m.rec.nlink = n;
+                touch_c(t, m, now);
+                fs.note_unlinked(t.ino, m);
+            }
+            if let Some(m) = om.as_mut() {
+                m.rec.parent = ndir.ino;
+                touch_c(&old, m, now);
+            }
+        }
+        if !reparent {
+            // No other meta held: two non-directories' are never nested.
+            touch_c(&old, &mut old.meta.lock(), now);
+        }
+        nidx!().insert(newname, moved);
+        {
+            let mut ndm = ndir.meta.lock();
+            ndm.rec.next_cookie = cookie + 1;
+            if target.is_none() {
+                ndm.rec.size += DIRENT_SIZE;
+            }
+            if new_is_dir {
+                debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
+                ndm.rec.nlink -= 1;
+            }
+            if old_is_dir && cross {
+                ndm.rec.nlink += 1;
+            }
+            touch_mc(ndir, &mut ndm, now);
+        }
+        oidx.remove(name);
+        {
+            let mut odm = odir.meta.lock();
+            debug_assert!(odm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
+            odm.rec.size -= DIRENT_SIZE;
+            if old_is_dir && cross {
+                debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
+                odm.rec.nlink -= 1;
+            }
+            touch_mc(odir, &mut odm, now);
+        }
+        drop(t_idx);
+        Ok(target)
+    }
+}
+
+/// The store's entry for `name → s`.
+fn entry_record(name: &[u8], s: Slot) -> DirEntryRecord {
+    DirEntryRecord {
+        name: name.to_vec(),
+        ino: s.ino,
+        kind: s.kind,
+        cookie: s.cookie,
+    }
+}
+
+/// `rec` of a directory moved under `parent`, with ctime `now`.
+fn reparented(rec: &InodeRecord, parent: Ino, now: Timespec) -> InodeRecord {
+    InodeRecord {
+        parent,
+        ctime: now,
+        ..rec.clone()
+    }
+}
+
+/// Lock the metas of two distinct, unrelated directories (neither is an
+/// ancestor of the other), lower inode number first; returned in argument
+/// order. The only place two such metas are held together.
+fn lock_dirs_by_ino<'a>(a: &'a Inode, b: &'a Inode) -> (MetaGuard<'a>, MetaGuard<'a>) {
+    debug_assert_ne!(a.ino, b.ino, "one inode locked twice");
+    if a.ino < b.ino {
+        let ga = a.meta.lock();
+        (ga, b.meta.lock())
+    } else {
+        let gb = b.meta.lock();
+        (a.meta.lock(), gb)
+    }
+}
