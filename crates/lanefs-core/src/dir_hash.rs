@@ -88,37 +88,110 @@ struct Bucket {
     len: usize,
 }
 
-/// The allocation of a bucket of `len` pairs and the offset of its node
-/// pointers.
-fn bucket_layout(len: usize) -> (Layout, usize) {
-    let (with_hashes, _) = Layout::new::<Bucket>()
-        .extend(Layout::array::<u64>(len).expect("bucket size"))
-        .expect("bucket size");
-    let (all, nodes_at) = with_hashes
-        .extend(Layout::array::<*mut Node>(len).expect("bucket size"))
-        .expect("bucket size");
-    (all.pad_to_align(), nodes_at)
+/// The allocation of a bucket of `len` pairs: the header, `len` hashes,
+/// `len` node pointers, every part 8-byte words (so the node pointers start
+/// at word `1 + len`).
+fn bucket_layout(len: usize) -> Layout {
+    Layout::from_size_align((1 + 2 * len) * 8, 8).expect("bucket size")
 }
 
-/// A new bucket holding `pairs` (at least one), not yet published.
-fn bucket_new(pairs: &[(u64, *mut Node)]) -> *mut Bucket {
-    debug_assert!(!pairs.is_empty(), "empty buckets are null slots");
-    let (layout, nodes_at) = bucket_layout(pairs.len());
-    // SAFETY: the layout has a non-zero size (the header); the writes stay
-    // inside it: `len` hashes right after the header and `len` pointers at
-    // `nodes_at`, both as `Layout::extend` placed and aligned them.
+/// A new bucket of `len` pairs (at least one), its header written: the
+/// caller fills the hashes and node pointers (see [`bucket_parts`]) before
+/// it publishes the bucket.
+fn bucket_alloc(len: usize) -> *mut Bucket {
+    debug_assert!(len > 0, "empty buckets are null slots");
+    let layout = bucket_layout(len);
+    // SAFETY: the layout has a non-zero size; the header write is inside it.
     unsafe {
         let b = std::alloc::alloc(layout).cast::<Bucket>();
         if b.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        b.write(Bucket { len: pairs.len() });
-        let hashes = b.add(1).cast::<u64>();
-        let nodes = b.cast::<u8>().add(nodes_at).cast::<*mut Node>();
+        b.write(Bucket { len });
+        b
+    }
+}
+
+/// Where bucket `b`'s hashes and node pointers live.
+///
+/// # Safety
+/// `b` came from [`bucket_alloc`] and is live.
+unsafe fn bucket_parts(b: *mut Bucket) -> (*mut u64, *mut *mut Node) {
+    // SAFETY: the caller's contract; the offsets are `bucket_layout`'s.
+    unsafe {
+        let len = (*b).len;
+        let words = b.cast::<u64>();
+        (words.add(1), words.add(1 + len).cast::<*mut Node>())
+    }
+}
+
+/// A new bucket holding `pairs` (at least one), not yet published.
+fn bucket_new(pairs: &[(u64, *mut Node)]) -> *mut Bucket {
+    let b = bucket_alloc(pairs.len());
+    // SAFETY: `b` is ours and has room for exactly `pairs.len()` pairs.
+    unsafe {
+        let (hashes, nodes) = bucket_parts(b);
         for (i, &(h, n)) in pairs.iter().enumerate() {
             hashes.add(i).write(h);
             nodes.add(i).write(n);
         }
+    }
+    b
+}
+
+/// A copy of `old` (or of nothing, when null) with `(hash, node)` added at
+/// the end, not yet published.
+///
+/// # Safety
+/// `old` is null or a live bucket.
+unsafe fn bucket_with(old: *const Bucket, hash: u64, node: *mut Node) -> *mut Bucket {
+    // SAFETY: the caller's contract for `old`; the new bucket is ours and
+    // has room for `len + 1` pairs.
+    unsafe {
+        let (oh, on) = if old.is_null() {
+            (&[][..], &[][..])
+        } else {
+            bucket_pairs(old)
+        };
+        let len = oh.len();
+        let b = bucket_alloc(len + 1);
+        let (hashes, nodes) = bucket_parts(b);
+        ptr::copy_nonoverlapping(oh.as_ptr(), hashes, len);
+        ptr::copy_nonoverlapping(on.as_ptr(), nodes, len);
+        hashes.add(len).write(hash);
+        nodes.add(len).write(node);
+        b
+    }
+}
+
+/// A copy of `old` with pair `i` replaced by `node` (same name, same
+/// hash), or removed (`None`; null if that empties it); not yet published.
+///
+/// # Safety
+/// `old` is a live bucket and `i` one of its pairs.
+unsafe fn bucket_changed(old: *const Bucket, i: usize, node: Option<*mut Node>) -> *mut Bucket {
+    // SAFETY: the caller's contract; the new bucket is ours, sized for the
+    // pairs copied into it.
+    unsafe {
+        let (oh, on) = bucket_pairs(old);
+        let len = oh.len();
+        if let Some(n) = node {
+            let b = bucket_alloc(len);
+            let (hashes, nodes) = bucket_parts(b);
+            ptr::copy_nonoverlapping(oh.as_ptr(), hashes, len);
+            ptr::copy_nonoverlapping(on.as_ptr(), nodes, len);
+            nodes.add(i).write(n);
+            return b;
+        }
+        if len == 1 {
+            return ptr::null_mut();
+        }
+        let b = bucket_alloc(len - 1);
+        let (hashes, nodes) = bucket_parts(b);
+        ptr::copy_nonoverlapping(oh.as_ptr(), hashes, i);
+        ptr::copy_nonoverlapping(on.as_ptr(), nodes, i);
+        ptr::copy_nonoverlapping(oh.as_ptr().add(i + 1), hashes.add(i), len - i - 1);
+        ptr::copy_nonoverlapping(on.as_ptr().add(i + 1), nodes.add(i), len - i - 1);
         b
     }
 }
@@ -126,16 +199,17 @@ fn bucket_new(pairs: &[(u64, *mut Node)]) -> *mut Bucket {
 /// The hashes and node pointers of bucket `b`.
 ///
 /// # Safety
-/// `b` is a live bucket made by [`bucket_new`] and stays live for `'a`.
+/// `b` is a live bucket made by [`bucket_alloc`] and filled, and stays
+/// live for `'a`.
 unsafe fn bucket_pairs<'a>(b: *const Bucket) -> (&'a [u64], &'a [*mut Node]) {
-    // SAFETY: the caller's contract; the parts were written by
-    // `bucket_new` at these places and are never written again.
+    // SAFETY: the caller's contract; the parts were written before the
+    // bucket was published and are never written again.
     unsafe {
         let len = (*b).len;
-        let (_, nodes_at) = bucket_layout(len);
+        let words = b.cast::<u64>();
         (
-            std::slice::from_raw_parts(b.add(1).cast::<u64>(), len),
-            std::slice::from_raw_parts(b.cast::<u8>().add(nodes_at).cast::<*mut Node>(), len),
+            std::slice::from_raw_parts(words.add(1), len),
+            std::slice::from_raw_parts(words.add(1 + len).cast::<*mut Node>(), len),
         )
     }
 }
@@ -160,10 +234,7 @@ unsafe fn bucket_vec(b: *const Bucket) -> Vec<(u64, *mut Node)> {
 /// freed once.
 unsafe fn bucket_free(b: *mut Bucket) {
     // SAFETY: the caller's contract; the layout is the allocation's.
-    unsafe {
-        let (layout, _) = bucket_layout((*b).len);
-        std::alloc::dealloc(b.cast::<u8>(), layout);
-    }
+    unsafe { std::alloc::dealloc(b.cast::<u8>(), bucket_layout((*b).len)) }
 }
 
 /// The publication of `pairs` in a slot: a new bucket, or null.
@@ -356,9 +427,10 @@ impl NameTable {
         }));
         if let Some((link, old_bucket, i, old)) = self.find(hash, name, guard) {
             // SAFETY: the writer owns the bucket's shape; it is live.
-            let mut pairs = unsafe { bucket_vec(old_bucket) };
-            pairs[i].1 = node;
-            link.store(bucket_new(&pairs), Ordering::Release);
+            link.store(
+                unsafe { bucket_changed(old_bucket, i, Some(node)) },
+                Ordering::Release,
+            );
             let old_slot = old.slot;
             let old_node = old as *const Node as *mut Node;
             // SAFETY: the old bucket and node are unlinked; readers that
@@ -373,13 +445,23 @@ impl NameTable {
         }
         let (link, old_bucket, depth) = self.locate(hash);
         // SAFETY: the writer owns the bucket's shape; it is live (or null).
-        let mut pairs = unsafe { bucket_vec(old_bucket) };
-        pairs.push((hash, node));
-        if pairs.len() > BUCKET_MAX && depth < MAX_DEPTH {
+        let len = if old_bucket.is_null() {
+            0
+        } else {
+            unsafe { (*old_bucket).len }
+        };
+        if len >= BUCKET_MAX && depth < MAX_DEPTH {
+            // SAFETY: as above.
+            let mut pairs = unsafe { bucket_vec(old_bucket) };
+            pairs.push((hash, node));
             let sub = build_level(&pairs, depth + 1);
             link.store(tagged(Box::into_raw(sub)), Ordering::Release);
         } else {
-            link.store(bucket_new(&pairs), Ordering::Release);
+            // SAFETY: as above.
+            link.store(
+                unsafe { bucket_with(old_bucket, hash, node) },
+                Ordering::Release,
+            );
         }
         if !old_bucket.is_null() {
             // SAFETY: unlinked above (its nodes live on in the new bucket
@@ -397,9 +479,10 @@ impl NameTable {
         let hash = self.hasher.hash_one(name);
         let (link, old_bucket, i, old) = self.find(hash, name, guard)?;
         // SAFETY: the writer owns the bucket's shape; it is live.
-        let mut pairs = unsafe { bucket_vec(old_bucket) };
-        pairs.remove(i);
-        link.store(bucket_or_null(&pairs), Ordering::Release);
+        link.store(
+            unsafe { bucket_changed(old_bucket, i, None) },
+            Ordering::Release,
+        );
         let slot = old.slot;
         let old_node = old as *const Node as *mut Node;
         // SAFETY: unlinked above; freed after every guard that saw them.
