@@ -338,6 +338,12 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         store_cfg.max_inodes = n;
     }
     let mut fs_cfg = FsConfig {
+        // A new store's root belongs to whoever mounts it (as a tmpfs a
+        // user mounts in their own namespace): a user's own mount must be
+        // writable by them. Images keep their mkfs root.
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        root_uid: unsafe { libc::geteuid() },
+        root_gid: unsafe { libc::getegid() },
         atime: plan.opts.atime,
         nodiratime: plan.opts.nodiratime,
         ..FsConfig::default()

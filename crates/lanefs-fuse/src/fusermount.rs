@@ -120,7 +120,11 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
         let _ = (&mut err).take(4096).read_to_string(&mut complaint);
     }
     let status = child.wait().map_err(|e| format!("fusermount3: {e}"))?;
-    let complaint = complaint.lines().last().unwrap_or("").trim().to_string();
+    let mut complaint = complaint.lines().last().unwrap_or("").trim().to_string();
+    if opts.allow_root && !opts.allow_other && complaint.contains("allow_other") {
+        // fusermount3 names the allow_other we pass for allow_root.
+        complaint.push_str(" (allow_root by a non-root user mounts with allow_other)");
+    }
     match received? {
         // SAFETY: the kernel just installed this fd in our table for us
         // (SCM_RIGHTS); nothing else owns it.

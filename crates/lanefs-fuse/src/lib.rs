@@ -364,16 +364,17 @@ pub fn mount(
     opts: &MountOptions,
 ) -> Result<Mounted, String> {
     let mnt = check_mountpoint(mountpoint, opts.nonempty)?;
+    // Before mounting: `--transport uring` fails with nothing to undo.
+    let want_uring = match opts.transport {
+        Transport::Dev => false,
+        Transport::Auto | Transport::Uring => uring_enabled() && rings_allowed(opts)?,
+    };
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     let fd = if euid == 0 {
         mount_syscall(&mnt, opts)?
     } else {
         fusermount::mount(&mnt, opts)?
-    };
-    let want_uring = match opts.transport {
-        Transport::Dev => false,
-        Transport::Auto | Transport::Uring => uring_enabled(),
     };
     let mut session = match transport_dev::handshake(&fd, want_uring, opts.writeback_cache) {
         Ok(s) => s,
@@ -425,6 +426,24 @@ pub fn mount(
         mountpoint: mnt,
         transport,
     })
+}
+
+/// Whether this process may set up the io_uring transport's rings (FUSE
+/// offering io_uring is not enough: `kernel.io_uring_disabled` can refuse
+/// rings to this user, typically a non-root mounter). `--transport uring`
+/// then fails; `auto` falls back to `/dev/fuse` and
+/// says so in the log.
+fn rings_allowed(opts: &MountOptions) -> Result<bool, String> {
+    match transport_uring::rings_allowed() {
+        Ok(()) => Ok(true),
+        Err(e) if opts.transport == Transport::Uring => Err(format!(
+            "--transport uring: this process cannot use io_uring: {e}"
+        )),
+        Err(e) => {
+            tracing::warn!(reason = %e, "io_uring refused to this process; serving through /dev/fuse");
+            Ok(false)
+        }
+    }
 }
 
 /// Whether this process mounts as root (then the kernel's own check,
