@@ -177,7 +177,7 @@ fn access_moves_atime(m: &TestMount, offset: i64) -> (bool, bool) {
         );
     }
     // A fresh open (no keep_cache: the kernel drops the pages) reaches
-    // the daemon's READ.
+    // the daemon's READ; a listing (no cache_dir) its READDIR.
     assert_eq!(std::fs::read(&f).unwrap(), b"data");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
     let moved = |p: &Path| std::fs::metadata(p).unwrap().atime() != at;
@@ -185,7 +185,7 @@ fn access_moves_atime(m: &TestMount, offset: i64) -> (bool, bool) {
 }
 
 fn atime_policy_follows_the_mount_options() {
-    let opts = |extra: &str| format!("nokeep_cache,attr_timeout=0{extra}");
+    let opts = |extra: &str| format!("nokeep_cache,nocache_dir,attr_timeout=0{extra}");
     let m = TestMount::with("relatime", &["-o", &opts("")], &[]);
     assert_eq!(
         access_moves_atime(&m, -3600),

@@ -26,7 +26,7 @@
 //! * There are no adapter atomics on the request path: handle numbers come
 //!   from the per-shard counter under the shard lock; lookup counts are kept
 //!   by the engine (`lookup_counted` / `forget`).
-//! * `Handler::invalidate_attr` and `Handler::writeback` (`OnceLock`s):
+//! * `Handler::invalidate` and `Handler::writeback` (`OnceLock`s):
 //!   written once by `mount` before the session serves requests, read-only
 //!   afterwards (the `OnceLock` gives the release/acquire pairing).
 //! * `dispatch::Session`: immutable after INIT, shared by `Arc`.
@@ -411,10 +411,16 @@ pub fn mount(
     };
     let fd = Arc::new(fd);
     let notifier = transport_dev::Notifier::new(fd.clone());
-    handler.set_attr_invalidator(Box::new(move |ino| {
+    handler.set_invalidator(Box::new(move |ino, what| {
         // offset -1: attributes only, no page-cache work, so this is safe
-        // to send from inside a request handler.
-        if let Err(e) = notifier.inval_inode(ino, -1, 0) {
+        // to send from inside a request handler; pages only for a moved
+        // directory's listing (`Handler::dir_moved` says why that is safe
+        // too). Offset 0, length 0: every page.
+        let (off, len) = match what {
+            handler::Invalidate::Attr => (-1, 0),
+            handler::Invalidate::AttrAndPages => (0, 0),
+        };
+        if let Err(e) = notifier.inval_inode(ino, off, len) {
             tracing::debug!(ino, error = %e, "inval_inode failed");
         }
     }));
