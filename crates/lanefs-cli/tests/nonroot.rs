@@ -528,3 +528,119 @@ fn user_transport_choice() {
         );
     }
 }
+
+/// `AUDIT_ARCH_*` of this build (seccomp data's `arch`).
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// Make `cmd`'s process (and everything it execs, setuid fusermount3
+/// included) get `EPERM` from `io_uring_setup`, as
+/// `kernel.io_uring_disabled` does for a user it refuses — but for this
+/// process tree only: a seccomp filter, installed by the (root) test
+/// before the exec, so it needs no `no_new_privs` and setuid still works.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn refuse_io_uring(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
+    let filter = [
+        stmt(load, 4), // seccomp_data.arch
+        jeq(AUDIT_ARCH, 1, 0),
+        stmt(ret, libc::SECCOMP_RET_ALLOW),
+        stmt(load, 0), // seccomp_data.nr
+        jeq(libc::SYS_io_uring_setup as u32, 0, 1),
+        stmt(ret, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        stmt(ret, libc::SECCOMP_RET_ALLOW),
+    ];
+    // SAFETY: the closure only calls prctl (async-signal-safe) with a
+    // program that lives in the closure (moved in, not reallocated).
+    unsafe {
+        cmd.pre_exec(move || {
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Where the kernel offers FUSE-over-io_uring but this user may not
+/// create rings (`io_uring_setup` is `EPERM`): `--transport auto` serves
+/// through `/dev/fuse` and says so in the log; `--transport uring` fails
+/// with one line and mounts nothing.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[test]
+fn user_without_io_uring_falls_back() {
+    if let Some(why) = uring_unavailable() {
+        eprintln!("SKIPPED (io_uring transport): {why}");
+        return;
+    }
+    let ns = UserNs::new("noring", false);
+    // `lanefs mount` under `timeout`, without rings (run_timeout would
+    // rebuild the command and lose the filter).
+    let mount_without_rings = |transport: &str| {
+        let args = ns.mount_args(transport, &[]);
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "60", "nsenter", "-t"])
+            .arg(ns.holder.id().to_string())
+            .args(["-m", "--", "setpriv", "--reuid=1000", "--regid=1000"])
+            .args(["--clear-groups", BIN])
+            .args(&args)
+            .stdin(Stdio::null());
+        refuse_io_uring(&mut c);
+        c.output().expect("cannot run timeout")
+    };
+    let out = mount_without_rings("auto");
+    assert!(out.status.success(), "auto without rings:\n{}", show(&out));
+    let stats = run_timeout(10, &mut ns.cmd(USER, BIN, &["stats", &ns.at("")]));
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(text.contains("transport=dev"), "{}", show(&stats));
+    assert!(
+        ns.log()
+            .contains("io_uring refused to this process; serving through /dev/fuse"),
+        "fallback not logged:\n{}",
+        ns.log()
+    );
+    let out = ns.sh(USER, &format!("echo x > {f} && cat {f}", f = ns.at("f")));
+    assert!(out.status.success(), "{}", show(&out));
+    let out = run_timeout(10, &mut ns.cmd(USER, "fusermount3", &["-u", &ns.at("")]));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(wait_until(10, || ns.our_processes().is_empty()));
+
+    let out = mount_without_rings("uring");
+    let err = stderr_of(&out);
+    assert!(
+        !out.status.success(),
+        "uring without rings mounted:\n{}",
+        show(&out)
+    );
+    assert_eq!(err.lines().count(), 1, "{}", show(&out));
+    assert!(
+        err.contains("--transport uring") && err.contains("io_uring_setup"),
+        "{err}"
+    );
+    assert!(!ns.mounted());
+}
