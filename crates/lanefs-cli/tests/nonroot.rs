@@ -336,6 +336,23 @@ fn user_mount_is_closed_to_others() {
         wait_until(10, || ns.our_processes().is_empty()),
         "daemon left running after lanefs umount"
     );
+    // `suid`/`dev` are not a user's to have: fusermount3 mounts nosuid,
+    // nodev anyway, and the daemon's log says it overruled them.
+    let out = ns.mount_bg(&transport(), &["-o", "suid,dev"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let info = std::fs::read_to_string(format!("/proc/{}/mountinfo", ns.holder.id())).unwrap();
+    let want = format!(" {} ", ns.mnt.display());
+    let line = info.lines().rev().find(|l| l.contains(&want)).unwrap();
+    let flags = line.split(' ').nth(5).unwrap();
+    assert!(
+        flags.split(',').any(|f| f == "nosuid") && flags.split(',').any(|f| f == "nodev"),
+        "{line}"
+    );
+    let log = ns.log();
+    assert!(
+        log.contains("unsafe option suid ignored") && log.contains("unsafe option dev ignored"),
+        "not logged:\n{log}"
+    );
 }
 
 /// `allow_other` by a user: refused (one line, non-zero, nothing mounted)
