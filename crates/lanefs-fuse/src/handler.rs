@@ -210,6 +210,13 @@ pub struct Handler {
 }
 
 impl Handler {
+    /// A handler serving `fs`. While mounted it must be the only thing
+    /// that changes `fs`: the kernel keeps names, attributes, pages and
+    /// directory listings (`cache_dir`) on the understanding that every
+    /// change arrives through it (docs/FUSE.md, kernel cache). `lanefs
+    /// mount` holds to that (it calls only `sync` from outside); a program
+    /// that changed a mounted `Fs` through another clone would have to
+    /// send the invalidations itself.
     pub fn new(fs: Fs, config: HandlerConfig) -> Handler {
         Handler {
             fs,
