@@ -339,8 +339,9 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     }
     let mut fs_cfg = FsConfig {
         // A new store's root belongs to whoever mounts it (as a tmpfs a
-        // user mounts in their own namespace): a user's own mount must be
-        // writable by them. Images keep their mkfs root.
+        // user mounts in their own namespace, or mke2fs's root_owner): a
+        // user's own mount must be writable by them. An image's root is
+        // made at its first mount; later mounts keep it.
         // SAFETY: geteuid/getegid have no preconditions and cannot fail.
         root_uid: unsafe { libc::geteuid() },
         root_gid: unsafe { libc::getegid() },
