@@ -84,7 +84,7 @@ struct MountArgs {
     /// default_permissions; no_default_permissions opts out),
     /// default_permissions, fsname=NAME, subtype=NAME, nonempty, noexec,
     /// nosuid/suid, nodev/dev, noatime, sync, dirsync, entry_timeout=S,
-    /// attr_timeout=S, negative_timeout=S, nokeep_cache, cache_dir,
+    /// attr_timeout=S, negative_timeout=S, nokeep_cache, nocache_dir,
     /// writeback_cache (the kernel's writeback cache; docs/FUSE.md), ...
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
@@ -338,6 +338,13 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         store_cfg.max_inodes = n;
     }
     let mut fs_cfg = FsConfig {
+        // A new store's root belongs to whoever mounts it (as a tmpfs a
+        // user mounts in their own namespace, or mke2fs's root_owner): a
+        // user's own mount must be writable by them. An image's root is
+        // made at its first mount; later mounts keep it.
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        root_uid: unsafe { libc::geteuid() },
+        root_gid: unsafe { libc::getegid() },
         atime: plan.opts.atime,
         nodiratime: plan.opts.nodiratime,
         ..FsConfig::default()

@@ -1,7 +1,8 @@
 //! Multi-user semantics through a real mount, with a fresh tmpfs as the
 //! oracle where Linux decides: `chown(f, -1, -1)` by a non-owner of a
 //! setuid/setgid file (EPERM) and of a plain one (ctime moves), writes by
-//! a non-owner through their own fd (bits dropped, the write not refused);
+//! a non-owner through their own fd (bits dropped, the write not refused),
+//! and the dropped bits visible at once despite a long attribute timeout;
 //! the engine's atime policy from `noatime`/`strictatime`/`nodiratime`;
 //! who may enter a mount (`allow_root`, none of them) and the mount flags
 //! `noexec`/`nosuid`/`nodev`/`sync`/`dirsync`. Both transports; root.
@@ -177,7 +178,7 @@ fn access_moves_atime(m: &TestMount, offset: i64) -> (bool, bool) {
         );
     }
     // A fresh open (no keep_cache: the kernel drops the pages) reaches
-    // the daemon's READ.
+    // the daemon's READ; a listing (no cache_dir) its READDIR.
     assert_eq!(std::fs::read(&f).unwrap(), b"data");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
     let moved = |p: &Path| std::fs::metadata(p).unwrap().atime() != at;
@@ -185,7 +186,7 @@ fn access_moves_atime(m: &TestMount, offset: i64) -> (bool, bool) {
 }
 
 fn atime_policy_follows_the_mount_options() {
-    let opts = |extra: &str| format!("nokeep_cache,attr_timeout=0{extra}");
+    let opts = |extra: &str| format!("nokeep_cache,nocache_dir,attr_timeout=0{extra}");
     let m = TestMount::with("relatime", &["-o", &opts("")], &[]);
     assert_eq!(
         access_moves_atime(&m, -3600),
@@ -320,7 +321,24 @@ fn mount_flags_reach_the_kernel() {
     assert!(run_script(&script).unwrap().success());
 }
 
+/// A non-root write that drops setuid shows at once, also where the
+/// kernel cached the old mode for long (`attr_timeout=30`): the handler's
+/// attribute invalidation reaches the kernel (until that notification was
+/// fixed, `stat` showed 4777 for up to 30 s).
+fn kill_by_a_write_shows_at_once() {
+    let m = TestMount::with("killshows", &["-o", "allow_other,attr_timeout=30"], &[]);
+    let f = m.path("f");
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4777)).unwrap();
+    let mode = || std::fs::metadata(&f).unwrap().mode() & 0o7777;
+    assert_eq!(mode(), 0o4777, "cached before the write");
+    let out = sh_as_user_1000(&format!("printf y >> {}", f.display()));
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(mode(), 0o777, "setuid still shown after a non-root write");
+}
+
 on_both_transports!(
+    kill_by_a_write_shows_at_once,
     chown_and_writes_by_other_users_match_tmpfs,
     atime_policy_follows_the_mount_options,
     who_may_enter_the_mount,

@@ -120,11 +120,23 @@ pub fn mount(mnt: &Path, opts: &MountOptions) -> Result<OwnedFd, String> {
         let _ = (&mut err).take(4096).read_to_string(&mut complaint);
     }
     let status = child.wait().map_err(|e| format!("fusermount3: {e}"))?;
-    let complaint = complaint.lines().last().unwrap_or("").trim().to_string();
+    let said = complaint;
+    let mut complaint = said.lines().last().unwrap_or("").trim().to_string();
+    if opts.allow_root && !opts.allow_other && complaint.contains("allow_other") {
+        // fusermount3 names the allow_other we pass for allow_root.
+        complaint.push_str(" (allow_root by a non-root user mounts with allow_other)");
+    }
     match received? {
-        // SAFETY: the kernel just installed this fd in our table for us
-        // (SCM_RIGHTS); nothing else owns it.
-        Some(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Some(fd) => {
+            // Mounted, but fusermount3 may have overruled an option (a
+            // user's `suid`/`dev`: "unsafe option suid ignored"): say so.
+            for line in said.lines().filter(|l| !l.trim().is_empty()) {
+                tracing::warn!("{}", line.trim());
+            }
+            // SAFETY: the kernel just installed this fd in our table for
+            // us (SCM_RIGHTS); nothing else owns it.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
         None if !complaint.is_empty() => Err(format!(
             "mount {} through fusermount3 failed: {complaint}",
             mnt.display()

@@ -12,7 +12,7 @@
 //!   `handles.rs`); an `Arc<Handle>` is cloned out and the shard lock is
 //!   dropped before the engine is called.
 //! * `config`: immutable after construction.
-//! * `invalidate_attr`, `writeback` (`OnceLock`s): set once by the
+//! * `invalidate`, `writeback` (`OnceLock`s): set once by the
 //!   transport before requests are served, read-only afterwards.
 //! * Lookup counts live in the engine (`Fs::lookup_counted`/`forget`); the
 //!   handler's only duty is to take exactly one reference per entry it hands
@@ -67,10 +67,12 @@ pub struct CacheConfig {
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
     /// Let the kernel cache directory listings across opens
-    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR, `-o cache_dir`).
-    /// Correct while every change of a directory goes through this kernel,
-    /// which drops its cached listing itself when it creates, removes or
-    /// renames an entry.
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; on by default,
+    /// `-o nocache_dir` turns it off). Correct while every change of a
+    /// directory goes through this kernel, which drops its cached listing
+    /// itself when it creates, removes or renames an entry; the one change
+    /// it does not see, a moved directory's `..`, the handler invalidates
+    /// (`Handler::rename`).
     pub cache_dir: bool,
 }
 
@@ -81,7 +83,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
-            cache_dir: false,
+            cache_dir: true,
         }
     }
 }
@@ -180,9 +182,19 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// How the handler tells the kernel to drop its cached attributes of an
-/// inode (set by the transport once its session exists).
-pub type AttrInvalidator = Box<dyn Fn(Ino) + Send + Sync>;
+/// What of an inode the kernel must forget (see [`Invalidator`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalidate {
+    /// Its cached attributes (`inval_inode` with offset -1).
+    Attr,
+    /// Its attributes and its cached pages, which for a directory are its
+    /// cached listing (`inval_inode` with offset 0, length 0: all).
+    AttrAndPages,
+}
+
+/// How the handler tells the kernel to drop what it caches of an inode
+/// (set by the transport once its session exists).
+pub type Invalidator = Box<dyn Fn(Ino, Invalidate) + Send + Sync>;
 
 /// FUSE request handler over one engine instance.
 pub struct Handler {
@@ -191,19 +203,26 @@ pub struct Handler {
     config: HandlerConfig,
     /// Set once (`OnceLock`) by the transport before requests are served;
     /// read-only afterwards.
-    invalidate_attr: std::sync::OnceLock<AttrInvalidator>,
+    invalidate: std::sync::OnceLock<Invalidator>,
     /// Whether the kernel's writeback cache is on (negotiated at INIT; set
     /// once by the transport before requests are served).
     writeback: std::sync::OnceLock<bool>,
 }
 
 impl Handler {
+    /// A handler serving `fs`. While mounted it must be the only thing
+    /// that changes `fs`: the kernel keeps names, attributes, pages and
+    /// directory listings (`cache_dir`) on the understanding that every
+    /// change arrives through it (docs/FUSE.md, kernel cache). `lanefs
+    /// mount` holds to that (it calls only `sync` from outside); a program
+    /// that changed a mounted `Fs` through another clone would have to
+    /// send the invalidations itself.
     pub fn new(fs: Fs, config: HandlerConfig) -> Handler {
         Handler {
             fs,
             handles: HandleTable::default(),
             config,
-            invalidate_attr: std::sync::OnceLock::new(),
+            invalidate: std::sync::OnceLock::new(),
             writeback: std::sync::OnceLock::new(),
         }
     }
@@ -242,9 +261,9 @@ impl Handler {
         file.reopen_unchecked(flags)
     }
 
-    /// Install the transport's attribute invalidation (first call wins).
-    pub fn set_attr_invalidator(&self, f: AttrInvalidator) {
-        let _ = self.invalidate_attr.set(f);
+    /// Install the transport's invalidation (first call wins).
+    pub fn set_invalidator(&self, f: Invalidator) {
+        let _ = self.invalidate.set(f);
     }
 
     /// The engine changed attributes the kernel cannot know about (the
@@ -252,8 +271,31 @@ impl Handler {
     /// caller, which the engine applies itself under
     /// `FUSE_HANDLE_KILLPRIV_V2`): make the kernel ask again.
     fn attrs_changed(&self, ino: Ino) {
-        if let Some(f) = self.invalidate_attr.get() {
-            f(ino);
+        if let Some(f) = self.invalidate.get() {
+            f(ino, Invalidate::Attr);
+        }
+    }
+
+    /// A directory was moved to another parent: its `..` changed, which
+    /// the kernel does not know (it drops the cached listings of the two
+    /// parents only, `fuse_dir_changed`), so a listing it cached
+    /// (`cache_dir`) would still show the old parent's inode. Dropping
+    /// the directory's pages drops that listing. Safe inside the RENAME
+    /// handler: the kernel holds no lock of those pages while it waits
+    /// for a reply (a listing locks a cache page only to copy entries in
+    /// after its READDIR was answered).
+    fn dir_moved(&self, parent: Ino, name: &[u8]) {
+        if !self.config.cache.cache_dir {
+            return;
+        }
+        let Some(f) = self.invalidate.get() else {
+            return;
+        };
+        match self.fs.lookup(&lanefs_core::Cred::root(), parent, name) {
+            Ok(a) if a.kind == lanefs_core::FileKind::Directory => {
+                f(a.ino, Invalidate::AttrAndPages)
+            }
+            _ => {}
         }
     }
 
@@ -373,7 +415,14 @@ impl Handler {
         let r = self
             .fs
             .rename(&cred_for(caller), parent, name, newparent, newname, flags);
-        self.durable(self.dir_sync(), r, |_| None)
+        let r = self.durable(self.dir_sync(), r, |_| None);
+        if r.is_ok() && parent != newparent {
+            self.dir_moved(newparent, newname);
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                self.dir_moved(parent, name);
+            }
+        }
+        r
     }
 
     /// LINK: counted.

@@ -26,7 +26,7 @@
 //! * There are no adapter atomics on the request path: handle numbers come
 //!   from the per-shard counter under the shard lock; lookup counts are kept
 //!   by the engine (`lookup_counted` / `forget`).
-//! * `Handler::invalidate_attr` and `Handler::writeback` (`OnceLock`s):
+//! * `Handler::invalidate` and `Handler::writeback` (`OnceLock`s):
 //!   written once by `mount` before the session serves requests, read-only
 //!   afterwards (the `OnceLock` gives the release/acquire pairing).
 //! * `dispatch::Session`: immutable after INIT, shared by `Arc`.
@@ -364,16 +364,17 @@ pub fn mount(
     opts: &MountOptions,
 ) -> Result<Mounted, String> {
     let mnt = check_mountpoint(mountpoint, opts.nonempty)?;
+    // Before mounting: `--transport uring` fails with nothing to undo.
+    let want_uring = match opts.transport {
+        Transport::Dev => false,
+        Transport::Auto | Transport::Uring => uring_enabled() && rings_allowed(opts)?,
+    };
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     let fd = if euid == 0 {
         mount_syscall(&mnt, opts)?
     } else {
         fusermount::mount(&mnt, opts)?
-    };
-    let want_uring = match opts.transport {
-        Transport::Dev => false,
-        Transport::Auto | Transport::Uring => uring_enabled(),
     };
     let mut session = match transport_dev::handshake(&fd, want_uring, opts.writeback_cache) {
         Ok(s) => s,
@@ -410,10 +411,16 @@ pub fn mount(
     };
     let fd = Arc::new(fd);
     let notifier = transport_dev::Notifier::new(fd.clone());
-    handler.set_attr_invalidator(Box::new(move |ino| {
+    handler.set_invalidator(Box::new(move |ino, what| {
         // offset -1: attributes only, no page-cache work, so this is safe
-        // to send from inside a request handler.
-        if let Err(e) = notifier.inval_inode(ino, -1, 0) {
+        // to send from inside a request handler; pages only for a moved
+        // directory's listing (`Handler::dir_moved` says why that is safe
+        // too). Offset 0, length 0: every page.
+        let (off, len) = match what {
+            handler::Invalidate::Attr => (-1, 0),
+            handler::Invalidate::AttrAndPages => (0, 0),
+        };
+        if let Err(e) = notifier.inval_inode(ino, off, len) {
             tracing::debug!(ino, error = %e, "inval_inode failed");
         }
     }));
@@ -425,6 +432,24 @@ pub fn mount(
         mountpoint: mnt,
         transport,
     })
+}
+
+/// Whether this process may set up the io_uring transport's rings (FUSE
+/// offering io_uring is not enough: `kernel.io_uring_disabled` can refuse
+/// rings to this user, typically a non-root mounter). `--transport uring`
+/// then fails; `auto` falls back to `/dev/fuse` and
+/// says so in the log.
+fn rings_allowed(opts: &MountOptions) -> Result<bool, String> {
+    match transport_uring::rings_allowed() {
+        Ok(()) => Ok(true),
+        Err(e) if opts.transport == Transport::Uring => Err(format!(
+            "--transport uring: this process cannot use io_uring: {e}"
+        )),
+        Err(e) => {
+            tracing::warn!(reason = %e, "io_uring refused to this process; serving through /dev/fuse");
+            Ok(false)
+        }
+    }
 }
 
 /// Whether this process mounts as root (then the kernel's own check,

@@ -66,6 +66,18 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     Some(v)
 }
 
+/// Whether this process may create the rings the transport needs (an
+/// SQE128 ring like [`queue_thread`]'s): `kernel.io_uring_disabled` = 2,
+/// or = 1 for a user outside `kernel.io_uring_group`, makes
+/// `io_uring_setup` fail with `EPERM`, also where FUSE offers io_uring.
+/// Asked before INIT, so `--transport auto` can still choose `/dev/fuse`.
+pub fn rings_allowed() -> Result<(), String> {
+    IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+        .build(1)
+        .map(drop)
+        .map_err(|e| format!("io_uring_setup: {e} (see kernel.io_uring_disabled)"))
+}
+
 /// One ring entry: buffers the kernel reads requests into and replies from.
 struct Entry {
     header: Box<UringReqHeader>,

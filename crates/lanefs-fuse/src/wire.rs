@@ -391,6 +391,19 @@ impl ReplyBuf {
         &self.buf
     }
 
+    /// Complete a notification: header with `unique` 0 and the
+    /// notification code where a reply has its error, payload kept
+    /// ([`finish`](Self::finish) drops the payload of an error reply).
+    pub fn finish_notify(&mut self, code: i32) -> &[u8] {
+        let h = OutHeader {
+            len: self.buf.len() as u32,
+            error: code,
+            unique: 0,
+        };
+        self.buf[..OUT_HEADER_BYTES].copy_from_slice(h.as_bytes());
+        &self.buf
+    }
+
     /// The payload after [`finish`](Self::finish) (for transports that
     /// carry the header apart).
     pub fn payload(&self) -> &[u8] {
@@ -459,7 +472,7 @@ pub fn dirent_bytes(head: usize, name_len: usize) -> usize {
 pub fn notify_inval_inode(out: &mut ReplyBuf, ino: u64, off: i64, len: i64) -> &[u8] {
     out.clear();
     out.push(&NotifyInvalInodeOut { ino, off, len });
-    out.finish(0, FUSE_NOTIFY_INVAL_INODE)
+    out.finish_notify(FUSE_NOTIFY_INVAL_INODE)
 }
 
 /// Encode an entry invalidation of `name` in `parent`.
@@ -472,12 +485,38 @@ pub fn notify_inval_entry<'b>(out: &'b mut ReplyBuf, parent: u64, name: &[u8]) -
     });
     out.push_bytes(name);
     out.push_bytes(&[0]);
-    out.finish(0, FUSE_NOTIFY_INVAL_ENTRY)
+    out.finish_notify(FUSE_NOTIFY_INVAL_ENTRY)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Notifications carry their payload, `unique` 0 and the code in the
+    /// error field (until this test, `finish` dropped the payload and the
+    /// kernel answered every notification EINVAL).
+    #[test]
+    fn notifications_keep_their_payload() {
+        let mut b = ReplyBuf::with_capacity(64);
+        let m = notify_inval_inode(&mut b, 7, 0, i64::MAX).to_vec();
+        assert_eq!(m.len(), OUT_HEADER_BYTES + size_of::<NotifyInvalInodeOut>());
+        let h = OutHeader::read_from(&m[..OUT_HEADER_BYTES]).unwrap();
+        assert_eq!(
+            (h.len as usize, h.error, h.unique),
+            (m.len(), FUSE_NOTIFY_INVAL_INODE, 0)
+        );
+        let p = NotifyInvalInodeOut::read_from(&m[OUT_HEADER_BYTES..]).unwrap();
+        assert_eq!((p.ino, p.off, p.len), (7, 0, i64::MAX));
+        let m = notify_inval_entry(&mut b, 1, b"name").to_vec();
+        let want = OUT_HEADER_BYTES + size_of::<NotifyInvalEntryOut>() + 5;
+        assert_eq!(m.len(), want);
+        let h = OutHeader::read_from(&m[..OUT_HEADER_BYTES]).unwrap();
+        assert_eq!(
+            (h.len as usize, h.error, h.unique),
+            (want, FUSE_NOTIFY_INVAL_ENTRY, 0)
+        );
+        assert_eq!(&m[want - 5..], b"name\0");
+    }
 
     fn msg(opcode: u32, body: &[u8]) -> Vec<u8> {
         let h = InHeader {
