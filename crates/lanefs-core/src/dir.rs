@@ -27,10 +27,10 @@
 //!   retry (the conflict audit found the old directory-wide count written
 //!   by every removal and read by every walk through the directory).
 //! * Inside a [`DirIndex`]: a [`NameTable`] (`dir_hash`), a hash trie of
-//!   immutable nodes in copy-on-write buckets with lock-free lookups; its
-//!   one writer is the holder of `change`. A bucket that grows past a few
-//!   entries splits into a sub-level (moving only that bucket's nodes), so
-//!   no change ever copies the whole directory.
+//!   immutable nodes with lock-free lookups; its one writer is the holder
+//!   of `change`. A chain that grows past a few nodes splits into a
+//!   sub-level (copying only that chain), so no change ever copies the
+//!   whole directory.
 //! * `by_cookie`, a lock-free skip list (crossbeam-skiplist, same epoch
 //!   collector) from cookie to name, for listing; `len` is written by the
 //!   writer only (Relaxed).
@@ -545,8 +545,8 @@ mod model {
                     let d = d.clone();
                     let removed = removed.clone();
                     thread::spawn(move || {
-                        // Enough inserts to split buckets (model builds
-                        // use 2-slot levels and buckets of 2).
+                        // Enough inserts to split chains (model builds
+                        // use a 2-slot fanout and split at 2 nodes).
                         for i in 0..9u64 {
                             let mut w = wr(&d);
                             w.insert(format!("n{i}").as_bytes(), slot(20 + i, 5 + i));

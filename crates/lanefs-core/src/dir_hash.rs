@@ -1,43 +1,36 @@
 //! The name table of a directory index: a hash trie from entry names to
 //! [`Slot`]s, with lock-free lookups and one writer at a time.
 //!
-//! Shape: a root of [`ROOT_SLOTS`] slots (small, for the many small
-//! directories). Each slot holds nothing, a *bucket*, or — tagged by the
-//! pointer's low bit — a sub-level of [`SUB_SLOTS`] slots indexed by the
-//! next [`SUB_BITS`] bits of the name's hash. A bucket is an immutable
-//! array of up to [`BUCKET_MAX`] `(hash, node)` pairs, the hashes
-//! contiguous, so a lookup of an absent name reads one line of hashes and
-//! no node, and a present one reads one node (its name). A change of a
-//! bucket publishes a new copy (copy-on-write, at most [`BUCKET_MAX`]
-//! pairs); an insert that would overfill a bucket replaces it by a
-//! sub-level whose buckets point at the same nodes (splitting again, before
-//! publishing, any slot they would overfill). So no insert copies more than
-//! [`BUCKET_MAX`] pairs, and a lookup costs one slot per level (about
-//! log32 of entries ÷ 5 after the root) plus one bucket: in a directory of
-//! 100k names, two fewer cache misses than the chains of 16-slot levels
-//! this replaces (each chain node was a miss, and an absent name walked
-//! the whole chain). Sub-levels are wider than the root because they only
-//! exist where a directory is big.
+//! Shape: a root of [`FANOUT`] slots. Each slot holds either a chain of
+//! nodes (immutable but for `next`) or, tagged by the pointer's low bit, a
+//! sub-level of [`FANOUT`] slots indexed by the next [`FANOUT_BITS`] bits of
+//! the name's hash. An insert that would make a chain longer than
+//! [`SPLIT_AT`] replaces it by a sub-level holding copies of its nodes
+//! (splitting again, before publishing, any slot the copies would
+//! overfill). So
+//! no insert ever copies more than [`SPLIT_AT`] nodes, and a lookup costs
+//! one slot per level (about log16 of entries ÷ 8) plus a short chain. The
+//! flat table this replaces doubled by copying *every* entry, and did so
+//! while holding the directory's change lock: with a few hundred thousand
+//! entries, half the time of a create in a shared directory went there.
 //!
-//! Atomics and memory:
-//! * Slots are `AtomicPtr`s: the writer (the caller of the `unsafe`
-//!   methods, who holds the directory's change lock or owns the table)
-//!   stores with Release; readers load with Acquire inside an epoch guard.
-//!   Buckets, nodes and sub-levels are fully built before the Release
-//!   store that publishes them, and never written afterwards (plain
-//!   memory: immutable once reachable).
-//! * Reclamation: a replaced bucket, and a removed or replaced node, are
-//!   freed through the epoch's `defer`, after every guard that could have
-//!   reached them. A reader holding an old bucket sees the directory as it
-//!   was when it loaded the slot (its lookup linearizes before the change
-//!   it missed). A split moves nodes, not copies: a node stays linked from
-//!   its insert until its removal or replacement, and is never linked
-//!   again after (what [`NameTable::holds`] relies on). Sub-levels are
-//!   never unlinked; they are freed with the table, which needs `&mut`.
+//! Atomics:
+//! * Slots and `Node::next` are `AtomicPtr`s: the writer (the caller of the
+//!   `unsafe` methods, who holds the directory's change lock or owns the
+//!   table) stores with Release; readers load with Acquire inside an epoch
+//!   guard. A node is fully built before the Release store that links it;
+//!   a sub-level and the copies in it are built before the Release store of
+//!   its tagged pointer.
+//! * Reclamation: unlinked nodes, and the chain a split replaced, are freed
+//!   through the epoch's `defer`, after every guard that could have reached
+//!   them. A reader standing on such a node follows its frozen `next`
+//!   through the old chain: it sees the directory as it was when it loaded
+//!   the pointer (its lookup linearizes before the change it missed).
+//!   Sub-levels are never unlinked; they are freed with the table, which
+//!   needs `&mut` (nobody can reach it).
 //!
 //! No locks here; the owner's change lock serialises writers.
 
-use std::alloc::Layout;
 use std::hash::BuildHasher;
 use std::ptr;
 
@@ -46,267 +39,94 @@ use crossbeam_epoch::Guard;
 use crate::dir::Slot;
 use crate::sync::{AtomicPtr, Ordering};
 
-/// Hash bits of the root level, and of each sub-level (model builds: 1
-/// and 1 with buckets of 2, so that a handful of inserts already splits,
-/// and the model checks explore it).
+/// Hash bits consumed per level (model builds: 1, so that a handful of
+/// inserts already splits, and the model checks explore it).
 #[cfg(not(lanefs_shuttle))]
-const ROOT_BITS: u32 = 4;
+pub(crate) const FANOUT_BITS: u32 = 4;
+#[cfg(lanefs_shuttle)]
+pub(crate) const FANOUT_BITS: u32 = 1;
+/// Slots per level.
+pub(crate) const FANOUT: usize = 1 << FANOUT_BITS;
+/// A chain that would grow past this many nodes becomes a sub-level.
 #[cfg(not(lanefs_shuttle))]
-const SUB_BITS: u32 = 5;
+pub(crate) const SPLIT_AT: usize = 4;
 #[cfg(lanefs_shuttle)]
-const ROOT_BITS: u32 = 1;
-#[cfg(lanefs_shuttle)]
-const SUB_BITS: u32 = 1;
-/// Slots of the root level.
-pub(crate) const ROOT_SLOTS: usize = 1 << ROOT_BITS;
-/// Slots of a sub-level.
-pub(crate) const SUB_SLOTS: usize = 1 << SUB_BITS;
-/// A bucket that would grow past this many pairs becomes a sub-level
-/// (8 hashes: one cache line).
-#[cfg(not(lanefs_shuttle))]
-pub(crate) const BUCKET_MAX: usize = 8;
-#[cfg(lanefs_shuttle)]
-pub(crate) const BUCKET_MAX: usize = 2;
-/// The deepest level (the last whose bits fit in the hash); its buckets
-/// just grow.
-const MAX_DEPTH: u32 = (64 - ROOT_BITS) / SUB_BITS;
+pub(crate) const SPLIT_AT: usize = 4;
+/// The deepest level (it uses the hash's top bits); its chains just grow.
+const MAX_DEPTH: u32 = 64 / FANOUT_BITS - 1;
 /// Low pointer bit marking a slot that holds a sub-level.
 const SUB_TAG: usize = 1;
 
-/// One entry: immutable once linked.
+/// One entry; only `next` changes after it is linked, and only by the
+/// writer.
 struct Node {
     hash: u64,
-    slot: Slot,
     name: Box<[u8]>,
+    slot: Slot,
+    next: AtomicPtr<Node>,
 }
 
-/// A bucket's header; `len` hashes (`u64`) and then `len` node pointers
-/// follow it in the same allocation (see [`bucket_layout`]). Immutable once
-/// published; never empty (an empty slot is null).
-#[repr(C)]
-struct Bucket {
-    len: usize,
+struct Level {
+    slots: [AtomicPtr<Node>; FANOUT],
 }
 
-/// The allocation of a bucket of `len` pairs: the header, `len` hashes,
-/// `len` node pointers, every part 8-byte words (so the node pointers start
-/// at word `1 + len`).
-fn bucket_layout(len: usize) -> Layout {
-    Layout::from_size_align((1 + 2 * len) * 8, 8).expect("bucket size")
-}
-
-/// A new bucket of `len` pairs (at least one), its header written: the
-/// caller fills the hashes and node pointers (see [`bucket_parts`]) before
-/// it publishes the bucket.
-fn bucket_alloc(len: usize) -> *mut Bucket {
-    debug_assert!(len > 0, "empty buckets are null slots");
-    let layout = bucket_layout(len);
-    // SAFETY: the layout has a non-zero size; the header write is inside it.
-    unsafe {
-        let b = std::alloc::alloc(layout).cast::<Bucket>();
-        if b.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        b.write(Bucket { len });
-        b
-    }
-}
-
-/// Where bucket `b`'s hashes and node pointers live.
-///
-/// # Safety
-/// `b` came from [`bucket_alloc`] and is live.
-unsafe fn bucket_parts(b: *mut Bucket) -> (*mut u64, *mut *mut Node) {
-    // SAFETY: the caller's contract; the offsets are `bucket_layout`'s.
-    unsafe {
-        let len = (*b).len;
-        let words = b.cast::<u64>();
-        (words.add(1), words.add(1 + len).cast::<*mut Node>())
-    }
-}
-
-/// A new bucket holding `pairs` (at least one), not yet published.
-fn bucket_new(pairs: &[(u64, *mut Node)]) -> *mut Bucket {
-    let b = bucket_alloc(pairs.len());
-    // SAFETY: `b` is ours and has room for exactly `pairs.len()` pairs.
-    unsafe {
-        let (hashes, nodes) = bucket_parts(b);
-        for (i, &(h, n)) in pairs.iter().enumerate() {
-            hashes.add(i).write(h);
-            nodes.add(i).write(n);
-        }
-    }
-    b
-}
-
-/// A copy of `old` (or of nothing, when null) with `(hash, node)` added at
-/// the end, not yet published.
-///
-/// # Safety
-/// `old` is null or a live bucket.
-unsafe fn bucket_with(old: *const Bucket, hash: u64, node: *mut Node) -> *mut Bucket {
-    // SAFETY: the caller's contract for `old`; the new bucket is ours and
-    // has room for `len + 1` pairs.
-    unsafe {
-        let (oh, on) = if old.is_null() {
-            (&[][..], &[][..])
-        } else {
-            bucket_pairs(old)
-        };
-        let len = oh.len();
-        let b = bucket_alloc(len + 1);
-        let (hashes, nodes) = bucket_parts(b);
-        ptr::copy_nonoverlapping(oh.as_ptr(), hashes, len);
-        ptr::copy_nonoverlapping(on.as_ptr(), nodes, len);
-        hashes.add(len).write(hash);
-        nodes.add(len).write(node);
-        b
-    }
-}
-
-/// A copy of `old` with pair `i` replaced by `node` (same name, same
-/// hash), or removed (`None`; null if that empties it); not yet published.
-///
-/// # Safety
-/// `old` is a live bucket and `i` one of its pairs.
-unsafe fn bucket_changed(old: *const Bucket, i: usize, node: Option<*mut Node>) -> *mut Bucket {
-    // SAFETY: the caller's contract; the new bucket is ours, sized for the
-    // pairs copied into it.
-    unsafe {
-        let (oh, on) = bucket_pairs(old);
-        let len = oh.len();
-        if let Some(n) = node {
-            let b = bucket_alloc(len);
-            let (hashes, nodes) = bucket_parts(b);
-            ptr::copy_nonoverlapping(oh.as_ptr(), hashes, len);
-            ptr::copy_nonoverlapping(on.as_ptr(), nodes, len);
-            nodes.add(i).write(n);
-            return b;
-        }
-        if len == 1 {
-            return ptr::null_mut();
-        }
-        let b = bucket_alloc(len - 1);
-        let (hashes, nodes) = bucket_parts(b);
-        ptr::copy_nonoverlapping(oh.as_ptr(), hashes, i);
-        ptr::copy_nonoverlapping(on.as_ptr(), nodes, i);
-        ptr::copy_nonoverlapping(oh.as_ptr().add(i + 1), hashes.add(i), len - i - 1);
-        ptr::copy_nonoverlapping(on.as_ptr().add(i + 1), nodes.add(i), len - i - 1);
-        b
-    }
-}
-
-/// The hashes and node pointers of bucket `b`.
-///
-/// # Safety
-/// `b` is a live bucket made by [`bucket_alloc`] and filled, and stays
-/// live for `'a`.
-unsafe fn bucket_pairs<'a>(b: *const Bucket) -> (&'a [u64], &'a [*mut Node]) {
-    // SAFETY: the caller's contract; the parts were written before the
-    // bucket was published and are never written again.
-    unsafe {
-        let len = (*b).len;
-        let words = b.cast::<u64>();
-        (
-            std::slice::from_raw_parts(words.add(1), len),
-            std::slice::from_raw_parts(words.add(1 + len).cast::<*mut Node>(), len),
-        )
-    }
-}
-
-/// The pairs of `b` as a vector (writer only), empty for a null slot.
-///
-/// # Safety
-/// As [`bucket_pairs`], or `b` null.
-unsafe fn bucket_vec(b: *const Bucket) -> Vec<(u64, *mut Node)> {
-    if b.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: the caller's contract.
-    let (hashes, nodes) = unsafe { bucket_pairs(b) };
-    hashes.iter().copied().zip(nodes.iter().copied()).collect()
-}
-
-/// Free bucket `b` (not its nodes).
-///
-/// # Safety
-/// `b` came from [`bucket_new`], nobody can reach it any more, and it is
-/// freed once.
-unsafe fn bucket_free(b: *mut Bucket) {
-    // SAFETY: the caller's contract; the layout is the allocation's.
-    unsafe { std::alloc::dealloc(b.cast::<u8>(), bucket_layout((*b).len)) }
-}
-
-/// The publication of `pairs` in a slot: a new bucket, or null.
-fn bucket_or_null(pairs: &[(u64, *mut Node)]) -> *mut Bucket {
-    if pairs.is_empty() {
-        ptr::null_mut()
-    } else {
-        bucket_new(pairs)
-    }
-}
-
-struct Level<const N: usize> {
-    slots: [AtomicPtr<Bucket>; N],
-}
-
-impl<const N: usize> Level<N> {
-    fn new() -> Level<N> {
-        Level {
+impl Level {
+    fn new() -> Box<Level> {
+        Box::new(Level {
             slots: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-        }
+        })
     }
 }
-
-type SubLevel = Level<SUB_SLOTS>;
 
 /// The sub-level a slot's value points at, if it is tagged as one.
-fn sub_level(p: *mut Bucket) -> Option<*mut SubLevel> {
+fn sub_level(p: *mut Node) -> Option<*mut Level> {
     if p as usize & SUB_TAG != 0 {
-        Some((p as usize & !SUB_TAG) as *mut SubLevel)
+        Some((p as usize & !SUB_TAG) as *mut Level)
     } else {
         None
     }
 }
 
-fn tagged(level: *mut SubLevel) -> *mut Bucket {
+fn tagged(level: *mut Level) -> *mut Node {
     debug_assert!(level as usize & SUB_TAG == 0, "levels are aligned");
-    (level as usize | SUB_TAG) as *mut Bucket
+    (level as usize | SUB_TAG) as *mut Node
 }
 
-/// The slot of `hash` at `depth` (the root is depth 0).
 fn slot_index(hash: u64, depth: u32) -> usize {
-    if depth == 0 {
-        hash as usize & (ROOT_SLOTS - 1)
-    } else {
-        (hash >> (ROOT_BITS + (depth - 1) * SUB_BITS)) as usize & (SUB_SLOTS - 1)
+    (hash >> (depth * FANOUT_BITS)) as usize & (FANOUT - 1)
+}
+
+/// Free a chain nobody can reach any more.
+///
+/// # Safety
+/// Every node of the chain from `p` is unreachable by readers and writers
+/// and belongs to this chain only.
+unsafe fn free_chain(mut p: *mut Node) {
+    while !p.is_null() {
+        // SAFETY: the caller's contract; each node is freed once.
+        let node = unsafe { Box::from_raw(p) };
+        p = node.next.load(Ordering::Relaxed);
     }
 }
 
-/// Free the slots of a level: their buckets, nodes and sub-levels.
+/// Free a level, its chains and its sub-levels.
 ///
 /// # Safety
-/// Nothing reachable from `slots` can be reached by anyone else, and each
-/// node and bucket belongs to this table only.
-unsafe fn free_slots(slots: &[AtomicPtr<Bucket>]) {
-    for s in slots {
+/// As [`free_chain`], for everything reachable from `level`.
+unsafe fn free_level(level: &Level) {
+    for s in &level.slots {
         let p = s.load(Ordering::Relaxed);
-        if let Some(sub) = sub_level(p) {
-            // SAFETY: a tagged slot holds a `Box::into_raw` level that only
-            // this slot points at.
-            unsafe {
-                free_slots(&(*sub).slots);
-                drop(Box::from_raw(sub));
-            }
-        } else if !p.is_null() {
-            // SAFETY: the caller's contract; every node is in exactly one
-            // bucket of the table.
-            unsafe {
-                for &n in bucket_pairs(p).1 {
-                    drop(Box::from_raw(n));
+        match sub_level(p) {
+            Some(sub) => {
+                // SAFETY: a tagged slot holds a `Box::into_raw` level that
+                // only this slot points at.
+                unsafe {
+                    free_level(&*sub);
+                    drop(Box::from_raw(sub));
                 }
-                bucket_free(p);
             }
+            // SAFETY: the caller's contract.
+            None => unsafe { free_chain(p) },
         }
     }
 }
@@ -326,12 +146,12 @@ impl EntryRef<'_> {
 
 /// Names → slots; see the module doc.
 pub(crate) struct NameTable {
-    root: Level<ROOT_SLOTS>,
+    root: Level,
     hasher: foldhash::fast::RandomState,
 }
 
-// SAFETY: shared state is atomics and immutable buckets and nodes; raw
-// pointers are owned by the table.
+// SAFETY: shared state is atomics and immutable nodes; raw pointers are
+// owned by the table.
 unsafe impl Send for NameTable {}
 // SAFETY: as above; writers are serialised by the `unsafe` methods' callers.
 unsafe impl Sync for NameTable {}
@@ -339,58 +159,51 @@ unsafe impl Sync for NameTable {}
 impl NameTable {
     pub fn new() -> NameTable {
         NameTable {
-            root: Level::new(),
+            root: Level {
+                slots: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            },
             hasher: foldhash::fast::RandomState::default(),
         }
     }
 
-    /// The slot that holds `hash`'s bucket (never a sub-level) and the
-    /// bucket it held when loaded (Acquire), with its depth.
-    fn locate(&self, hash: u64) -> (&AtomicPtr<Bucket>, *mut Bucket, u32) {
-        let mut slots: &[AtomicPtr<Bucket>] = &self.root.slots;
-        let mut depth = 0;
-        loop {
-            let link = &slots[slot_index(hash, depth)];
-            let p = link.load(Ordering::Acquire);
-            match sub_level(p) {
-                // SAFETY: sub-levels live as long as the table.
-                Some(sub) => slots = unsafe { &(*sub).slots },
-                None => return (link, p, depth),
-            }
-            depth += 1;
-        }
-    }
-
-    /// Find `name`: the slot, the bucket, the pair's index and the node.
+    /// Find `name` and the link that points at it (a slot or a `next`).
     fn find<'g>(
         &'g self,
         hash: u64,
         name: &[u8],
         _guard: &'g Guard,
-    ) -> Option<(&'g AtomicPtr<Bucket>, *mut Bucket, usize, &'g Node)> {
-        let (link, bucket, _) = self.locate(hash);
-        if bucket.is_null() {
-            return None;
-        }
-        // SAFETY: buckets and nodes reachable from the table are freed only
-        // through `defer` after being unlinked, after `_guard`.
-        let (hashes, nodes) = unsafe { bucket_pairs(bucket) };
-        for (i, &h) in hashes.iter().enumerate() {
-            if h == hash {
-                // SAFETY: as above.
-                let node = unsafe { &*nodes[i] };
-                if *node.name == *name {
-                    return Some((link, bucket, i, node));
+    ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
+        let mut level = &self.root;
+        let mut depth = 0;
+        'descend: loop {
+            let mut link = &level.slots[slot_index(hash, depth)];
+            loop {
+                let p = link.load(Ordering::Acquire);
+                if let Some(sub) = sub_level(p) {
+                    // Only a slot holds a tag: descend.
+                    // SAFETY: sub-levels live as long as the table.
+                    level = unsafe { &*sub };
+                    depth += 1;
+                    continue 'descend;
                 }
+                if p.is_null() {
+                    return None;
+                }
+                // SAFETY: nodes reachable from the table are freed only
+                // through `defer` after being unlinked, after `_guard`.
+                let node = unsafe { &*p };
+                if node.hash == hash && *node.name == *name {
+                    return Some((link, node));
+                }
+                link = &node.next;
             }
         }
-        None
     }
 
     /// The entry `name`, lock-free.
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
-        self.find(hash, name, guard).map(|(.., n)| n.slot)
+        self.find(hash, name, guard).map(|(_, n)| n.slot)
     }
 
     /// The entry `name` with the identity of the node that holds it, for
@@ -398,19 +211,19 @@ impl NameTable {
     pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
         let hash = self.hasher.hash_one(name);
         self.find(hash, name, guard)
-            .map(|(.., node)| EntryRef { node })
+            .map(|(_, node)| EntryRef { node })
     }
 
     /// Is `e` (found under `guard`) still the node linked as its name? A
-    /// node, once unlinked (removed or replaced), is never linked again,
-    /// and its memory is not reused while `guard` is pinned: so `true`
-    /// means the entry stayed linked from the lookup until now — what
-    /// Linux validates with a dentry's `d_seq`, per entry rather than per
-    /// directory (a removal of another name does not disturb this reader,
-    /// nor does a split, which moves nodes).
+    /// node, once unlinked (removed, replaced, or copied by a split), is
+    /// never linked again, and its memory is not reused while `guard` is
+    /// pinned: so `true` means the entry stayed linked from the lookup
+    /// until now — what Linux validates with a dentry's `d_seq`, per entry
+    /// rather than per directory (a removal of another name does not
+    /// disturb this reader).
     pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
         self.find(e.node.hash, &e.node.name, guard)
-            .is_some_and(|(.., n)| ptr::eq(n, e.node))
+            .is_some_and(|(_, n)| ptr::eq(n, e.node))
     }
 
     /// Insert or replace `name`; the replaced slot, if any.
@@ -422,51 +235,47 @@ impl NameTable {
         let hash = self.hasher.hash_one(name);
         let node = Box::into_raw(Box::new(Node {
             hash,
-            slot,
             name: name.into(),
+            slot,
+            next: AtomicPtr::new(ptr::null_mut()),
         }));
-        if let Some((link, old_bucket, i, old)) = self.find(hash, name, guard) {
-            // SAFETY: the writer owns the bucket's shape; it is live.
-            link.store(
-                unsafe { bucket_changed(old_bucket, i, Some(node)) },
-                Ordering::Release,
-            );
+        // SAFETY (all derefs of `node` below): it is ours until published.
+        if let Some((link, old)) = self.find(hash, name, guard) {
+            unsafe { &*node }
+                .next
+                .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
+            link.store(node, Ordering::Release);
             let old_slot = old.slot;
-            let old_node = old as *const Node as *mut Node;
-            // SAFETY: the old bucket and node are unlinked; readers that
-            // reached them hold guards, and the frees run after them.
-            unsafe {
-                guard.defer_unchecked(move || {
-                    bucket_free(old_bucket);
-                    drop(Box::from_raw(old_node));
-                })
-            };
+            let old_ptr = old as *const Node as *mut Node;
+            // SAFETY: `old` is unlinked; readers that reached it hold a
+            // guard, and the free runs after all of them.
+            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
             return Some(old_slot);
         }
-        let (link, old_bucket, depth) = self.locate(hash);
-        // SAFETY: the writer owns the bucket's shape; it is live (or null).
-        let len = if old_bucket.is_null() {
-            0
+        let (leaf, depth) = self.leaf(hash);
+        let head = leaf.load(Ordering::Relaxed);
+        if depth < MAX_DEPTH && chain_len(head) >= SPLIT_AT {
+            let mut nodes = vec![node];
+            let mut p = head;
+            while !p.is_null() {
+                // SAFETY: the writer owns the chain's shape; nodes are live.
+                let n = unsafe { &*p };
+                nodes.push(Box::into_raw(Box::new(Node {
+                    hash: n.hash,
+                    name: n.name.clone(),
+                    slot: n.slot,
+                    next: AtomicPtr::new(ptr::null_mut()),
+                })));
+                p = n.next.load(Ordering::Relaxed);
+            }
+            let sub = build_level(nodes, depth + 1);
+            leaf.store(tagged(Box::into_raw(sub)), Ordering::Release);
+            // SAFETY: the old chain is unreachable from the table now;
+            // readers on it hold guards, and the free runs after them.
+            unsafe { guard.defer_unchecked(move || free_chain(head)) };
         } else {
-            unsafe { (*old_bucket).len }
-        };
-        if len >= BUCKET_MAX && depth < MAX_DEPTH {
-            // SAFETY: as above.
-            let mut pairs = unsafe { bucket_vec(old_bucket) };
-            pairs.push((hash, node));
-            let sub = build_level(&pairs, depth + 1);
-            link.store(tagged(Box::into_raw(sub)), Ordering::Release);
-        } else {
-            // SAFETY: as above.
-            link.store(
-                unsafe { bucket_with(old_bucket, hash, node) },
-                Ordering::Release,
-            );
-        }
-        if !old_bucket.is_null() {
-            // SAFETY: unlinked above (its nodes live on in the new bucket
-            // or sub-level); freed after every guard that saw it.
-            unsafe { guard.defer_unchecked(move || bucket_free(old_bucket)) };
+            unsafe { &*node }.next.store(head, Ordering::Relaxed);
+            leaf.store(node, Ordering::Release);
         }
         None
     }
@@ -477,59 +286,84 @@ impl NameTable {
     /// As [`insert`](Self::insert).
     pub unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
-        let (link, old_bucket, i, old) = self.find(hash, name, guard)?;
-        // SAFETY: the writer owns the bucket's shape; it is live.
-        link.store(
-            unsafe { bucket_changed(old_bucket, i, None) },
-            Ordering::Release,
-        );
+        let (link, old) = self.find(hash, name, guard)?;
+        link.store(old.next.load(Ordering::Relaxed), Ordering::Release);
         let slot = old.slot;
-        let old_node = old as *const Node as *mut Node;
-        // SAFETY: unlinked above; freed after every guard that saw them.
-        unsafe {
-            guard.defer_unchecked(move || {
-                bucket_free(old_bucket);
-                drop(Box::from_raw(old_node));
-            })
-        };
+        let old_ptr = old as *const Node as *mut Node;
+        // SAFETY: unlinked above; freed after every guard that saw it.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
         Some(slot)
     }
 
-    /// The slot where `hash`'s bucket lives and its depth.
-    #[cfg(all(test, not(lanefs_shuttle)))]
-    fn leaf(&self, hash: u64) -> (&AtomicPtr<Bucket>, u32) {
-        let (link, _, depth) = self.locate(hash);
-        (link, depth)
+    /// The slot (never tagged when returned: only the writer splits) where
+    /// a chain for `hash` lives, and its depth. Writer only.
+    fn leaf(&self, hash: u64) -> (&AtomicPtr<Node>, u32) {
+        let mut level = &self.root;
+        let mut depth = 0;
+        loop {
+            let slot = &level.slots[slot_index(hash, depth)];
+            match sub_level(slot.load(Ordering::Relaxed)) {
+                // SAFETY: sub-levels live as long as the table.
+                Some(sub) => level = unsafe { &*sub },
+                None => return (slot, depth),
+            }
+            depth += 1;
+        }
     }
 }
 
 impl Drop for NameTable {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: nobody else can reach the table.
-        unsafe { free_slots(&self.root.slots) };
+        unsafe { free_level(&self.root) };
     }
 }
 
-/// A new sub-level at `depth` holding `pairs` (whose nodes nobody can
-/// reach through it yet), any slot that would hold more than
-/// [`BUCKET_MAX`] of them split into a level of its own in turn (above
-/// [`MAX_DEPTH`]), so that no bucket ever outgrows the threshold — however
-/// unevenly the split's names hash.
-fn build_level(pairs: &[(u64, *mut Node)], depth: u32) -> Box<SubLevel> {
-    let level = Box::new(SubLevel::new());
-    let mut groups: [Vec<(u64, *mut Node)>; SUB_SLOTS] = std::array::from_fn(|_| Vec::new());
-    for &(h, n) in pairs {
-        groups[slot_index(h, depth)].push((h, n));
+/// Nodes in the chain from `p` (writer only).
+fn chain_len(mut p: *mut Node) -> usize {
+    let mut n = 0;
+    while !p.is_null() {
+        n += 1;
+        // SAFETY: the writer owns the chain's shape; nodes are live.
+        p = unsafe { &*p }.next.load(Ordering::Relaxed);
+    }
+    n
+}
+
+/// A new level at `depth` holding `nodes` (which nobody else can see yet),
+/// any slot that would hold more than [`SPLIT_AT`] of them split into a
+/// level of its own in turn (above [`MAX_DEPTH`]), so that no chain ever
+/// outgrows the threshold — however unevenly the split's names hash.
+fn build_level(nodes: Vec<*mut Node>, depth: u32) -> Box<Level> {
+    let level = Level::new();
+    let mut groups: [Vec<*mut Node>; FANOUT] = std::array::from_fn(|_| Vec::new());
+    for n in nodes {
+        // SAFETY: unpublished nodes, owned by this thread.
+        let hash = unsafe { &*n }.hash;
+        groups[slot_index(hash, depth)].push(n);
     }
     for (slot, group) in level.slots.iter().zip(groups) {
-        let p = if group.len() > BUCKET_MAX && depth < MAX_DEPTH {
-            tagged(Box::into_raw(build_level(&group, depth + 1)))
+        if group.len() > SPLIT_AT && depth < MAX_DEPTH {
+            let sub = build_level(group, depth + 1);
+            slot.store(tagged(Box::into_raw(sub)), Ordering::Relaxed);
         } else {
-            bucket_or_null(&group)
-        };
-        slot.store(p, Ordering::Relaxed);
+            for n in group {
+                push_unpublished(&level, depth, n);
+            }
+        }
     }
     level
+}
+
+/// Link `node` at the head of its chain in `level` (at `depth`), which
+/// nobody else can see yet.
+fn push_unpublished(level: &Level, depth: u32, node: *mut Node) {
+    // SAFETY: `node` and `level` are unpublished: this thread owns both.
+    let n = unsafe { &*node };
+    let slot = &level.slots[slot_index(n.hash, depth)];
+    n.next
+        .store(slot.load(Ordering::Relaxed), Ordering::Relaxed);
+    slot.store(node, Ordering::Relaxed);
 }
 
 #[cfg(all(test, not(lanefs_shuttle)))]
@@ -586,37 +420,25 @@ mod tests {
     }
 
     #[test]
-    fn no_bucket_outgrows_the_split_threshold_above_the_deepest_level() {
+    fn no_chain_outgrows_the_split_threshold_above_the_deepest_level() {
         let t = NameTable::new();
         let guard = crossbeam_epoch::pin();
-        // Enough splits that some put most of their nodes in one slot:
-        // those must split again at once.
+        // Enough splits that some put all their nodes in one slot (each
+        // does with probability 16^-4): those must split again at once.
         for i in 0..200_000u64 {
             // SAFETY: this test is the only writer.
             unsafe { t.insert(format!("name-{i}").as_bytes(), slot(i), &guard) };
         }
-        fn check(slots: &[AtomicPtr<Bucket>]) -> usize {
-            let mut n = 0;
-            for s in slots {
+        fn check(level: &Level) {
+            for s in &level.slots {
                 let p = s.load(Ordering::Relaxed);
                 match sub_level(p) {
                     // SAFETY: sub-levels live as long as the table.
-                    Some(sub) => n += check(unsafe { &(*sub).slots }),
-                    None if p.is_null() => {}
-                    None => {
-                        // SAFETY: a live bucket of the table.
-                        let len = unsafe { bucket_pairs(p) }.0.len();
-                        assert!((1..=BUCKET_MAX).contains(&len), "bucket of {len}");
-                        n += len;
-                    }
+                    Some(sub) => check(unsafe { &*sub }),
+                    None => assert!(chain_len(p) <= SPLIT_AT),
                 }
             }
-            n
         }
-        assert_eq!(
-            check(&t.root.slots),
-            200_000,
-            "every name in exactly one bucket"
-        );
+        check(&t.root);
     }
 }
