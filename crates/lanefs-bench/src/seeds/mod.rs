@@ -241,7 +241,10 @@ fn seed001(variants: Variants, threads: usize, p: &Params) -> Result<Measurement
         let reclaim = scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
                 scan_registry(variants);
-                if scans.fetch_add(1, Ordering::Relaxed) % CPU_EVERY == 0 {
+                if scans
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(CPU_EVERY)
+                {
                     let cpu = crate::harness::thread_cpu_secs();
                     scanner_cpu.store(cpu.to_bits(), Ordering::Relaxed);
                 }
