@@ -105,6 +105,10 @@ pub struct Fs {
 
 pub(crate) struct FsInner {
     pub store: Arc<dyn Store>,
+    /// `store.volatile()`: records changed by an operation stay in the
+    /// write-back cache instead of going into its transaction
+    /// ([`txn_record`](Self::txn_record)).
+    pub volatile_store: bool,
     pub config: FsConfig,
     pub root: Arc<Inode>,
     pub icache: Box<dyn InodeCache>,
@@ -313,6 +317,7 @@ impl Fs {
         let v = config.variants;
         let counter = |value| new_counter(v.counter, value, COUNTER_BATCH);
         let inner = Arc::new(FsInner {
+            volatile_store: store.volatile(),
             store,
             root: Arc::new(Inode::new(root_rec, false)),
             icache: icache::new_cache(v.icache, config.cache_inodes_max),
@@ -459,6 +464,18 @@ impl Fs {
 }
 
 impl FsInner {
+    /// Add the record `rec()` an operation changed to its transaction —
+    /// unless the store is volatile ([`Store::volatile`]), whose records the
+    /// write-back cache writes later (the caller leaves the inode dirty).
+    /// Whether it was added.
+    pub fn txn_record(&self, txn: &mut Txn, rec: impl FnOnce() -> InodeRecord) -> Result<bool> {
+        if self.volatile_store {
+            return Ok(false);
+        }
+        txn.push(TxnOp::PutInode(rec()))?;
+        Ok(true)
+    }
+
     /// The inode `ino`, from the cache or the store.
     pub fn iget(&self, ino: Ino) -> Result<IRef<'_>> {
         if ino == ROOT_INO {

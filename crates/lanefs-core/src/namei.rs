@@ -259,9 +259,13 @@ impl FsInner {
             // holds an entry to a free number or a record nothing links.
             let mut nm = inode.meta.lock();
             let mut txn = Txn::new();
-            let linked = txn.push(TxnOp::PutInode(nm.rec.clone())).and_then(|()| {
-                self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, txn, now)
-            });
+            let mut in_store = false;
+            let linked = self
+                .txn_record(&mut txn, || nm.rec.clone())
+                .and_then(|put| {
+                    in_store = put;
+                    self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, txn, now)
+                });
             if let Err(e) = linked {
                 drop(nm);
                 drop(dm);
@@ -269,8 +273,11 @@ impl FsInner {
                 self.discard_new(&inode);
                 return Err(e);
             }
-            // The store has exactly this record now.
-            nm.dirty = false;
+            // The store has exactly this record now (a volatile store gets
+            // it at writeback: the inode stays dirty).
+            if in_store {
+                nm.dirty = false;
+            }
             drop(nm);
             if n.kind == FileKind::Directory {
                 dm.rec.nlink += 1;
@@ -479,7 +486,7 @@ impl Fs {
         // The target's new link count goes with the entry; its meta is held
         // across the commit so no other link or unlink interleaves.
         let mut txn = Txn::new();
-        txn.push(TxnOp::PutInode(relinked(&m.rec, m.rec.nlink + 1, now)))?;
+        fs.txn_record(&mut txn, || relinked(&m.rec, m.rec.nlink + 1, now))?;
         fs.add_entry(&dir, &mut idx, &mut dm, newname, ino, inode.kind, txn, now)?;
         m.rec.nlink += 1;
         m.lookups += 1;
@@ -556,7 +563,7 @@ impl Fs {
                 cm.rec.nlink.saturating_sub(1)
             };
             let mut txn = Txn::new();
-            txn.push(TxnOp::PutInode(relinked(&cm.rec, nlink, now)))?;
+            fs.txn_record(&mut txn, || relinked(&cm.rec, nlink, now))?;
             fs.remove_entry(&dir, &mut idx, &mut dm, name, txn, now)?;
             if is_dir {
                 debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");

@@ -251,7 +251,7 @@ impl Fs {
             };
             for (m, to) in [(&om, ndir), (&tm, odir)] {
                 if let Some(m) = m {
-                    txn.push(TxnOp::PutInode(reparented(&m.rec, to.ino, now)))?;
+                    fs.txn_record(&mut txn, || reparented(&m.rec, to.ino, now))?;
                 }
             }
             fs.store.commit(&txn)?;
@@ -323,10 +323,10 @@ impl Fs {
                 }
             });
             if let (Some(m), Some(n)) = (&tm, t_nlink) {
-                txn.push(TxnOp::PutInode(relinked(&m.rec, n, now)))?;
+                fs.txn_record(&mut txn, || relinked(&m.rec, n, now))?;
             }
             if let Some(m) = &om {
-                txn.push(TxnOp::PutInode(reparented(&m.rec, ndir.ino, now)))?;
+                fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, now))?;
             }
             fs.store.commit(&txn)?;
             if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {

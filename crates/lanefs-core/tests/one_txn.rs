@@ -20,6 +20,9 @@ struct Counting {
     direct: AtomicUsize,
     /// Per commit: the inode numbers of its `PutInode`s and its op count.
     txns: Mutex<Vec<(Vec<Ino>, usize)>>,
+    /// Answer `Store::volatile` with this (the memory store's own answer is
+    /// `true`; `false` stands for a persistent store).
+    volatile: bool,
 }
 
 impl Counting {
@@ -81,6 +84,9 @@ impl Store for Counting {
     }
     fn sync(&self) -> Result<()> {
         self.inner.sync()
+    }
+    fn volatile(&self) -> bool {
+        self.volatile
     }
     fn commit(&self, txn: &Txn) -> Result<()> {
         self.commits.fetch_add(1, Ordering::SeqCst);
@@ -201,5 +207,40 @@ fn each_name_operation_is_one_transaction_without_its_parents_record() {
         let (commits, direct, txns) = store.take();
         assert_eq!((commits, direct, txns[0].1), (1, 0, 1), "free {ino}");
     }
+    fs.check().unwrap();
+}
+
+/// On a volatile store (the memory store) an operation's transaction holds
+/// only its entry changes: the records it changed stay dirty in the
+/// write-back cache and reach the store at writeback, where the store then
+/// holds exactly the engine's records.
+#[test]
+fn a_volatile_store_gets_records_at_writeback() {
+    let store = Arc::new(Counting {
+        volatile: true,
+        ..Counting::default()
+    });
+    let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
+    let r = Cred::root();
+    let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap().ino;
+    store.take();
+    let f = fs.mknod(&r, d, b"f", 0o644, 0, 0).unwrap();
+    let l = fs.link(&r, f.ino, ROOT_INO, b"l").unwrap();
+    fs.rename(&r, d, b"f", d, b"g", 0).unwrap();
+    let (commits, direct, txns) = store.take();
+    assert_eq!((commits, direct), (3, 0));
+    assert!(
+        txns.iter().all(|(puts, _)| puts.is_empty()),
+        "records in a volatile store's transactions: {txns:?}"
+    );
+    assert!(store.inner.read_inode(f.ino).unwrap().is_none());
+    fs.sync().unwrap();
+    let rec = store
+        .inner
+        .read_inode(f.ino)
+        .unwrap()
+        .expect("written back");
+    assert_eq!((rec.nlink, rec.perm), (2, 0o644));
+    assert_eq!(l.nlink, 2);
     fs.check().unwrap();
 }

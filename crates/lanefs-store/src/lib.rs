@@ -132,6 +132,19 @@ pub trait Store: Send + Sync + 'static {
     /// fsync takes one code path whatever the store.
     fn sync(&self) -> Result<()>;
 
+    /// Does this store end with the process (nothing to recover after a
+    /// crash)? Then the engine keeps the records an operation changes in
+    /// its write-back cache, as it does for sizes and times, and hands
+    /// [`commit`](Self::commit) only the entry changes and frees: the
+    /// records reach the store at writeback (eviction, fsync, sync), before
+    /// anything could read them from it. A store that persists answers
+    /// `false` (the default) and gets every record an operation changes in
+    /// that operation's transaction, so a crash can never leave an entry to
+    /// a free inode or a record nothing links.
+    fn volatile(&self) -> bool {
+        false
+    }
+
     /// Apply the record changes of one engine operation all-or-nothing (see
     /// [`Txn`] for the shape, the bounds and the key layout it maps to).
     /// Durable no later than the next [`sync`](Self::sync). An error means

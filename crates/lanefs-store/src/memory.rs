@@ -179,6 +179,10 @@ impl Store for MemoryStore {
         bytes.map(|b| InodeRecord::decode(&b)).transpose()
     }
 
+    fn volatile(&self) -> bool {
+        true
+    }
+
     fn write_inode(&self, rec: &InodeRecord) -> Result<()> {
         let bytes = rec.encode().into_boxed_slice();
         self.inodes[shard(rec.ino)].lock().insert(rec.ino, bytes);
