@@ -12,7 +12,10 @@
 //!
 //! The store is audited at key level, as a distributed key-value store
 //! would see it; the memory store's own shard locks (chosen by inode
-//! number) are not recorded.
+//! number) are not recorded. It does not forward `Store::volatile`: it
+//! answers `false`, so the engine hands it the transactions of a
+//! persistent store (every changed record with its entries), the shape a
+//! distributed store would get.
 //!
 //! No locks or atomics of its own.
 
