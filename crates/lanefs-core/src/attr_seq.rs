@@ -27,6 +27,10 @@
 //!   — so creates in a directory do not write what walks through it read.
 //!   A whole read checks both sequences.
 //!
+//! * `referenced` (in the permission group's line, outside its seqlock):
+//!   the LRU's second-chance hint, Relaxed — set by lock-free lookups when
+//!   clear, cleared by the evictor; a hint, ordered by nothing.
+//!
 //! Lock order: none of its own; `meta` keeps its place in the mount's order.
 
 use std::ops::{Deref, DerefMut};
@@ -34,7 +38,7 @@ use std::ops::{Deref, DerefMut};
 use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 
 use crate::inode::Meta;
-use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Attr;
 
 /// Words of the permission group: what a path walk's permission check
@@ -167,6 +171,10 @@ impl AttrSnapshot {
 struct SeqWords<const N: usize> {
     seq: AtomicU64,
     words: [AtomicU64; N],
+    /// Not part of the seqlock: the permission group's holds the LRU's
+    /// second-chance hint ([`MetaLock::mark_referenced`]), on the line a
+    /// lock-free walk reads anyway (it fits the line's padding).
+    referenced: AtomicBool,
 }
 
 impl<const N: usize> SeqWords<N> {
@@ -174,6 +182,9 @@ impl<const N: usize> SeqWords<N> {
         SeqWords {
             seq: AtomicU64::new(0),
             words: std::array::from_fn(|i| AtomicU64::new(w[i])),
+            // A new or newly loaded inode starts unreferenced (its load
+            // or create put it at the LRU's tail already).
+            referenced: AtomicBool::new(false),
         }
     }
 
@@ -326,6 +337,25 @@ impl MetaLock {
     /// lock and without reading the line times and sizes live on.
     pub fn perm_attr(&self) -> PermSnapshot {
         self.attr.read_perm()
+    }
+
+    /// Note a lock-free lookup of this inode for the LRU (Linux's
+    /// `I_REFERENCED`): lock-free walks take no reference, so without this
+    /// an inode only ever reached by them — a directory every path goes
+    /// through — would age in the LRU like one nobody uses. Writes only
+    /// when the evictor has cleared the hint since (once per eviction
+    /// round), so walks through a hot directory share its line read-only.
+    pub fn mark_referenced(&self) {
+        let hint = &self.attr.perm.referenced;
+        if !hint.load(Ordering::Relaxed) {
+            hint.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Clear the hint; whether it was set (the evictor's second chance).
+    pub fn take_referenced(&self) -> bool {
+        let hint = &self.attr.perm.referenced;
+        hint.load(Ordering::Relaxed) && hint.swap(false, Ordering::Relaxed)
     }
 }
 

@@ -866,6 +866,16 @@ impl FsInner {
         while evicted < nr && pops_left > 0 {
             pops_left -= 1;
             let Some(inode) = self.lru.pop() else { break };
+            // Second chance for an unpinned inode lock-free walks used
+            // since the last pass (they take no reference, so its LRU place
+            // is as old as its last counted use): back to the tail, hint
+            // cleared. The entry keeps its `ON_LRU` bit, which this pop
+            // owns. A pinned one leaves the LRU below as before (its last
+            // release puts it back at the tail anyway).
+            if inode.life.refs() == 0 && inode.meta.take_referenced() {
+                self.lru.push(inode);
+                continue;
+            }
             if inode.life.claim_for_evict() == Claim::Claimed && self.evict_claimed(&inode) {
                 evicted += 1;
             }
@@ -980,6 +990,51 @@ mod tests {
             "{pops} LRU entries examined for {COLD} cold lookups with {PINNED} pinned"
         );
         assert!(fs.cache_counts().0 <= PINNED + BUDGET + EVICT_BATCH_MIN);
+    }
+
+    /// Second chance: a directory and file reached only by lock-free walks
+    /// (which take no reference) stay cached while cold inodes stream
+    /// through a budget many times smaller than the stream; without the
+    /// hint they age out after a budget's worth of loads and the walk
+    /// misses from then on.
+    #[test]
+    fn lock_free_walks_keep_their_inodes_cached() {
+        const BUDGET: usize = 64;
+        let config = FsConfig {
+            cache_inodes_max: BUDGET,
+            ..FsConfig::default()
+        };
+        let fs = Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap();
+        let r = Cred::root();
+        let hot = fs.mkdir(&r, ROOT_INO, b"hot", 0o755, 0).unwrap();
+        let x = fs.mknod(&r, hot.ino, b"x", 0o644, 0, 0).unwrap();
+        fs.forget(x.ino, 1);
+        fs.forget(hot.ino, 1);
+        let cold: Vec<Ino> = (0..20 * BUDGET)
+            .map(|i| {
+                let a = fs
+                    .mknod(&r, ROOT_INO, format!("c{i}").as_bytes(), 0o644, 0, 0)
+                    .unwrap();
+                fs.forget(a.ino, 1);
+                a.ino
+            })
+            .collect();
+        fs.shrink();
+        // Load the path once (the reference walk), then walk it lock-free
+        // between cold loads.
+        fs.lookup(&r, ROOT_INO, b"hot").unwrap();
+        fs.lookup(&r, hot.ino, b"x").unwrap();
+        let mut missed = 0;
+        for &ino in &cold {
+            match fs.resolve_rcu(&r, ROOT_INO, &[b"hot", b"x"]) {
+                Some(Ok(a)) => assert_eq!(a.ino, x.ino),
+                Some(Err(e)) => panic!("walk failed: {e}"),
+                None => missed += 1,
+            }
+            fs.getattr(ino).unwrap();
+        }
+        assert_eq!(missed, 0, "the lock-free walk missed after evictions");
+        assert!(fs.cache_counts().0 <= BUDGET + EVICT_BATCH_MIN + 4);
     }
 
     /// `iget_rcu` finds the root and live cached inodes, without a reference.

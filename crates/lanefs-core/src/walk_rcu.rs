@@ -103,6 +103,7 @@ impl FsInner {
             let Some(child) = self.iget_rcu(slot.ino, guard) else {
                 return Attempt::Bail;
             };
+            child.meta.mark_referenced();
             // The final inode's whole mirror, read while its entry is still
             // to be validated (so the attributes held while it was linked);
             // for a directory on the way only the permission group: its
