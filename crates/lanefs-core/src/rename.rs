@@ -19,7 +19,7 @@ use crate::dir::{DirWrite, Slot};
 use crate::fs::{check_link_room, check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef};
 use crate::inode::Inode;
 use crate::namei::relinked;
-use crate::perm::{self, sticky_denies};
+use crate::perm::{self, sticky_denies, S_ISVTX};
 use crate::{
     Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
 };
@@ -134,7 +134,7 @@ impl Fs {
             };
         }
         let odir_dead = odir.meta.lock().rec.nlink == 0;
-        let ndir_dead = ndir.meta.lock().rec.nlink == 0;
+        let ndir_dead = cross && ndir.meta.lock().rec.nlink == 0;
         if odir_dead || ndir_dead {
             return Err(Errno::ENOENT);
         }
@@ -172,19 +172,34 @@ impl Fs {
             Some(s) => Some(fs.iget(s.ino)?),
             None => None,
         };
-        // may_delete(old), then may_create / may_delete(new).
-        {
-            let odm = odir.meta.lock();
-            perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
-            if sticky_denies(cred, &odm.rec, &old.meta.lock().rec) {
-                return Err(Errno::EPERM);
-            }
+        // may_delete(old), then may_create / may_delete(new). Within one
+        // directory its `meta` is taken once for both; an inode's `meta`
+        // only when the directory is sticky.
+        let sticky_blocks = |dir: &InodeRecord, inode: &Inode| {
+            dir.perm & S_ISVTX != 0 && sticky_denies(cred, dir, &inode.meta.lock().rec)
+        };
+        let odm = odir.meta.lock();
+        perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
+        if sticky_blocks(&odm.rec, &old) {
+            return Err(Errno::EPERM);
         }
+        let odm = if cross {
+            drop(odm);
+            None
+        } else {
+            Some(odm)
+        };
         {
-            let ndm = ndir.meta.lock();
-            perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
+            let ndm = match odm {
+                Some(same) => same,
+                None => {
+                    let ndm = ndir.meta.lock();
+                    perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
+                    ndm
+                }
+            };
             if let Some(t) = &target {
-                if sticky_denies(cred, &ndm.rec, &t.meta.lock().rec) {
+                if sticky_blocks(&ndm.rec, t) {
                     return Err(Errno::EPERM);
                 }
                 // With RENAME_EXCHANGE any two kinds may swap.
