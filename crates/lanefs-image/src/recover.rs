@@ -1,10 +1,11 @@
-//! mkfs, and loading an image: superblock choice, inode tables, journal
-//! replay in stamp order, records' derived fields (directory size, link
+//! mkfs, and loading an image: superblock choice, inode tables (read by
+//! `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
 //! count, next cookie; block counts) recomputed from the entries and pages,
 //! orphan processing, allocator and counter rebuild.
 //!
-//! Runs single-threaded before the store is shared, so it takes the locks
-//! of the structures it fills only because their types require it.
+//! Runs before the store is shared, so it takes the locks of the
+//! structures it fills only because their types require it (and, while the
+//! tables load, because several threads claim blocks in the allocator).
 
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
