@@ -283,7 +283,7 @@ fn load_live(
                 object::decode_dirent(&buf, ino).map_err(|_| format!("entry block {b} corrupt"))?;
             d.push_loaded(entries, b);
         }
-        obj.dir = Some(d);
+        obj.dir = Some(Box::new(d));
     }
     Ok(())
 }

@@ -206,7 +206,9 @@ pub struct InodeObj {
     /// Encoded inode record; `None`: the number is free.
     pub rec: Option<Vec<u8>>,
     pub pages: BTreeMap<u64, u64>,
-    pub dir: Option<DirState>,
+    /// Boxed: most objects are not directories, and open holds every
+    /// object of the image at once.
+    pub dir: Option<Box<DirState>>,
     /// Changed since the last checkpoint snapshot.
     pub dirty: bool,
     /// A checksum or structure failure at load: every call answers EIO.
@@ -230,7 +232,7 @@ impl InodeObj {
                 self.pages.clear();
                 self.dir = None;
             }
-            Op::PutEntry(_, n, v) => self.dir.get_or_insert_with(DirState::default).insert(n, *v),
+            Op::PutEntry(_, n, v) => self.dir.get_or_insert_with(Box::default).insert(n, *v),
             Op::RemoveEntry(_, n) => {
                 if let Some(d) = &mut self.dir {
                     d.remove(n);
