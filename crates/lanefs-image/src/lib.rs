@@ -44,6 +44,7 @@ mod crc;
 mod device;
 mod fsck;
 pub mod fuzz;
+mod itable;
 mod journal;
 mod layout;
 mod object;

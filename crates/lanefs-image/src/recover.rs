@@ -1,12 +1,13 @@
-//! mkfs, and loading an image: superblock choice, inode tables, journal
-//! replay in stamp order, records' derived fields (directory size, link
+//! mkfs, and loading an image: superblock choice, inode tables (read by
+//! `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
 //! count, next cookie; block counts) recomputed from the entries and pages,
 //! orphan processing, allocator and counter rebuild.
 //!
-//! Runs single-threaded before the store is shared, so it takes the locks
-//! of the structures it fills only because their types require it.
+//! Runs before the store is shared, so it takes the locks of the
+//! structures it fills only because their types require it (and, while the
+//! tables load, because several threads claim blocks in the allocator).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -18,17 +19,18 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
 use crate::device::{Device, FileDevice};
+use crate::itable::load_tables;
 use crate::journal::{
     self, Op, Record, BATCH_HEADER, BATCH_MAGIC, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE,
 };
 use crate::layout::{
-    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, JOURNAL_SEQ_LIMIT, SLOT, USAGE_LANES,
+    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, JOURNAL_SEQ_LIMIT, USAGE_LANES,
 };
-use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX};
+use crate::object::{InodeObj, IntMap, ObjMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
 use crate::store::{
     shard, timed, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport, SbState,
-    LOG_LANES, SHARDS,
+    LOG_LANES,
 };
 
 /// Format `path` (created if missing) as an empty image of `size` bytes.
@@ -82,7 +84,7 @@ pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
 /// Everything read from an image, journal replayed.
 pub(crate) struct Loaded {
     pub sup: DiskSuper,
-    pub objs: Vec<HashMap<Ino, InodeObj>>,
+    pub objs: Vec<ObjMap>,
     pub groups: Groups,
     pub usage: Vec<UsageRec>,
     pub sb_stamp: u64,
@@ -160,57 +162,13 @@ pub fn describe_open_error(dev: &dyn Device) -> String {
 pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
     let sup = read_super(dev)?;
     let geo = sup.geo;
-    let groups = Groups::new(geo);
     let mut report = RecoveryReport::default();
-    let mut objs: Vec<HashMap<Ino, InodeObj>> = (0..SHARDS).map(|_| HashMap::new()).collect();
-    let mut suspects = HashSet::new();
-    let mut torn_slots = 0;
+    let (tables, groups) = load_tables(dev, &geo)?;
+    let mut objs = tables.objs;
+    let suspects = tables.suspects;
+    let torn_slots = tables.torn_slots;
+    report.problems = tables.problems;
     let bs = BLOCK as u64;
-    for g in 0..geo.groups {
-        let mut table = vec![0u8; geo.itable_blocks as usize * BLOCK];
-        dev.read_at(&mut table, geo.group_first_block(g) * bs)?;
-        for i in 0..geo.inodes_per_group {
-            let ino = geo.ino_of(g, i);
-            let at = (2 * i) as usize * SLOT;
-            let a = object::decode_slot(&table[at..at + SLOT], ino);
-            let b = object::decode_slot(&table[at + SLOT..at + 2 * SLOT], ino);
-            let torn = a.is_err() as u64 + b.is_err() as u64;
-            let chosen = match (a, b) {
-                (Ok(Some(x)), Ok(Some(y))) => Some(if y.stamp > x.stamp { (1, y) } else { (0, x) }),
-                (Ok(Some(x)), _) => Some((0, x)),
-                (_, Ok(Some(y))) => Some((1, y)),
-                _ => None,
-            };
-            let Some((slot, s)) = chosen else {
-                if torn > 0 {
-                    // Never durably written, or corrupted: replay decides.
-                    suspects.insert(ino);
-                    objs[shard(ino)].insert(
-                        ino,
-                        InodeObj {
-                            bad: true,
-                            home_slot: 1,
-                            ..InodeObj::default()
-                        },
-                    );
-                }
-                continue;
-            };
-            torn_slots += torn;
-            let mut obj = InodeObj {
-                stamp: s.stamp,
-                home_slot: slot,
-                ..InodeObj::default()
-            };
-            if s.state != SLOT_FREE {
-                if let Err(why) = load_live(dev, &groups, ino, &s, &mut obj) {
-                    report.problems.push(format!("inode {ino}: {why}"));
-                    obj.bad = true;
-                }
-            }
-            objs[shard(ino)].insert(ino, obj);
-        }
-    }
     let mut orphans_listed = Vec::new();
     for bi in 0..geo.orphan_blocks {
         let mut b = vec![0u8; BLOCK];
@@ -326,7 +284,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
 /// Changed records get a new stamp and are written by the next checkpoint.
 /// Only directories and records whose block count is off are decoded.
 /// Returns how many records changed.
-fn derive_records(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
+fn derive_records(objs: &mut [ObjMap]) -> u64 {
     let mut changed = 0;
     for m in objs.iter_mut() {
         for o in m.values_mut() {
@@ -359,72 +317,6 @@ fn derive_records(objs: &mut [HashMap<Ino, InodeObj>]) -> u64 {
         }
     }
     changed
-}
-
-/// Read the image of a live slot into `obj`, claiming its blocks.
-fn load_live(
-    dev: &dyn Device,
-    groups: &Groups,
-    ino: Ino,
-    s: &object::Slot,
-    obj: &mut InodeObj,
-) -> std::result::Result<(), String> {
-    let bs = BLOCK as u64;
-    let mut image = s.inline.clone();
-    let mut next = s.chain_head;
-    let mut buf = vec![0u8; BLOCK];
-    while image.len() < s.image_len {
-        if next == 0 || !groups.claim(next) {
-            return Err(format!(
-                "chain block {next} missing, out of range or shared"
-            ));
-        }
-        obj.home_blocks.push(next);
-        dev.read_at(&mut buf, next * bs)
-            .map_err(|e| format!("read chain block: {e}"))?;
-        let (n, payload) = object::decode_chain(&buf, ino, s.stamp)
-            .map_err(|_| format!("chain block {next} corrupt"))?;
-        image.extend_from_slice(payload);
-        next = n;
-    }
-    if image.len() != s.image_len || (s.image_len <= SLOT_INLINE_MAX && s.chain_head != 0) {
-        return Err("image length mismatch".into());
-    }
-    let img = object::decode_image(&image).map_err(|_| "image malformed".to_string())?;
-    if !img.rec.is_empty() {
-        match InodeRecord::decode(&img.rec) {
-            Ok(r) if r.ino == ino => {}
-            _ => return Err("inode record malformed".into()),
-        }
-        obj.rec = Some(img.rec);
-    }
-    for (p, b, n) in img.extents {
-        if n == 0 || p.checked_add(n as u64).is_none() {
-            return Err("extent malformed".into());
-        }
-        for k in 0..n as u64 {
-            if !groups.claim(b + k) {
-                return Err(format!("data block {} out of range or shared", b + k));
-            }
-            obj.pages.insert(p + k, b + k);
-        }
-    }
-    if !img.dir_blocks.is_empty() {
-        let mut d = object::DirState::default();
-        for b in img.dir_blocks {
-            if !groups.claim(b) {
-                return Err(format!("entry block {b} out of range or shared"));
-            }
-            obj.home_blocks.push(b);
-            dev.read_at(&mut buf, b * bs)
-                .map_err(|e| format!("read entry block: {e}"))?;
-            let entries =
-                object::decode_dirent(&buf, ino).map_err(|_| format!("entry block {b} corrupt"))?;
-            d.push_loaded(entries, b);
-        }
-        obj.dir = Some(d);
-    }
-    Ok(())
 }
 
 /// Every record of the journal from the tail, with the next head and sequence.
@@ -505,14 +397,15 @@ fn replay(
     records: &[Record],
     geo: &Geometry,
     groups: &Groups,
-    objs: &mut [HashMap<Ino, InodeObj>],
+    objs: &mut [ObjMap],
     suspects: &HashSet<Ino>,
     usage: &mut [UsageRec],
     sb_stamp: &mut u64,
     sb: &mut Superblock,
     report: &mut RecoveryReport,
 ) {
-    let mut by_key: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut by_key: IntMap<(u64, u64), usize> = IntMap::default();
+    by_key.reserve(records.iter().map(|r| r.objs.len()).sum());
     let mut valid = vec![true; records.len()];
     for (i, r) in records.iter().enumerate() {
         for &(o, s) in &r.objs {
@@ -522,7 +415,7 @@ fn replay(
             }
         }
     }
-    let cur = |objs: &[HashMap<Ino, InodeObj>], usage: &[UsageRec], sb_stamp: u64, o: u64| -> u64 {
+    let cur = |objs: &[ObjMap], usage: &[UsageRec], sb_stamp: u64, o: u64| -> u64 {
         if o >= USAGE_OBJ_BASE {
             usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp
         } else if o == SB_OBJ {

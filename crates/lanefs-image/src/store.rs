@@ -36,7 +36,6 @@
 //! (SeqCst): an I/O error happened while writing; every later call answers
 //! EIO (the image on disk stays recoverable).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -53,7 +52,7 @@ use crate::journal::{
     self, Op, Record, BATCH_RECORDS, BATCH_WRAP, RECORD_OBJS_MAX, SB_OBJ, USAGE_OBJ_BASE,
 };
 use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
-use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
+use crate::object::{self, Entry, InodeObj, ObjMap, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
 
 /// Inode shards.
@@ -67,6 +66,8 @@ pub const LANE_COMMIT_BYTES: usize = 64 * 1024;
 /// page writes get ENOSPC first, so a checkpoint on a full image can still
 /// write its homes.
 pub const GROUP_META_RESERVE_BLOCKS: u64 = 16;
+/// Most bytes of inode table a checkpoint writes at once (`write_slots`).
+pub const SLOT_RUN_BYTES: u64 = 1 << 20;
 /// Default interval of the background commit.
 pub const COMMIT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
@@ -139,7 +140,7 @@ pub(crate) struct Inner {
     pub ckpt: Mutex<u64>,
     pub gates: Box<[Gate]>,
     pub commit: Mutex<CommitState>,
-    pub shards: Box<[Mutex<HashMap<Ino, InodeObj>>]>,
+    pub shards: Box<[Mutex<ObjMap>]>,
     pub usage: Box<[Mutex<UsageRec>]>,
     pub sb: Mutex<SbState>,
     pub lanes: Box<[Mutex<Vec<u8>>]>,
@@ -578,10 +579,7 @@ impl Inner {
         }
         self.dev.flush()?;
         // Phase 2: the slots (each names blocks made durable above).
-        for (ino, target, bytes) in &slots {
-            self.dev
-                .write_at(bytes, self.geo.slot_offset(*ino, *target))?;
-        }
+        self.write_slots(&slots)?;
         self.dev.flush()?;
         // Phase 3: the superblock, older copy first overwritten.
         *generation += 1;
@@ -599,6 +597,51 @@ impl Inner {
         self.dev.write_at(&sup.encode(), (*generation % 2) * bs)?;
         self.dev.flush()?;
         Ok(out)
+    }
+
+    /// Write checkpoint slots: a run of consecutive inode-table blocks that
+    /// hold slots to write (up to `SLOT_RUN_BYTES`) is read, patched and
+    /// written back with one write instead of one 512-byte write per slot.
+    /// The slots not being written are rewritten with the bytes they hold:
+    /// only checkpoints write slots, one at a time (`ckpt`), and each
+    /// checkpoint flushes its slots, so those bytes are durable already, and
+    /// a torn write, which keeps or loses whole 512-byte sectors, leaves
+    /// them as they were. A slot alone in its block is written alone.
+    fn write_slots(&self, slots: &[(Ino, usize, Vec<u8>)]) -> Result<()> {
+        let bs = BLOCK as u64;
+        let mut at: Vec<(u64, &[u8])> = slots
+            .iter()
+            .map(|(ino, target, bytes)| (self.geo.slot_offset(*ino, *target), &bytes[..]))
+            .collect();
+        at.sort_unstable_by_key(|&(off, _)| off);
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while i < at.len() {
+            let first = at[i].0 / bs;
+            let mut last = first;
+            let mut j = i + 1;
+            while let Some(&(off, _)) = at.get(j) {
+                let b = off / bs;
+                if b > last + 1 || (b - first + 1) * bs > SLOT_RUN_BYTES {
+                    break;
+                }
+                last = b;
+                j += 1;
+            }
+            if j == i + 1 {
+                self.dev.write_at(at[i].1, at[i].0)?;
+            } else {
+                buf.resize(((last - first + 1) * bs) as usize, 0);
+                self.dev.read_at(&mut buf, first * bs)?;
+                for &(off, bytes) in &at[i..j] {
+                    let o = (off - first * bs) as usize;
+                    buf[o..o + bytes.len()].copy_from_slice(bytes);
+                }
+                self.dev.write_at(&buf, first * bs)?;
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     /// A block for a chain or entry block; runs out only on a full image.
