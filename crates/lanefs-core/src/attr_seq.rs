@@ -433,7 +433,6 @@ mod tests {
         InodeRecord {
             ino: 7,
             generation: 9,
-            kind: FileKind::Regular,
             perm: 0o4755,
             uid: 1000,
             gid: 1001,
@@ -448,10 +447,8 @@ mod tests {
             ctime: Timespec { sec: 7, nsec: 3 },
             btime: Timespec { sec: 8, nsec: 4 },
             rdev: 0x0103,
-            parent: 0,
             next_cookie: 3,
-            symlink: Vec::new(),
-            xattrs: Vec::new(),
+            ..InodeRecord::default()
         }
     }
 
@@ -528,22 +525,9 @@ mod model {
                 let mut r = InodeRecord {
                     ino: 2,
                     generation: 1,
-                    kind: FileKind::Regular,
                     perm: 0o644,
-                    uid: 0,
-                    gid: 0,
-                    nlink: 0,
-                    size: 0,
-                    blocks: 0,
-                    atime: Timespec::default(),
-                    mtime: Timespec::default(),
-                    ctime: Timespec::default(),
-                    btime: Timespec::default(),
-                    rdev: 0,
-                    parent: 0,
                     next_cookie: 3,
-                    symlink: Vec::new(),
-                    xattrs: Vec::new(),
+                    ..InodeRecord::default()
                 };
                 r.nlink = 0;
                 let l = crate::sync::Arc::new(MetaLock::new(Meta {

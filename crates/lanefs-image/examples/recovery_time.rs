@@ -26,20 +26,14 @@ fn rec(ino: u64, kind: FileKind) -> InodeRecord {
         generation: 1,
         kind,
         perm: 0o644,
-        uid: 0,
-        gid: 0,
         nlink: if kind == FileKind::Directory { 2 } else { 1 },
-        size: 0,
-        blocks: 0,
         atime: t,
         mtime: t,
         ctime: t,
         btime: t,
-        rdev: 0,
         parent: ROOT_INO,
         next_cookie: 3,
-        symlink: Vec::new(),
-        xattrs: Vec::new(),
+        ..InodeRecord::default()
     }
 }
 

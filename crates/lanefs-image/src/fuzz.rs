@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 
-use lanefs_store::{FileKind, InodeRecord, Store, Timespec};
+use lanefs_store::{InodeRecord, Store, Timespec};
 
 use crate::crash::next_rand;
 use crate::crc::crc32c;
@@ -178,22 +178,14 @@ fn exercise(s: &ImageStore) {
         let _ = s.write_inode(&InodeRecord {
             ino,
             generation: 1,
-            kind: FileKind::Regular,
             perm: 0o644,
-            uid: 0,
-            gid: 0,
             nlink: 1,
             size: 1,
-            blocks: 0,
             atime: t,
             mtime: t,
             ctime: t,
             btime: t,
-            rdev: 0,
-            parent: 0,
-            next_cookie: 0,
-            symlink: Vec::new(),
-            xattrs: Vec::new(),
+            ..InodeRecord::default()
         });
     }
     let _ = s.sync();

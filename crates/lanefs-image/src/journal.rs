@@ -269,20 +269,12 @@ mod tests {
             generation: 1,
             kind: lanefs_store::FileKind::Regular,
             perm: 0o644,
-            uid: 0,
-            gid: 0,
             nlink: 1,
-            size: 0,
-            blocks: 0,
             atime: t,
             mtime: t,
             ctime: t,
             btime: t,
-            rdev: 0,
-            parent: 0,
-            next_cookie: 0,
-            symlink: Vec::new(),
-            xattrs: Vec::new(),
+            ..InodeRecord::default()
         }
         .encode()
     }

@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn fixed_offsets_read_what_the_record_says() {
-        use lanefs_store::{InodeRecord, Timespec};
+        use lanefs_store::InodeRecord;
         let rec = InodeRecord {
             ino: 12,
             generation: 3,
@@ -484,15 +484,10 @@ mod tests {
             nlink: 7,
             size: 99,
             blocks: 0x0102_0304_0506,
-            atime: Timespec::default(),
-            mtime: Timespec::default(),
-            ctime: Timespec::default(),
-            btime: Timespec::default(),
-            rdev: 0,
             parent: 1,
             next_cookie: 3,
-            symlink: Vec::new(),
             xattrs: vec![(b"user.x".to_vec(), vec![9; 10])],
+            ..InodeRecord::default()
         };
         let o = InodeObj {
             rec: Some(rec.encode()),

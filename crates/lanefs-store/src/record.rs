@@ -41,9 +41,10 @@ pub const PAGE_SIZE: usize = 4096;
 pub type Page = [u8; PAGE_SIZE];
 
 /// The type of a file, as in the `S_IFMT` bits of `st_mode`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]
 #[repr(u8)]
 pub enum FileKind {
+    #[default]
     Regular = 1,
     Directory = 2,
     Symlink = 3,
@@ -149,7 +150,9 @@ impl From<Timespec> for std::time::SystemTime {
 }
 
 /// Everything persistent about one inode except its directory entries and data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// (`Default`: inode 0, a regular file, every field zero or empty — a base
+/// for `InodeRecord { ino, kind, .., ..Default::default() }`.)
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct InodeRecord {
     pub ino: Ino,
     pub generation: u64,
@@ -386,16 +389,14 @@ mod tests {
             gid: 100,
             nlink: 1,
             size: 5,
-            blocks: 0,
             atime: Timespec { sec: 1, nsec: 2 },
             mtime: Timespec { sec: -3, nsec: 4 },
             ctime: Timespec { sec: 5, nsec: 6 },
             btime: Timespec { sec: 7, nsec: 8 },
             rdev: 0x0801,
-            parent: 0,
-            next_cookie: 0,
             symlink: b"a/b/c".to_vec(),
             xattrs: vec![(b"user.a".to_vec(), vec![0, 1, 2])],
+            ..InodeRecord::default()
         }
     }
 

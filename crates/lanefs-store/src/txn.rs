@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn encoded_len_matches_encode() {
-        use crate::{FileKind, Timespec};
+        use crate::FileKind;
         let mut r = InodeRecord {
             ino: 9,
             generation: 1,
@@ -228,16 +228,9 @@ mod tests {
             gid: 2,
             nlink: 1,
             size: 3,
-            blocks: 0,
-            atime: Timespec::default(),
-            mtime: Timespec::default(),
-            ctime: Timespec::default(),
-            btime: Timespec::default(),
-            rdev: 0,
-            parent: 0,
             next_cookie: 3,
             symlink: b"abc".to_vec(),
-            xattrs: Vec::new(),
+            ..InodeRecord::default()
         };
         assert_eq!(r.encoded_len(), r.encode().len());
         r.xattrs.push((b"user.a".to_vec(), vec![1; 100]));
@@ -251,26 +244,17 @@ mod tests {
 
     #[test]
     fn derive_dir_follows_the_entries() {
-        use crate::{DirDerived, FileKind, Timespec, DIRENT_SIZE};
+        use crate::{DirDerived, FileKind, DIRENT_SIZE};
         let mut r = InodeRecord {
             ino: 5,
             generation: 1,
             kind: FileKind::Directory,
             perm: 0o755,
-            uid: 0,
-            gid: 0,
             nlink: 2,
             size: 2 * DIRENT_SIZE,
-            blocks: 0,
-            atime: Timespec::default(),
-            mtime: Timespec::default(),
-            ctime: Timespec::default(),
-            btime: Timespec::default(),
-            rdev: 0,
             parent: 1,
             next_cookie: 3,
-            symlink: Vec::new(),
-            xattrs: Vec::new(),
+            ..InodeRecord::default()
         };
         let mut d = DirDerived::default();
         assert!(!r.derive_dir(&d), "an empty directory's record is right");

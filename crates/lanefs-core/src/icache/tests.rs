@@ -16,20 +16,13 @@ pub(crate) fn record(ino: Ino, size: u64) -> InodeRecord {
         generation: 1,
         kind: FileKind::Symlink,
         perm: 0o777,
-        uid: 0,
-        gid: 0,
         nlink: 1,
         size,
-        blocks: 0,
         atime: t,
         mtime: t,
         ctime: t,
         btime: t,
-        rdev: 0,
-        parent: 0,
-        next_cookie: 0,
-        symlink: Vec::new(),
-        xattrs: Vec::new(),
+        ..InodeRecord::default()
     }
 }
 

@@ -26,16 +26,13 @@ pub fn rec(ino: Ino, kind: FileKind, nlink: u32, size: u64) -> InodeRecord {
         gid: 100,
         nlink,
         size,
-        blocks: 0,
         atime: t,
         mtime: t,
         ctime: t,
         btime: t,
-        rdev: 0,
         parent: if kind == FileKind::Directory { 1 } else { 0 },
         next_cookie: 3,
-        symlink: Vec::new(),
-        xattrs: Vec::new(),
+        ..InodeRecord::default()
     }
 }
 
