@@ -394,6 +394,13 @@ mod tests {
 mod model {
     use super::*;
     use crate::sync::model_iterations;
+    // The probe's own flags are std atomics, not shuttle's: an entry is
+    // freed by the epoch, which may run the free from a thread-local
+    // destructor after the model execution ended, where touching a shuttle
+    // primitive panics. Every access still happens on shuttle's one OS
+    // thread (or after it), and the model's scheduling points are the
+    // registry's own atomics and `yield_now`.
+    use std::sync::atomic::{AtomicBool, AtomicU64};
 
     /// A shrinker that records its calls and its own destruction.
     struct Probe {
