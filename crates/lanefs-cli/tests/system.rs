@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,6 +70,38 @@ impl Drop for Unmount {
         if is_fuse_mounted(&self.0) {
             let _ = Command::new("umount").arg("-l").arg(&self.0).status();
         }
+    }
+}
+
+/// `lanefs mount --memory` started without `-f` (the daemon backgrounds
+/// itself, as under systemd) on a fresh mountpoint, with `envs` set.
+struct Backgrounded {
+    base: PathBuf,
+    mnt: PathBuf,
+    guard: Unmount,
+}
+
+impl Backgrounded {
+    fn start(tag: &str, envs: &[(&str, &OsStr)]) -> Backgrounded {
+        let base = unique_dir(tag);
+        let mnt = base.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let guard = Unmount(mnt.clone());
+        let mut cmd = Command::new(BIN);
+        cmd.args(["mount", "--memory", "--transport", &transport()])
+            .arg(&mnt)
+            .envs(envs.iter().copied());
+        let out = run_timeout(60, &mut cmd);
+        assert!(out.status.success(), "{}", show(&out));
+        Backgrounded { base, mnt, guard }
+    }
+
+    /// `lanefs umount` (which must succeed), then the directory goes.
+    fn umount(self) {
+        let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&self.mnt));
+        assert!(out.status.success(), "{}", show(&out));
+        drop(self.guard);
+        let _ = std::fs::remove_dir_all(self.base);
     }
 }
 
@@ -233,18 +266,7 @@ fn notify_socket_gets_ready_then_stopping() {
 /// the parent sends READY=1 with MAINPID = the daemon, which stays.
 fn notify_socket_backgrounded_hands_over_mainpid() {
     let (sock, path, dir) = listening_socket("notifybg");
-    let base = unique_dir("notifybgmnt");
-    let mnt = base.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let _guard = Unmount(mnt.clone());
-    let out = run_timeout(
-        60,
-        Command::new(BIN)
-            .args(["mount", "--memory", "--transport", &transport()])
-            .arg(&mnt)
-            .env("NOTIFY_SOCKET", &path),
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let m = Backgrounded::start("notifybgmnt", &[("NOTIFY_SOCKET", path.as_os_str())]);
     let msg = recv_text(&sock);
     assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
     let pid: u32 = msg
@@ -258,47 +280,35 @@ fn notify_socket_backgrounded_hands_over_mainpid() {
         String::from_utf8_lossy(&cmdline).contains("--foreground"),
         "MAINPID {pid} is not the running daemon"
     );
-    assert!(is_fuse_mounted(&mnt));
-    let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&mnt));
-    assert!(out.status.success(), "{}", show(&out));
-    drop(_guard);
+    assert!(is_fuse_mounted(&m.mnt));
+    m.umount();
     let _ = std::fs::remove_dir_all(dir);
-    let _ = std::fs::remove_dir_all(base);
 }
 
 /// A daemon started without `-f` and without `--log-file` logs to syslog
 /// (here a test socket in place of /dev/log).
 fn backgrounded_daemon_logs_to_syslog() {
     let (sock, path, dir) = listening_socket("syslog");
-    let base = unique_dir("syslogmnt");
-    let mnt = base.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let _guard = Unmount(mnt.clone());
-    let out = run_timeout(
-        60,
-        Command::new(BIN)
-            .args(["mount", "--memory", "--transport", &transport()])
-            .arg(&mnt)
-            .env("LANEFS_SYSLOG_SOCKET", &path)
-            .env("RUST_LOG", "info"),
+    let m = Backgrounded::start(
+        "syslogmnt",
+        &[
+            ("LANEFS_SYSLOG_SOCKET", path.as_os_str()),
+            ("RUST_LOG", OsStr::new("info")),
+        ],
     );
-    assert!(out.status.success(), "{}", show(&out));
     let mut seen = Vec::new();
     let found = loop {
-        let m = recv_text(&sock);
-        if m.contains("mounted") && m.contains(&*mnt.to_string_lossy()) {
-            break m;
+        let line = recv_text(&sock);
+        if line.contains("mounted") && line.contains(&*m.mnt.to_string_lossy()) {
+            break line;
         }
-        seen.push(m);
+        seen.push(line);
         assert!(seen.len() < 100, "no 'mounted' line: {seen:?}");
     };
     // <daemon.info>lanefs[PID]: ...
     assert!(found.starts_with("<30>lanefs["), "{found}");
-    let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&mnt));
-    assert!(out.status.success(), "{}", show(&out));
-    drop(_guard);
+    m.umount();
     let _ = std::fs::remove_dir_all(dir);
-    let _ = std::fs::remove_dir_all(base);
 }
 
 /// `-o auto_unmount`: SIGKILL of the daemon, and the mount goes away.
