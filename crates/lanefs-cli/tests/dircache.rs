@@ -1,5 +1,5 @@
-//! The kernel's directory cache (`FOPEN_CACHE_DIR`, on by default;
-//! `-o nocache_dir` turns it off): listings are cached (a listing served
+//! The kernel's directory cache (`FOPEN_CACHE_DIR`, opt-in with
+//! `-o cache_dir`; off by default, docs/FUSE.md says why): listings are cached (a listing served
 //! from the cache does not reach the daemon), every change made through
 //! the mount shows in the next listing, a moved directory's `..` follows
 //! it, `telldir`/`seekdir`/`rewinddir` work on cached listings, and a
@@ -119,13 +119,15 @@ fn set_atime(p: &Path, secs: i64) {
     );
 }
 
-/// The directory cache is on by default: with `strictatime` (every
+/// The directory cache is on with `cache_dir`: with `strictatime` (every
 /// READDIR the daemon serves moves atime) and `attr_timeout=0` (every
 /// stat asks the daemon), a second listing leaves atime alone — it never
-/// reached the daemon — while with `nocache_dir` it moves it.
-fn listings_are_cached_by_default() {
+/// reached the daemon — while by default (and with `nocache_dir`) it moves
+/// it.
+fn listings_are_cached_with_cache_dir() {
     for (opts, cached) in [
-        ("strictatime,attr_timeout=0", true),
+        ("strictatime,attr_timeout=0,cache_dir", true),
+        ("strictatime,attr_timeout=0", false),
         ("strictatime,attr_timeout=0,nocache_dir", false),
     ] {
         let m = TestMount::with("dircached", &["-o", opts], &[]);
@@ -149,9 +151,9 @@ fn listings_are_cached_by_default() {
 
 /// Creates, unlinks, renames (within and across directories), mkdirs,
 /// rmdirs, hard links and symlinks made through the mount show in the
-/// next listing of every directory they touch, with the default options.
+/// next listing of every directory they touch, with `cache_dir`.
 fn cached_dir_listing_sees_every_change() {
-    let m = TestMount::new("cachedir");
+    let m = TestMount::with("cachedir", &["-o", "cache_dir"], &[]);
     let d = m.path("d");
     let e = m.path("e");
     std::fs::create_dir(&d).unwrap();
@@ -192,7 +194,7 @@ fn cached_dir_listing_sees_every_change() {
 /// when its listing was cached before the move (the kernel changes only
 /// the two parents; the handler invalidates the moved directory).
 fn moved_directory_dotdot_follows() {
-    let m = TestMount::new("dotdot");
+    let m = TestMount::with("dotdot", &["-o", "cache_dir"], &[]);
     for p in ["a/sub", "b"] {
         std::fs::create_dir_all(m.path(p)).unwrap();
     }
@@ -233,7 +235,7 @@ fn moved_directory_dotdot_follows() {
 /// `telldir`/`seekdir` return to the same entry, on the first (filling)
 /// and on a cached listing, and `rewinddir` shows changes made since.
 fn telldir_seekdir_rewinddir() {
-    let m = TestMount::new("seekdir");
+    let m = TestMount::with("seekdir", &["-o", "cache_dir"], &[]);
     let d = m.path("d");
     std::fs::create_dir(&d).unwrap();
     // Long names: several READDIR(PLUS) replies per listing.
@@ -288,7 +290,7 @@ fn telldir_seekdir_rewinddir() {
 /// existed throughout exactly once and no entry twice (POSIX leaves only
 /// the changed ones open).
 fn listing_during_changes() {
-    let m = TestMount::new("dirchurn");
+    let m = TestMount::with("dirchurn", &["-o", "cache_dir"], &[]);
     let d = m.path("d");
     std::fs::create_dir(&d).unwrap();
     let stable: Vec<String> = (0..400).map(|i| format!("stable-{i:04}")).collect();
@@ -353,7 +355,7 @@ fn listing_during_changes() {
 }
 
 on_both_transports!(
-    listings_are_cached_by_default,
+    listings_are_cached_with_cache_dir,
     cached_dir_listing_sees_every_change,
     moved_directory_dotdot_follows,
     telldir_seekdir_rewinddir,

@@ -1,7 +1,13 @@
 //! The name table of a directory index: a hash trie from entry names to
-//! [`Slot`]s, with lock-free lookups and one writer at a time.
+//! [`Slot`]s, with lock-free lookups and one writer at a time per *stripe*.
 //!
-//! Shape: a root of [`FANOUT`] slots. Each slot holds either a chain of
+//! Shape: a root of [`FANOUT`] slots, each on a cache line of its own with
+//! its owner's per-stripe state (`RootSlot::aux`): the root slot a name
+//! hashes to is its stripe ([`NameTable::stripe_of`]), and everything below
+//! a root slot is written only by that stripe's writer, so writers of
+//! different stripes never touch one word, and (a line each) never one
+//! line: a lookup in one stripe shares nothing with a change in another.
+//! Each slot holds either a chain of
 //! nodes (immutable but for `next`) or, tagged by the pointer's low bit, a
 //! sub-level of [`FANOUT`] slots indexed by the next [`FANOUT_BITS`] bits of
 //! the name's hash. An insert that would make a chain longer than
@@ -11,12 +17,12 @@
 //! no insert ever copies more than [`SPLIT_AT`] nodes, and a lookup costs
 //! one slot per level (about log16 of entries ÷ 8) plus a short chain. The
 //! flat table this replaces doubled by copying *every* entry, and did so
-//! while holding the directory's change lock: with a few hundred thousand
+//! while holding the directory's entry lock: with a few hundred thousand
 //! entries, half the time of a create in a shared directory went there.
 //!
 //! Atomics:
 //! * Slots and `Node::next` are `AtomicPtr`s: the writer (the caller of the
-//!   `unsafe` methods, who holds the directory's change lock or owns the
+//!   `unsafe` methods, who holds the name's stripe lock or owns the
 //!   table) stores with Release; readers load with Acquire inside an epoch
 //!   guard. A node is fully built before the Release store that links it;
 //!   a sub-level and the copies in it are built before the Release store of
@@ -29,7 +35,8 @@
 //!   Sub-levels are never unlinked; they are freed with the table, which
 //!   needs `&mut` (nobody can reach it).
 //!
-//! No locks here; the owner's change lock serialises writers.
+//! No locks here; the owner's stripe locks serialise the writers of each
+//! stripe.
 
 use std::hash::BuildHasher;
 use std::ptr;
@@ -68,6 +75,13 @@ struct Node {
 
 struct Level {
     slots: [AtomicPtr<Node>; FANOUT],
+}
+
+/// A root slot and the owner's state of its stripe, alone on a line.
+#[repr(align(64))]
+pub(crate) struct RootSlot<A> {
+    slot: AtomicPtr<Node>,
+    pub aux: A,
 }
 
 impl Level {
@@ -109,25 +123,26 @@ unsafe fn free_chain(mut p: *mut Node) {
     }
 }
 
-/// Free a level, its chains and its sub-levels.
+/// Free what a slot holds: a chain, or a level with its chains and
+/// sub-levels.
 ///
 /// # Safety
-/// As [`free_chain`], for everything reachable from `level`.
-unsafe fn free_level(level: &Level) {
-    for s in &level.slots {
-        let p = s.load(Ordering::Relaxed);
-        match sub_level(p) {
-            Some(sub) => {
-                // SAFETY: a tagged slot holds a `Box::into_raw` level that
-                // only this slot points at.
-                unsafe {
-                    free_level(&*sub);
-                    drop(Box::from_raw(sub));
+/// As [`free_chain`], for everything reachable from `slot`.
+unsafe fn free_slot(slot: &AtomicPtr<Node>) {
+    let p = slot.load(Ordering::Relaxed);
+    match sub_level(p) {
+        Some(sub) => {
+            // SAFETY: a tagged slot holds a `Box::into_raw` level that only
+            // this slot points at; the caller's contract covers the rest.
+            unsafe {
+                for s in &(*sub).slots {
+                    free_slot(s);
                 }
+                drop(Box::from_raw(sub));
             }
-            // SAFETY: the caller's contract.
-            None => unsafe { free_chain(p) },
         }
+        // SAFETY: the caller's contract.
+        None => unsafe { free_chain(p) },
     }
 }
 
@@ -144,26 +159,44 @@ impl EntryRef<'_> {
     }
 }
 
-/// Names → slots; see the module doc.
-pub(crate) struct NameTable {
-    root: Level,
+/// Names → slots, with a per-stripe `A` for the owner; see the module doc.
+pub(crate) struct NameTable<A> {
+    root: [RootSlot<A>; FANOUT],
     hasher: foldhash::fast::RandomState,
 }
 
 // SAFETY: shared state is atomics and immutable nodes; raw pointers are
-// owned by the table.
-unsafe impl Send for NameTable {}
+// owned by the table; `A` is shared as the owner's own type is.
+unsafe impl<A: Send> Send for NameTable<A> {}
 // SAFETY: as above; writers are serialised by the `unsafe` methods' callers.
-unsafe impl Sync for NameTable {}
+unsafe impl<A: Sync> Sync for NameTable<A> {}
 
-impl NameTable {
-    pub fn new() -> NameTable {
+impl<A: Default> NameTable<A> {
+    pub fn new() -> NameTable<A> {
         NameTable {
-            root: Level {
-                slots: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-            },
+            root: std::array::from_fn(|_| RootSlot {
+                slot: AtomicPtr::new(ptr::null_mut()),
+                aux: A::default(),
+            }),
             hasher: foldhash::fast::RandomState::default(),
         }
+    }
+}
+
+impl<A> NameTable<A> {
+    /// The stripe of `name`: the root slot its entry lives under.
+    pub fn stripe_of(&self, name: &[u8]) -> usize {
+        slot_index(self.hasher.hash_one(name), 0)
+    }
+
+    /// The owner's state of stripe `s` (`s < FANOUT`).
+    pub fn aux(&self, s: usize) -> &A {
+        &self.root[s].aux
+    }
+
+    /// Every stripe's owner state, in stripe order.
+    pub fn stripes(&self) -> impl Iterator<Item = &A> {
+        self.root.iter().map(|r| &r.aux)
     }
 
     /// Find `name` and the link that points at it (a slot or a `next`).
@@ -173,30 +206,27 @@ impl NameTable {
         name: &[u8],
         _guard: &'g Guard,
     ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
-        let mut level = &self.root;
+        let mut link = &self.root[slot_index(hash, 0)].slot;
         let mut depth = 0;
-        'descend: loop {
-            let mut link = &level.slots[slot_index(hash, depth)];
-            loop {
-                let p = link.load(Ordering::Acquire);
-                if let Some(sub) = sub_level(p) {
-                    // Only a slot holds a tag: descend.
-                    // SAFETY: sub-levels live as long as the table.
-                    level = unsafe { &*sub };
-                    depth += 1;
-                    continue 'descend;
-                }
-                if p.is_null() {
-                    return None;
-                }
-                // SAFETY: nodes reachable from the table are freed only
-                // through `defer` after being unlinked, after `_guard`.
-                let node = unsafe { &*p };
-                if node.hash == hash && *node.name == *name {
-                    return Some((link, node));
-                }
-                link = &node.next;
+        loop {
+            let p = link.load(Ordering::Acquire);
+            if let Some(sub) = sub_level(p) {
+                // Only a slot holds a tag: descend.
+                depth += 1;
+                // SAFETY: sub-levels live as long as the table.
+                link = &unsafe { &*sub }.slots[slot_index(hash, depth)];
+                continue;
             }
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: nodes reachable from the table are freed only
+            // through `defer` after being unlinked, after `_guard`.
+            let node = unsafe { &*p };
+            if node.hash == hash && *node.name == *name {
+                return Some((link, node));
+            }
+            link = &node.next;
         }
     }
 
@@ -229,8 +259,8 @@ impl NameTable {
     /// Insert or replace `name`; the replaced slot, if any.
     ///
     /// # Safety
-    /// The caller is the table's only writer (holds the owning directory's
-    /// change lock, or owns the table).
+    /// The caller is the only writer of `name`'s stripe (holds the owning
+    /// directory's lock of that stripe, or owns the table).
     pub unsafe fn insert(&self, name: &[u8], slot: Slot, guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
         let node = Box::into_raw(Box::new(Node {
@@ -296,15 +326,14 @@ impl NameTable {
     }
 
     /// The slot (never tagged when returned: only the writer splits) where
-    /// a chain for `hash` lives, and its depth. Writer only.
+    /// a chain for `hash` lives, and its depth. Writer (of its stripe) only.
     fn leaf(&self, hash: u64) -> (&AtomicPtr<Node>, u32) {
-        let mut level = &self.root;
+        let mut slot = &self.root[slot_index(hash, 0)].slot;
         let mut depth = 0;
         loop {
-            let slot = &level.slots[slot_index(hash, depth)];
             match sub_level(slot.load(Ordering::Relaxed)) {
                 // SAFETY: sub-levels live as long as the table.
-                Some(sub) => level = unsafe { &*sub },
+                Some(sub) => slot = &unsafe { &*sub }.slots[slot_index(hash, depth + 1)],
                 None => return (slot, depth),
             }
             depth += 1;
@@ -312,10 +341,12 @@ impl NameTable {
     }
 }
 
-impl Drop for NameTable {
+impl<A> Drop for NameTable<A> {
     fn drop(&mut self) {
-        // SAFETY: `&mut self`: nobody else can reach the table.
-        unsafe { free_level(&self.root) };
+        for r in &self.root {
+            // SAFETY: `&mut self`: nobody else can reach the table.
+            unsafe { free_slot(&r.slot) };
+        }
     }
 }
 
@@ -379,13 +410,13 @@ mod tests {
         }
     }
 
-    fn depth_of(t: &NameTable, name: &[u8]) -> u32 {
+    fn depth_of(t: &NameTable<()>, name: &[u8]) -> u32 {
         t.leaf(t.hasher.hash_one(name)).1
     }
 
     #[test]
     fn splits_keep_every_entry_and_removals_and_replacements_work() {
-        let t = NameTable::new();
+        let t = NameTable::<()>::new();
         let guard = crossbeam_epoch::pin();
         let n = 5000u64;
         for i in 0..n {
@@ -421,7 +452,7 @@ mod tests {
 
     #[test]
     fn no_chain_outgrows_the_split_threshold_above_the_deepest_level() {
-        let t = NameTable::new();
+        let t = NameTable::<()>::new();
         let guard = crossbeam_epoch::pin();
         // Enough splits that some put all their nodes in one slot (each
         // does with probability 16^-4): those must split again at once.
@@ -429,16 +460,14 @@ mod tests {
             // SAFETY: this test is the only writer.
             unsafe { t.insert(format!("name-{i}").as_bytes(), slot(i), &guard) };
         }
-        fn check(level: &Level) {
-            for s in &level.slots {
-                let p = s.load(Ordering::Relaxed);
-                match sub_level(p) {
-                    // SAFETY: sub-levels live as long as the table.
-                    Some(sub) => check(unsafe { &*sub }),
-                    None => assert!(chain_len(p) <= SPLIT_AT),
-                }
+        fn check(s: &AtomicPtr<Node>) {
+            let p = s.load(Ordering::Relaxed);
+            match sub_level(p) {
+                // SAFETY: sub-levels live as long as the table.
+                Some(sub) => unsafe { &*sub }.slots.iter().for_each(check),
+                None => assert!(chain_len(p) <= SPLIT_AT),
             }
         }
-        check(&t.root);
+        t.root.iter().for_each(|r| check(&r.slot));
     }
 }

@@ -1,10 +1,11 @@
 //! Open files and data: open, read, write, truncate (via setattr),
 //! fallocate, fsync, readdir, and attribute changes.
 //!
-//! Locks: a file's data lock (`Body::File`) is taken before its `meta`;
-//! `open_at` holds the parent directory's entry lock while it opens, so the
-//! entry cannot be unlinked between lookup and open (directory lock before
-//! data lock, as in the mount's order). Reads go through the mount's
+//! Locks: a file's data lock (`Body::File`) is taken before its `meta`
+//! (and after any directory entry lock, as in the mount's order);
+//! `open_at` finds the entry lock-free and opens the inode it names, as
+//! Linux's RCU-walk open does. Setattr of a directory's mode or owner
+//! holds every stripe of its entry lock (`FsInner::dir_freeze`). Reads go through the mount's
 //! [`PageCache`] design: lock-free from cached pages by default (seed 003),
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
@@ -710,6 +711,13 @@ impl Fs {
         if let Some(size) = ch.size {
             fs.truncate(cred, &inode, size, ch.mtime.map(pick))?;
         }
+        // A directory's mode and owner are what creates in it check and
+        // inherit, under one stripe of its entry lock: hold them all.
+        let _frozen = if ch.mode.is_some() || ch.uid.is_some() || ch.gid.is_some() {
+            fs.dir_freeze(&inode)
+        } else {
+            None
+        };
         let mut m = inode.meta.lock();
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the

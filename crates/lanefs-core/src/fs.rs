@@ -39,7 +39,8 @@
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
-//! 2. directory entry locks (`DirState::change`; lookups take none):
+//! 2. directory entry locks: a directory's load lock, then the stripes of
+//!    the names an operation changes, ascending (`dir`; lookups take none):
 //!    ancestors before descendants; two unrelated directories (only under
 //!    `rename_lock`) by inode number
 //! 3. a file's data lock (`Body::File`)
@@ -683,7 +684,7 @@ impl FsInner {
         }
         drop(data);
         if let Body::Dir(d) = &inode.body {
-            d.lock().take();
+            d.lock_load().take();
         }
         // DEAD (lookups wait), freed in the store, then unhashed: a racing
         // `iget` never reloads the store's possibly stale record, and a new
@@ -792,10 +793,10 @@ impl FsInner {
                 (n, false)
             }
             Body::Dir(d) => {
-                let Some(mut change) = d.try_lock() else {
+                let Some(mut load) = d.try_lock_load() else {
                     return (0, false);
                 };
-                (0, change.take())
+                (0, load.try_take())
             }
             Body::Other => (0, false),
         }

@@ -12,8 +12,8 @@
 //!   holding a shard lock (eviction never blocks on it).
 //! * `body` is the data of a regular file (`FileData`, whose data lock is
 //!   an `RwLock<PageMap>`; reads may copy cached pages without it, see
-//!   `pcache`) or a directory's entry state (`DirState`: its change lock is
-//!   the entry lock, lookups take none, see `dir`); either lock is taken
+//!   `pcache`) or a directory's entry state (`DirState`: its striped entry
+//!   lock, lookups take none, see `dir`); either lock is taken
 //!   before `meta` whenever both are held.
 //! * `atime_stale` (Relaxed): set whenever mtime or ctime changes (stored
 //!   only if not already set, so that repeated changes do not write the

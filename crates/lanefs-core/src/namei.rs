@@ -17,7 +17,7 @@
 //! directory, `EEXIST`/`ENOENT`, `may_create`/`may_delete`, type checks), so
 //! that a request with several faults fails with the same errno as on tmpfs.
 
-use crate::dir::{DirIndex, DirRead, DirWrite, Slot};
+use crate::dir::{DirFrozen, DirIndex, DirRead, DirWrite, Slot, Stripes};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
     ParentAttrs,
@@ -55,7 +55,7 @@ pub(crate) enum Made<'a> {
 
 impl FsInner {
     /// The directory's index for lock-free reading, loading it if needed
-    /// (the load takes the directory's change lock).
+    /// (the load takes the directory's load lock).
     pub fn dir_read<'a>(&self, dir: &'a Inode) -> Result<DirRead<'a>> {
         let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
@@ -64,9 +64,9 @@ impl FsInner {
             if let Some(r) = state.reader() {
                 return Ok(r);
             }
-            let mut w = state.lock();
+            let mut w = state.lock_load();
             if w.index().is_none() {
-                w.install(DirIndex::from_records(self.store.dir_read(dir.ino)?));
+                w.install(self.load_index(dir)?);
             }
         }
     }
@@ -94,14 +94,30 @@ impl FsInner {
         }
     }
 
-    /// The directory's change lock with its index loaded.
-    pub fn dir_write<'a>(&self, dir: &'a Inode) -> Result<DirWrite<'a>> {
+    /// The directory's index as the store has it (under its load lock, so
+    /// before `meta`: the record's next cookie bounds the new ones).
+    fn load_index(&self, dir: &Inode) -> Result<DirIndex> {
+        let records = self.store.dir_read(dir.ino)?;
+        let next_cookie = dir.meta.lock().rec.next_cookie;
+        Ok(DirIndex::from_records(records, next_cookie))
+    }
+
+    /// The directory's stripes `which` locked, with its index loaded.
+    pub fn dir_write<'a>(&self, dir: &'a Inode, which: Stripes<'_>) -> Result<DirWrite<'a>> {
         let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
-        state
-            .lock()
-            .loaded(|| Ok(DirIndex::from_records(self.store.dir_read(dir.ino)?)))
+        state.write(which, || self.load_index(dir))
+    }
+
+    /// A directory's own mode or owner changing: hold every stripe (and
+    /// the load lock) so that no create, link or rename into it runs on
+    /// checks made against the old ones. `None` for a non-directory.
+    pub fn dir_freeze<'a>(&self, dir: &'a Inode) -> Option<DirFrozen<'a>> {
+        match &dir.body {
+            Body::Dir(state) => Some(state.freeze()),
+            _ => None,
+        }
     }
 
     /// For a directory about to lose its last name (rmdir, rename over it):
@@ -116,32 +132,31 @@ impl FsInner {
         if !is_dir {
             return Ok(None);
         }
-        let idx = self.dir_write(victim)?;
+        let idx = self.dir_write(victim, Stripes::All)?;
         if idx.len() != 0 {
             return Err(Errno::ENOTEMPTY);
         }
         Ok(Some(idx))
     }
 
-    /// Add entry `name → (ino, kind)` to `dir`: commit `txn` (the records
-    /// that must agree with the entry: a new inode's, a link target's) with
-    /// the entry as one store transaction, then publish to the index and
-    /// the directory's attributes. On an error nothing changed. The
-    /// directory's own record is not in the transaction (its size and next
-    /// cookie are derived from its entries after a crash, docs/FORMAT.md).
-    #[allow(clippy::too_many_arguments)]
+    /// Add entry `name → (ino, kind)` to `dir` under its stripe (held in
+    /// `idx`): commit `txn` (the records that must agree with the entry: a
+    /// new inode's, a link target's) with the entry as one store
+    /// transaction, then publish it to the index; its cookie. On an error
+    /// nothing changed. The directory's own record is not in the
+    /// transaction (its size and next cookie are derived from its entries
+    /// after a crash, docs/FORMAT.md): [`entry_added`](Self::entry_added)
+    /// updates it in memory.
     pub fn add_entry(
         &self,
         dir: &Inode,
         idx: &mut DirWrite<'_>,
-        dm: &mut Meta,
         name: &[u8],
         ino: Ino,
         kind: FileKind,
         mut txn: Txn,
-        now: Timespec,
-    ) -> Result<()> {
-        let cookie = dm.rec.next_cookie;
+    ) -> Result<u64> {
+        let cookie = idx.new_cookie(name);
         txn.push(TxnOp::PutEntry(
             dir.ino,
             DirEntryRecord {
@@ -152,32 +167,51 @@ impl FsInner {
             },
         ))?;
         self.store.commit(&txn)?;
-        dm.rec.next_cookie += 1;
         idx.insert(name, Slot { ino, kind, cookie });
-        dm.rec.size += DIRENT_SIZE;
-        touch_mc(dir, dm, now);
-        Ok(())
+        Ok(cookie)
     }
 
-    /// Remove entry `name` from `dir`: commit `txn` (the unlinked inode's
-    /// record) with the removal, then update the index and the directory's
-    /// attributes. On an error nothing changed.
+    /// The directory's attributes after [`add_entry`](Self::add_entry)
+    /// (its stripe still held, so a later change of the same name comes
+    /// after): size, times, next cookie, and a subdirectory's link.
+    /// The times are read under `meta`, so that a directory's mtime never
+    /// goes back while changes of different stripes finish out of order.
+    pub fn entry_added(&self, dir: &Inode, cookie: u64, kind: FileKind) {
+        let mut dm = dir.meta.lock();
+        dm.rec.next_cookie = dm.rec.next_cookie.max(cookie + 1);
+        dm.rec.size += DIRENT_SIZE;
+        if kind == FileKind::Directory {
+            dm.rec.nlink += 1;
+        }
+        touch_mc(dir, &mut dm, Timespec::now());
+    }
+
+    /// Remove entry `name` from `dir` under its stripe: commit `txn` (the
+    /// unlinked inode's record) with the removal, then update the index.
+    /// On an error nothing changed. Then [`entry_removed`](Self::entry_removed).
     pub fn remove_entry(
         &self,
         dir: &Inode,
         idx: &mut DirWrite<'_>,
-        dm: &mut Meta,
         name: &[u8],
         mut txn: Txn,
-        now: Timespec,
     ) -> Result<()> {
         txn.push(TxnOp::RemoveEntry(dir.ino, name.to_vec()))?;
         self.store.commit(&txn)?;
         idx.remove(name);
+        Ok(())
+    }
+
+    /// The directory's attributes after [`remove_entry`](Self::remove_entry).
+    pub fn entry_removed(&self, dir: &Inode, was_dir: bool) {
+        let mut dm = dir.meta.lock();
         debug_assert!(dm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
         dm.rec.size -= DIRENT_SIZE;
-        touch_mc(dir, dm, now);
-        Ok(())
+        if was_dir {
+            debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
+            dm.rec.nlink -= 1;
+        }
+        touch_mc(dir, &mut dm, Timespec::now());
     }
 
     /// Create `name` in `parent` (mknod, mkdir, symlink).
@@ -207,9 +241,11 @@ impl FsInner {
     /// taken, from the parent's attributes read under its `meta`; under the
     /// lock the checks are repeated and, if the parent's owner or mode moved
     /// meanwhile (so inheritance or permission could differ), the inode is
-    /// discarded and the create starts over. The entry lock is held only
-    /// to link the name (the store's entry, the index, the directory's
-    /// attributes), so creates in one directory serialise on that alone.
+    /// discarded and the create starts over. Only the name's stripe of the
+    /// directory's entry lock is held, to link the name (the store's entry,
+    /// the index) and then update the directory's attributes under its
+    /// `meta` briefly, so creates of names in different stripes of one
+    /// directory run side by side.
     pub fn create_in(
         &self,
         cred: &Cred,
@@ -219,7 +255,7 @@ impl FsInner {
         exclusive: bool,
     ) -> Result<Made<'_>> {
         loop {
-            // Load the index (under the entry lock) before taking `meta`.
+            // Load the index (under the load lock) before taking `meta`.
             let exists = self.dir_read(dir)?.get(name).is_some();
             let parent = {
                 let dm = dir.meta.lock();
@@ -230,20 +266,24 @@ impl FsInner {
             };
             // No lock held: the icache insert may wait (lock order).
             let inode = self.alloc_inode(cred, &parent, n)?;
-            let mut idx = match self.dir_write(dir) {
+            let mut idx = match self.dir_write(dir, Stripes::Of(&[name])) {
                 Ok(idx) => idx,
                 Err(e) => {
                     self.discard_new(&inode);
                     return Err(e);
                 }
             };
-            let mut dm = dir.meta.lock();
-            let exists = idx.get(name).is_some();
-            let again = create_checks(cred, &dm, exists, n, exclusive);
+            // Under the name's stripe the checks stay true until the entry
+            // is linked: the directory's death (rmdir) and a change of its
+            // mode or owner (setattr) take every stripe.
+            let again = {
+                let dm = dir.meta.lock();
+                let exists = idx.get(name).is_some();
+                create_checks(cred, &dm, exists, n, exclusive)
+            };
             match again {
                 Ok(Some(p)) if p == parent => {}
                 other => {
-                    drop(dm);
                     drop(idx);
                     self.discard_new(&inode);
                     match other? {
@@ -253,10 +293,9 @@ impl FsInner {
                     }
                 }
             }
-            let now = Timespec::now();
-            // The new inode's whole record goes with its entry (its meta
-            // after the directory's, per the lock order): the store never
-            // holds an entry to a free number or a record nothing links.
+            // The new inode's whole record goes with its entry: the store
+            // never holds an entry to a free number or a record nothing
+            // links.
             let mut nm = inode.meta.lock();
             let mut txn = Txn::new();
             let mut in_store = false;
@@ -264,24 +303,24 @@ impl FsInner {
                 .txn_record(&mut txn, || nm.rec.clone())
                 .and_then(|put| {
                     in_store = put;
-                    self.add_entry(dir, &mut idx, &mut dm, name, inode.ino, n.kind, txn, now)
+                    self.add_entry(dir, &mut idx, name, inode.ino, n.kind, txn)
                 });
-            if let Err(e) = linked {
-                drop(nm);
-                drop(dm);
-                drop(idx);
-                self.discard_new(&inode);
-                return Err(e);
-            }
+            let cookie = match linked {
+                Ok(cookie) => cookie,
+                Err(e) => {
+                    drop(nm);
+                    drop(idx);
+                    self.discard_new(&inode);
+                    return Err(e);
+                }
+            };
             // The store has exactly this record now (a volatile store gets
             // it at writeback: the inode stays dirty).
             if in_store {
                 nm.dirty = false;
             }
             drop(nm);
-            if n.kind == FileKind::Directory {
-                dm.rec.nlink += 1;
-            }
+            self.entry_added(dir, cookie, n.kind);
             return Ok(Made::New(inode));
         }
     }
@@ -456,8 +495,8 @@ impl Fs {
             return Err(Errno::EEXIST);
         }
         check_name(newname)?;
-        let mut idx = fs.dir_write(&dir)?;
-        let mut dm = dir.meta.lock();
+        let mut idx = fs.dir_write(&dir, Stripes::Of(&[newname]))?;
+        let dm = dir.meta.lock();
         if dm.rec.nlink == 0 {
             return Err(Errno::ENOENT);
         }
@@ -478,6 +517,8 @@ impl Fs {
             return Err(Errno::EPERM);
         }
         perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+        // The stripe keeps these checks true (see `create_in`).
+        drop(dm);
         if m.rec.nlink == 0 || m.freed {
             return Err(Errno::ENOENT);
         }
@@ -487,11 +528,14 @@ impl Fs {
         // across the commit so no other link or unlink interleaves.
         let mut txn = Txn::new();
         fs.txn_record(&mut txn, || relinked(&m.rec, m.rec.nlink + 1, now))?;
-        fs.add_entry(&dir, &mut idx, &mut dm, newname, ino, inode.kind, txn, now)?;
+        let cookie = fs.add_entry(&dir, &mut idx, newname, ino, inode.kind, txn)?;
         m.rec.nlink += 1;
         m.lookups += 1;
         touch_c(&inode, &mut m, now);
-        Ok(Attr::from_record(&m.rec))
+        let attr = Attr::from_record(&m.rec);
+        drop(m);
+        fs.entry_added(&dir, cookie, inode.kind);
+        Ok(attr)
     }
 
     /// Remove a non-directory entry.
@@ -519,7 +563,7 @@ impl Fs {
         // the lock covers only the checks and the unlink itself.
         let (child, mut idx) = loop {
             let child = fs.lookup_child(&dir, name)?;
-            let idx = fs.dir_write(&dir)?;
+            let idx = fs.dir_write(&dir, Stripes::Of(&[name]))?;
             match idx.get(name) {
                 // A reference does not keep an unlinked inode from being
                 // freed and its number reused: the same number is the same
@@ -552,7 +596,6 @@ impl Fs {
         let now = Timespec::now();
         {
             let _victim_lock = fs.lock_empty_victim(&child, is_dir)?;
-            let mut dm = dir.meta.lock();
             let mut cm = child.meta.lock();
             // The victim's new link count goes with the removal (0: the
             // store lists it as an orphan until it is freed).
@@ -564,14 +607,12 @@ impl Fs {
             };
             let mut txn = Txn::new();
             fs.txn_record(&mut txn, || relinked(&cm.rec, nlink, now))?;
-            fs.remove_entry(&dir, &mut idx, &mut dm, name, txn, now)?;
-            if is_dir {
-                debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
-                dm.rec.nlink -= 1;
-            }
+            fs.remove_entry(&dir, &mut idx, name, txn)?;
             cm.rec.nlink = nlink;
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(child.ino, &cm);
+            drop(cm);
+            fs.entry_removed(&dir, is_dir);
         }
         drop(idx);
         fs.maybe_free(&child);

@@ -1,21 +1,24 @@
 //! rename and renameat2 (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
 //!
 //! Locks, in the mount's order (see `fs`): the rename lock for
-//! cross-directory renames; the two directories' entry locks (ancestor
-//! first, unrelated ones by inode number) and a replaced directory's entry
-//! lock; then `meta`s: the records that go into the store transaction are
+//! cross-directory renames; the stripes of the two names in their
+//! directories' entry locks (ancestor first, unrelated ones by inode
+//! number; both names' stripes at once, ascending, within one directory)
+//! and every stripe of a replaced directory; then `meta`s: the records that go into the store transaction are
 //! held across the commit — a replaced inode's (its link count) and a
 //! moved directory's (its parent); two are held together only when both
 //! are directories, which the ancestor checks make unrelated, lower inode
 //! number first. The directories' own `meta`s are taken one at a time
-//! after the commit.
+//! after the commit; their times are read under them, so that a
+//! directory's mtime never goes back while changes under different stripes
+//! finish out of order.
 //!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
 //! — at most 4 operations.
 
 use crate::attr_seq::MetaGuard;
-use crate::dir::{DirWrite, Slot};
+use crate::dir::{DirWrite, Slot, Stripes};
 use crate::fs::{check_link_room, check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef};
 use crate::inode::Inode;
 use crate::namei::relinked;
@@ -65,7 +68,7 @@ impl Fs {
         check_name(name)?;
         check_name(newname)?;
         if parent == newparent {
-            let mut idx = fs.dir_write(&odir)?;
+            let mut idx = fs.dir_write(&odir, Stripes::Of(&[name, newname]))?;
             let victim = self.rename_locked(cred, &odir, &mut idx, None, name, newname, flags)?;
             drop(idx);
             if let Some(v) = victim {
@@ -83,11 +86,11 @@ impl Fs {
             parent < newparent
         };
         let (mut oidx, mut nidx) = if old_first {
-            let o = fs.dir_write(&odir)?;
-            (o, fs.dir_write(&ndir)?)
+            let o = fs.dir_write(&odir, Stripes::Of(&[name]))?;
+            (o, fs.dir_write(&ndir, Stripes::Of(&[newname]))?)
         } else {
-            let n = fs.dir_write(&ndir)?;
-            (fs.dir_write(&odir)?, n)
+            let n = fs.dir_write(&ndir, Stripes::Of(&[newname]))?;
+            (fs.dir_write(&odir, Stripes::Of(&[name]))?, n)
         };
         let victim = self.rename_locked(
             cred,
@@ -300,7 +303,7 @@ impl Fs {
             }
             for d in [odir, ndir] {
                 let mut m = d.meta.lock();
-                touch_mc(d, &mut m, now);
+                touch_mc(d, &mut m, Timespec::now());
             }
             return Ok(None);
         }
@@ -310,7 +313,7 @@ impl Fs {
             Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
             None => None,
         };
-        let cookie = ndir.meta.lock().rec.next_cookie;
+        let cookie = nidx!().new_cookie(newname);
         let moved = Slot { cookie, ..oslot };
         let mut txn = Txn::new();
         txn.push(TxnOp::PutEntry(ndir.ino, entry_record(newname, moved)))?;
@@ -361,7 +364,7 @@ impl Fs {
         nidx!().insert(newname, moved);
         {
             let mut ndm = ndir.meta.lock();
-            ndm.rec.next_cookie = cookie + 1;
+            ndm.rec.next_cookie = ndm.rec.next_cookie.max(cookie + 1);
             if target.is_none() {
                 ndm.rec.size += DIRENT_SIZE;
             }
@@ -372,7 +375,7 @@ impl Fs {
             if old_is_dir && cross {
                 ndm.rec.nlink += 1;
             }
-            touch_mc(ndir, &mut ndm, now);
+            touch_mc(ndir, &mut ndm, Timespec::now());
         }
         oidx.remove(name);
         {
@@ -383,7 +386,7 @@ impl Fs {
                 debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
                 odm.rec.nlink -= 1;
             }
-            touch_mc(odir, &mut odm, now);
+            touch_mc(odir, &mut odm, Timespec::now());
         }
         drop(t_idx);
         Ok(target)

@@ -67,8 +67,9 @@ pub struct CacheConfig {
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
     /// Let the kernel cache directory listings across opens
-    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; on by default,
-    /// `-o nocache_dir` turns it off). Correct while every change of a
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; off by default,
+    /// `-o cache_dir` turns it on: the kernel's cache can serve a listing
+    /// made stale by a concurrent change, docs/FUSE.md). Meant to be correct while every change of a
     /// directory goes through this kernel, which drops its cached listing
     /// itself when it creates, removes or renames an entry; the one change
     /// it does not see, a moved directory's `..`, the handler invalidates
@@ -83,7 +84,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
-            cache_dir: true,
+            cache_dir: false,
         }
     }
 }

@@ -1,9 +1,16 @@
 //! `MemoryStore`: the embedded default store, all in process memory.
 //!
 //! Locking rules:
-//! * `inodes[s]`, `dirs[s]`, `pages[s]`: one mutex per shard, chosen by
+//! * `inodes[s]`, `pages[s]`: one mutex per shard, chosen by
 //!   `ino % SHARDS`; each protects the records of the inodes in its shard.
 //!   No call holds two of these at once (except `unwritten[s]` below).
+//! * `dirs[s]`: one mutex per shard of directory entries, chosen by a hash
+//!   of (directory, name), so that changes of different names in one
+//!   directory take different locks (the engine changes them side by side
+//!   under different stripes of the directory). Reading a whole directory
+//!   visits every shard; a directory's map in a shard is removed with its
+//!   last entry, so an empty directory holds nothing here (the engine
+//!   frees only empty directories, and `free_ino` does not visit these).
 //! * `ino_lanes[l]` (mutex, one cache line each): lane `l`'s inode-number
 //!   allocator — numbers it freed (reused first, newest first) and a chunk of
 //!   never-used numbers. A thread allocates and frees on its own lane only,
@@ -24,6 +31,7 @@ use std::collections::BTreeMap;
 // foldhash (randomly seeded per map) rather than SipHash: names and numbers
 // hash several times faster, and a chosen-collision attack still needs the seed.
 use foldhash::{HashMap, HashMapExt};
+use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,6 +83,7 @@ type PageMap = BTreeMap<u64, Box<Page>>;
 pub struct MemoryStore {
     inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
     dirs: Vec<Mutex<HashMap<Ino, DirMap>>>,
+    entry_hasher: foldhash::fast::RandomState,
     pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
     ino_lanes: Box<[Mutex<InoLane>]>,
     next_chunk: AtomicU64,
@@ -96,6 +105,7 @@ impl MemoryStore {
         MemoryStore {
             inodes: shards(),
             dirs: shards(),
+            entry_hasher: foldhash::fast::RandomState::default(),
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
             next_chunk: AtomicU64::new(ROOT_INO + 1),
@@ -107,6 +117,11 @@ impl MemoryStore {
                 used_inodes: 0,
             }),
         }
+    }
+
+    fn entry_shard(&self, dir: Ino, name: &[u8]) -> &Mutex<HashMap<Ino, DirMap>> {
+        let h = self.entry_hasher.hash_one((dir, name));
+        &self.dirs[(h as usize) % SHARDS]
     }
 
     fn ino_lane(&self) -> &Mutex<InoLane> {
@@ -167,7 +182,6 @@ impl Store for MemoryStore {
         }
         let s = shard(ino);
         self.inodes[s].lock().remove(&ino);
-        self.dirs[s].lock().remove(&ino);
         self.pages[s].lock().remove(&ino);
         self.ino_lane().lock().freed.push(ino);
         self.unwritten[s].lock().remove(&ino);
@@ -190,18 +204,19 @@ impl Store for MemoryStore {
     }
 
     fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
-        let dirs = self.dirs[shard(dir)].lock();
-        match dirs.get(&dir) {
-            None => Ok(Vec::new()),
-            Some(m) => m
-                .iter()
-                .map(|(name, v)| DirEntryRecord::decode_value(name, v))
-                .collect(),
+        let mut out = Vec::new();
+        for shard in &self.dirs {
+            if let Some(m) = shard.lock().get(&dir) {
+                for (name, v) in m {
+                    out.push(DirEntryRecord::decode_value(name, v)?);
+                }
+            }
         }
+        Ok(out)
     }
 
     fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
-        self.dirs[shard(dir)]
+        self.entry_shard(dir, &entry.name)
             .lock()
             .entry(dir)
             .or_default()
@@ -210,8 +225,12 @@ impl Store for MemoryStore {
     }
 
     fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
-        if let Some(m) = self.dirs[shard(dir)].lock().get_mut(&dir) {
+        let mut shard = self.entry_shard(dir, name).lock();
+        if let Some(m) = shard.get_mut(&dir) {
             m.remove(name);
+            if m.is_empty() {
+                shard.remove(&dir);
+            }
         }
         Ok(())
     }
