@@ -329,12 +329,14 @@ impl MetaLock {
     }
 
     /// The mirror, without the lock.
+    #[inline]
     pub fn attr(&self) -> AttrSnapshot {
         self.attr.read()
     }
 
     /// The mirror's permission group (mode, owner, `freed`), without the
     /// lock and without reading the line times and sizes live on.
+    #[inline]
     pub fn perm_attr(&self) -> PermSnapshot {
         self.attr.read_perm()
     }

@@ -142,11 +142,13 @@ impl DirIndex {
     }
 
     /// The entry `name`, lock-free.
+    #[inline]
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         self.names.get(name, guard)
     }
 
     /// The entry `name` with its node's identity (see [`NameTable::holds`]).
+    #[inline]
     pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
         self.names.get_entry(name, guard)
     }
@@ -268,6 +270,7 @@ pub(crate) enum Stripes<'n> {
 
 impl DirState {
     /// The loaded index, lock-free, or `None` when not loaded.
+    #[inline]
     pub fn index<'g>(&self, _guard: &'g Guard) -> Option<&'g DirIndex> {
         let p = self.index.load(Ordering::Acquire);
         // SAFETY: an index taken out of `self.index` is freed through
@@ -280,6 +283,7 @@ impl DirState {
     /// and reloaded has new nodes) and `e`'s node is still in it? Then the
     /// entry stayed linked from the lookup until now, so the inode it names
     /// was not freed and its number not reused in between.
+    #[inline]
     pub fn still_holds(&self, index: &DirIndex, e: &EntryRef<'_>, guard: &Guard) -> bool {
         ptr::eq(self.index.load(Ordering::Acquire), index) && index.names.holds(e, guard)
     }

@@ -93,6 +93,7 @@ impl Level {
 }
 
 /// The sub-level a slot's value points at, if it is tagged as one.
+#[inline]
 fn sub_level(p: *mut Node) -> Option<*mut Level> {
     if p as usize & SUB_TAG != 0 {
         Some((p as usize & !SUB_TAG) as *mut Level)
@@ -106,6 +107,7 @@ fn tagged(level: *mut Level) -> *mut Node {
     (level as usize | SUB_TAG) as *mut Node
 }
 
+#[inline]
 fn slot_index(hash: u64, depth: u32) -> usize {
     (hash >> (depth * FANOUT_BITS)) as usize & (FANOUT - 1)
 }
@@ -200,6 +202,7 @@ impl<A> NameTable<A> {
     }
 
     /// Find `name` and the link that points at it (a slot or a `next`).
+    #[inline]
     fn find<'g>(
         &'g self,
         hash: u64,
@@ -231,6 +234,7 @@ impl<A> NameTable<A> {
     }
 
     /// The entry `name`, lock-free.
+    #[inline]
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
         self.find(hash, name, guard).map(|(_, n)| n.slot)
@@ -238,6 +242,7 @@ impl<A> NameTable<A> {
 
     /// The entry `name` with the identity of the node that holds it, for
     /// [`holds`](Self::holds) under the same guard.
+    #[inline]
     pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
         let hash = self.hasher.hash_one(name);
         self.find(hash, name, guard)
@@ -251,6 +256,7 @@ impl<A> NameTable<A> {
     /// until now — what Linux validates with a dentry's `d_seq`, per entry
     /// rather than per directory (a removal of another name does not
     /// disturb this reader).
+    #[inline]
     pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
         self.find(e.node.hash, &e.node.name, guard)
             .is_some_and(|(_, n)| ptr::eq(n, e.node))

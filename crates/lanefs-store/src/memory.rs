@@ -8,9 +8,12 @@
 //!   of (directory, name), so that changes of different names in one
 //!   directory take different locks (the engine changes them side by side
 //!   under different stripes of the directory). Reading a whole directory
-//!   visits every shard; a directory's map in a shard is removed with its
-//!   last entry, so an empty directory holds nothing here (the engine
-//!   frees only empty directories, and `free_ino` does not visit these).
+//!   visits every shard. A directory's map in a shard that loses its last
+//!   entry stays (a name renamed back and forth would otherwise free and
+//!   allocate a map each time) until the shard holds [`EMPTY_MAPS_MAX`]
+//!   such maps, when one sweep drops them all: the engine frees only empty
+//!   directories and `free_ino` does not visit these shards, so this
+//!   bounds what removed directories leave behind.
 //! * `ino_lanes[l]` (mutex, one cache line each): lane `l`'s inode-number
 //!   allocator — numbers it freed (reused first, newest first) and a chunk of
 //!   never-used numbers. A thread allocates and frees on its own lane only,
@@ -77,12 +80,23 @@ impl Default for MemoryStoreConfig {
 }
 
 type DirMap = HashMap<Vec<u8>, [u8; 17]>;
+
+/// Empty directory maps a shard keeps before it sweeps them.
+const EMPTY_MAPS_MAX: usize = 256;
+
+/// One shard of directory entries.
+#[derive(Default)]
+struct EntryShard {
+    maps: HashMap<Ino, DirMap>,
+    /// Maps in `maps` that became empty (some may have refilled since).
+    emptied: usize,
+}
 type PageMap = BTreeMap<u64, Box<Page>>;
 
 /// An in-memory [`Store`]. Nothing survives the process.
 pub struct MemoryStore {
     inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
-    dirs: Vec<Mutex<HashMap<Ino, DirMap>>>,
+    dirs: Vec<Mutex<EntryShard>>,
     entry_hasher: foldhash::fast::RandomState,
     pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
     ino_lanes: Box<[Mutex<InoLane>]>,
@@ -104,7 +118,7 @@ impl MemoryStore {
     pub fn new(cfg: MemoryStoreConfig) -> MemoryStore {
         MemoryStore {
             inodes: shards(),
-            dirs: shards(),
+            dirs: (0..SHARDS).map(|_| Mutex::default()).collect(),
             entry_hasher: foldhash::fast::RandomState::default(),
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
@@ -119,7 +133,7 @@ impl MemoryStore {
         }
     }
 
-    fn entry_shard(&self, dir: Ino, name: &[u8]) -> &Mutex<HashMap<Ino, DirMap>> {
+    fn entry_shard(&self, dir: Ino, name: &[u8]) -> &Mutex<EntryShard> {
         let h = self.entry_hasher.hash_one((dir, name));
         &self.dirs[(h as usize) % SHARDS]
     }
@@ -206,7 +220,7 @@ impl Store for MemoryStore {
     fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
         let mut out = Vec::new();
         for shard in &self.dirs {
-            if let Some(m) = shard.lock().get(&dir) {
+            if let Some(m) = shard.lock().maps.get(&dir) {
                 for (name, v) in m {
                     out.push(DirEntryRecord::decode_value(name, v)?);
                 }
@@ -218,6 +232,7 @@ impl Store for MemoryStore {
     fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
         self.entry_shard(dir, &entry.name)
             .lock()
+            .maps
             .entry(dir)
             .or_default()
             .insert(entry.name.clone(), entry.encode_value());
@@ -226,10 +241,15 @@ impl Store for MemoryStore {
 
     fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
         let mut shard = self.entry_shard(dir, name).lock();
-        if let Some(m) = shard.get_mut(&dir) {
-            m.remove(name);
-            if m.is_empty() {
-                shard.remove(&dir);
+        let emptied = match shard.maps.get_mut(&dir) {
+            Some(m) => m.remove(name).is_some() && m.is_empty(),
+            None => false,
+        };
+        if emptied {
+            shard.emptied += 1;
+            if shard.emptied >= EMPTY_MAPS_MAX {
+                shard.maps.retain(|_, m| !m.is_empty());
+                shard.emptied = 0;
             }
         }
         Ok(())
