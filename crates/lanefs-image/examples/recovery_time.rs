@@ -91,6 +91,7 @@ fn prepare(files: u64, img: &Path, copy: &Path) {
         img,
         &ImageConfig {
             commit_interval: None,
+            cache_bytes: None,
         },
     )
     .unwrap();
@@ -144,6 +145,7 @@ fn open(files: u64, copy: &Path) {
         copy,
         &ImageConfig {
             commit_interval: None,
+            cache_bytes: None,
         },
     )
     .unwrap();

@@ -138,6 +138,7 @@ pub fn check_image_input(data: &[u8]) -> FuzzOutcome {
     let mut out = FuzzOutcome::default();
     let cfg = ImageConfig {
         commit_interval: None,
+        cache_bytes: None,
     };
     if let Ok(s) = ImageStore::open_device(Arc::new(MemDevice::from_bytes(img.clone())), &cfg) {
         out.opened = true;

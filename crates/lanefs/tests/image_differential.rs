@@ -30,6 +30,7 @@ const CACHE_OBJECTS: usize = 16;
 fn store_config() -> ImageConfig {
     ImageConfig {
         commit_interval: None,
+        cache_bytes: None,
     }
 }
 

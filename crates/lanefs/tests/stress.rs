@@ -79,6 +79,7 @@ fn open_image_small_cache(img: &Path) -> io::Result<Filesystem> {
     };
     let store = lanefs::ImageConfig {
         commit_interval: Some(std::time::Duration::from_millis(20)),
+        cache_bytes: None,
     };
     Filesystem::open_image_with(img, &store, config)
 }

@@ -1,0 +1,176 @@
+//! The store's memory budget: reading evicted objects back from their
+//! homes, evicting clean ones, checkpointing when unsaved objects pile up,
+//! and listing live inodes when not every object is held.
+//!
+//! The budget (`ImageConfig::cache_bytes`) is split evenly over the
+//! `SHARDS` shard maps (inode numbers spread evenly over them), so no
+//! counter is shared between shards: each shard keeps its own estimate
+//! (`cache.rs`) under its own mutex. Locks: everything here runs under the
+//! shard mutex of the object concerned (taken by the caller, in the order
+//! of `store.rs`), except [`Inner::relieve`], which a call runs after it
+//! has released every lock (it takes a checkpoint: `ckpt`, then gates,
+//! ...), and [`Inner::list_live`], which holds `ckpt` (outermost) for the
+//! whole scan so that no home moves while it reads the tables, then one
+//! shard mutex at a time. No new atomics.
+//!
+//! Bounds: a shard holds its share of the budget, plus the objects in use
+//! by calls under way, plus unsaved objects up to its share of the dirty
+//! limit (`max(budget / 2, UNSAVED_MIN)`), plus objects that are never
+//! evictable (bad ones, link count 0 with an orphan slot). Each call moves
+//! the CLOCK hand at most `EVICT_STEPS` times, so eviction is amortised
+//! over calls; a checkpoint trims every shard it wrote to.
+
+use lanefs_store::{Ino, Result};
+
+use crate::cache::ObjMap;
+use crate::itable::read_home;
+use crate::layout::{BLOCK, SLOT, SLOTS_PER_BLOCK};
+use crate::object::{self, SLOT_LIVE};
+use crate::store::{shard, Inner, SHARDS};
+
+/// Most CLOCK steps one call takes (eviction is amortised over calls).
+pub const EVICT_STEPS: usize = 32;
+/// Least unsaved bytes (over all shards) before a call checkpoints: with
+/// a tiny budget every few calls would checkpoint otherwise.
+pub const UNSAVED_MIN: u64 = 256 << 10;
+
+/// Per-shard limits of the object cache.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheLimits {
+    /// Clean objects are evicted above this (`None`: unbounded).
+    pub shard_bytes: Option<u64>,
+    /// Unsaved bytes above this make a call checkpoint.
+    pub shard_unsaved: u64,
+}
+
+impl CacheLimits {
+    pub fn new(cache_bytes: Option<u64>) -> CacheLimits {
+        match cache_bytes {
+            None => CacheLimits::default(),
+            Some(b) => CacheLimits {
+                shard_bytes: Some(b / SHARDS as u64),
+                shard_unsaved: (b / 2).max(UNSAVED_MIN) / SHARDS as u64,
+            },
+        }
+    }
+
+    pub fn bounded(&self) -> bool {
+        self.shard_bytes.is_some()
+    }
+}
+
+/// How far a shard is over its dirty limit after a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pressure {
+    None,
+    /// Over the limit: checkpoint unless one is running.
+    Soft,
+    /// Over twice the limit: checkpoint (wait for the running one).
+    Hard,
+}
+
+impl Inner {
+    /// Make sure the object of `ino` is in `m` (its shard, locked): under a
+    /// budget, one not held is read back from its home. Unbounded, every
+    /// object with a home is held from open, so an absent one is free.
+    pub fn ensure(&self, m: &mut ObjMap, ino: Ino) -> Result<()> {
+        if !self.limits.bounded() || m.contains(ino) {
+            return Ok(());
+        }
+        let obj = read_home(&*self.dev, &self.geo, ino)?;
+        m.insert(ino, obj);
+        Ok(())
+    }
+
+    /// Evict clean objects of `m` while it is over its share (bounded).
+    pub fn trim(&self, m: &mut ObjMap) {
+        if let Some(limit) = self.limits.shard_bytes {
+            m.evict(limit, EVICT_STEPS);
+        }
+    }
+
+    pub fn pressure(&self, m: &ObjMap) -> Pressure {
+        if !self.limits.bounded() {
+            return Pressure::None;
+        }
+        let (_, unsaved) = m.bytes();
+        let limit = self.limits.shard_unsaved;
+        if unsaved > 2 * limit {
+            Pressure::Hard
+        } else if unsaved > limit {
+            Pressure::Soft
+        } else {
+            Pressure::None
+        }
+    }
+
+    /// Checkpoint so that unsaved objects become clean and evictable. Run
+    /// by a call that left one of `shards` over its dirty limit, with no
+    /// lock held. A soft call leaves it to a checkpoint already running; a
+    /// hard one waits its turn and checkpoints unless the shards are back
+    /// under their limit by then.
+    pub fn relieve(&self, pressure: Pressure, shards: &[usize]) -> Result<()> {
+        if pressure == Pressure::Soft && self.ckpt.is_locked() {
+            return Ok(());
+        }
+        let still = shards
+            .iter()
+            .any(|&s| self.pressure(&self.shards[s].lock()) != Pressure::None);
+        if still {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Every live inode: held objects as they are, the others as their
+    /// homes say (the newer valid slot is live and holds a record).
+    pub fn list_live(&self) -> Result<Vec<Ino>> {
+        let _homes_stay = self.ckpt.lock();
+        let geo = &self.geo;
+        let bs = BLOCK as u64;
+        let inodes_per_block = SLOTS_PER_BLOCK / 2;
+        let chunk_blocks = 256u64.min(geo.itable_blocks.max(1));
+        let mut buf = vec![0u8; chunk_blocks as usize * BLOCK];
+        let mut live = Vec::new();
+        for g in 0..geo.groups {
+            let mut blk = 0;
+            while blk < geo.itable_blocks {
+                let nb = chunk_blocks.min(geo.itable_blocks - blk);
+                let table = &mut buf[..nb as usize * BLOCK];
+                self.dev
+                    .read_at(table, (geo.group_first_block(g) + blk) * bs)?;
+                for k in 0..nb * inodes_per_block {
+                    let ino = geo.ino_of(g, blk * inodes_per_block + k);
+                    let at = (2 * k) as usize * SLOT;
+                    let m = self.shards[shard(ino)].lock();
+                    let is_live = match m.get(&ino) {
+                        Some(o) => o.rec.is_some(),
+                        None => home_is_live(&table[at..at + 2 * SLOT], ino),
+                    };
+                    if is_live {
+                        live.push(ino);
+                    }
+                }
+                blk += nb;
+            }
+        }
+        Ok(live)
+    }
+}
+
+/// Whether a slot pair's newer valid slot is live with a record (the
+/// image starts with the record's length). A torn pair is not listed: the
+/// object is bad when read (EIO), as a bad object is not listed when held.
+fn home_is_live(pair: &[u8], ino: Ino) -> bool {
+    let (Ok(a), Ok(b)) = (
+        object::decode_slot(&pair[..SLOT], ino),
+        object::decode_slot(&pair[SLOT..], ino),
+    ) else {
+        return false;
+    };
+    let newer = match (a, b) {
+        (Some(x), Some(y)) => Some(if y.stamp > x.stamp { y } else { x }),
+        (x, y) => x.or(y),
+    };
+    newer.is_some_and(|s| s.state == SLOT_LIVE && s.inline.len() >= 4 && s.inline[..4] != [0; 4])
+}
