@@ -46,6 +46,9 @@ pub struct ObjMap {
     bytes: u64,
     /// Estimated bytes of the objects with changes not at their home.
     unsaved: u64,
+    /// Objects read back from their homes (`store_cache.rs`) and evicted.
+    pub reads: u64,
+    pub evictions: u64,
 }
 
 /// Mutable access to one object that keeps its map's figures exact.
@@ -248,6 +251,7 @@ impl ObjMap {
                 self.hand += 1;
             }
         }
+        self.evictions += dropped as u64;
         dropped
     }
 }

@@ -62,3 +62,4 @@ pub use fsck::{fsck, fsck_device, FsckReport};
 pub use layout::{Geometry, BLOCK, SECTOR};
 pub use recover::{describe_open_error, mkfs, mkfs_device};
 pub use store::{ImageConfig, ImageStore, RecoveryReport, COMMIT_INTERVAL_DEFAULT};
+pub use store_cache::CacheStats;

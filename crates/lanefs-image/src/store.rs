@@ -25,9 +25,10 @@
 //!   a budget (`ImageConfig::cache_bytes`) an object not held is read back
 //!   from its home while its shard is locked, and a call that leaves its
 //!   shard over its share evicts clean objects there, a bounded number of
-//!   steps at a time (`store_cache.rs`). A call that leaves a shard with
-//!   more unsaved bytes than its share of the dirty limit checkpoints after
-//!   releasing every lock it holds (as a full lane buffer commits).
+//!   steps at a time (`store_cache.rs`). A call that leaves the store with
+//!   more unsaved bytes than the dirty limit checkpoints after releasing
+//!   every lock it holds (as a full lane buffer commits); the per-shard
+//!   unsaved figures it sums are atomics described in `store_cache.rs`.
 //! * `usage[l]`, then `sb` (mutexes): the per-lane usage records and the
 //!   store superblock record, taken after shards.
 //! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call (its
@@ -62,7 +63,7 @@ use crate::journal::{
 use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
 use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
-use crate::store_cache::{CacheLimits, Pressure};
+use crate::store_cache::{CacheLimits, CacheStats, Pressure};
 
 /// Inode shards.
 pub const SHARDS: usize = 64;
@@ -356,9 +357,9 @@ impl Inner {
             }
         }
         let mut pressure = Pressure::None;
-        for (_, g) in &mut guards {
+        for (s, g) in &mut guards {
             self.trim(g);
-            pressure = pressure.max(self.pressure(g));
+            pressure = pressure.max(self.pressure(*s, g));
         }
         drop(sb_guard);
         drop(usage_guards);
@@ -524,6 +525,7 @@ impl Inner {
             }
             // Now clean (unless changed since the snapshot): evictable.
             self.trim(&mut m);
+            self.pressure(shard(ino), &m);
             drop(m);
             for b in old_blocks.iter().filter(|b| !new_blocks.contains(b)) {
                 self.groups.free_block(*b);
@@ -809,6 +811,11 @@ impl ImageStore {
     /// Write every dirty object home and move the journal tail.
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.checkpoint()
+    }
+
+    /// What the inode-object cache holds (see `ImageConfig::cache_bytes`).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache_stats()
     }
 
     /// Free data blocks (for tests and statfs-like reports).

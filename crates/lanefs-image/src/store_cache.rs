@@ -11,14 +11,25 @@
 //! has released every lock (it takes a checkpoint: `ckpt`, then gates,
 //! ...), and [`Inner::list_live`], which holds `ckpt` (outermost) for the
 //! whole scan so that no home moves while it reads the tables, then one
-//! shard mutex at a time. No new atomics.
+//! shard mutex at a time.
+//!
+//! Atomics: `unsaved[s]` (`Padded`, Relaxed) publishes shard `s`'s unsaved
+//! bytes; it is stored only by a holder of shard `s`'s mutex (after a
+//! call's changes, after a checkpoint's), and summed without locks by a
+//! call whose own shard is over its share of the dirty limit, to decide
+//! whether the store as a whole is (a hint: a stale sum only moves a
+//! checkpoint by one call).
 //!
 //! Bounds: a shard holds its share of the budget, plus the objects in use
-//! by calls under way, plus unsaved objects up to its share of the dirty
-//! limit (`max(budget / 2, UNSAVED_MIN)`), plus objects that are never
-//! evictable (bad ones, link count 0 with an orphan slot). Each call moves
-//! the CLOCK hand at most `EVICT_STEPS` times, so eviction is amortised
-//! over calls; a checkpoint trims every shard it wrote to.
+//! by calls under way, plus unsaved objects (all shards together up to
+//! about twice the dirty limit `max(budget / 2, UNSAVED_MIN)`; they are
+//! also bounded by the journal, which a checkpoint empties when half
+//! full), plus objects that are never evictable (bad ones, link count 0
+//! with an orphan slot). Each call moves the CLOCK hand at most
+//! `EVICT_STEPS` times, so eviction is amortised over calls; a checkpoint
+//! trims every shard it wrote to.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use lanefs_store::{Ino, Result};
 
@@ -34,13 +45,21 @@ pub const EVICT_STEPS: usize = 32;
 /// a tiny budget every few calls would checkpoint otherwise.
 pub const UNSAVED_MIN: u64 = 256 << 10;
 
-/// Per-shard limits of the object cache.
-#[derive(Clone, Copy, Debug, Default)]
+/// A shard's published unsaved bytes, on its own cache line.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub struct Padded(pub AtomicU64);
+
+/// Limits of the object cache.
+#[derive(Debug, Default)]
 pub struct CacheLimits {
-    /// Clean objects are evicted above this (`None`: unbounded).
+    /// Per shard: clean objects are evicted above this (`None`: unbounded).
     pub shard_bytes: Option<u64>,
-    /// Unsaved bytes above this make a call checkpoint.
-    pub shard_unsaved: u64,
+    /// The dirty limit: unsaved bytes of all shards above this make a
+    /// call checkpoint.
+    pub unsaved: u64,
+    /// Per shard: published unsaved bytes (module docs).
+    pub published: Box<[Padded]>,
 }
 
 impl CacheLimits {
@@ -49,7 +68,8 @@ impl CacheLimits {
             None => CacheLimits::default(),
             Some(b) => CacheLimits {
                 shard_bytes: Some(b / SHARDS as u64),
-                shard_unsaved: (b / 2).max(UNSAVED_MIN) / SHARDS as u64,
+                unsaved: (b / 2).max(UNSAVED_MIN),
+                published: (0..SHARDS).map(|_| Padded::default()).collect(),
             },
         }
     }
@@ -57,6 +77,21 @@ impl CacheLimits {
     pub fn bounded(&self) -> bool {
         self.shard_bytes.is_some()
     }
+}
+
+/// What the object cache holds, summed over the shards (each read under
+/// its own lock, so a sum taken while calls run is approximate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub objects: u64,
+    /// Estimated bytes of the objects held.
+    pub bytes: u64,
+    /// Part of `bytes` with changes not at their homes yet.
+    pub unsaved_bytes: u64,
+    /// Objects read back from their homes since open.
+    pub reads: u64,
+    /// Objects evicted since open.
+    pub evictions: u64,
 }
 
 /// How far a shard is over its dirty limit after a call.
@@ -79,6 +114,7 @@ impl Inner {
         }
         let obj = read_home(&*self.dev, &self.geo, ino)?;
         m.insert(ino, obj);
+        m.reads += 1;
         Ok(())
     }
 
@@ -89,15 +125,27 @@ impl Inner {
         }
     }
 
-    pub fn pressure(&self, m: &ObjMap) -> Pressure {
-        if !self.limits.bounded() {
+    /// Publish shard `s`'s unsaved bytes (`m` is shard `s`, locked) and
+    /// say whether the store is over its dirty limit: summed over every
+    /// shard only when this one is over its share.
+    pub fn pressure(&self, s: usize, m: &ObjMap) -> Pressure {
+        let l = &self.limits;
+        if !l.bounded() {
             return Pressure::None;
         }
         let (_, unsaved) = m.bytes();
-        let limit = self.limits.shard_unsaved;
-        if unsaved > 2 * limit {
+        l.published[s].0.store(unsaved, Ordering::Relaxed);
+        if unsaved <= l.unsaved / SHARDS as u64 {
+            return Pressure::None;
+        }
+        let total: u64 = l
+            .published
+            .iter()
+            .map(|p| p.0.load(Ordering::Relaxed))
+            .sum();
+        if total > 2 * l.unsaved {
             Pressure::Hard
-        } else if unsaved > limit {
+        } else if total > l.unsaved {
             Pressure::Soft
         } else {
             Pressure::None
@@ -115,11 +163,25 @@ impl Inner {
         }
         let still = shards
             .iter()
-            .any(|&s| self.pressure(&self.shards[s].lock()) != Pressure::None);
+            .any(|&s| self.pressure(s, &self.shards[s].lock()) != Pressure::None);
         if still {
             self.checkpoint()?;
         }
         Ok(())
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        let mut st = CacheStats::default();
+        for s in self.shards.iter() {
+            let m = s.lock();
+            let (b, u) = m.bytes();
+            st.objects += m.len() as u64;
+            st.bytes += b;
+            st.unsaved_bytes += u;
+            st.reads += m.reads;
+            st.evictions += m.evictions;
+        }
+        st
     }
 
     /// Every live inode: held objects as they are, the others as their
