@@ -534,6 +534,7 @@ impl Inner {
         for b in pending {
             self.groups.free_block(b);
         }
+        self.trim_all();
         Ok(())
     }
 

@@ -27,7 +27,7 @@
 //! full), plus objects that are never evictable (bad ones, link count 0
 //! with an orphan slot). Each call moves the CLOCK hand at most
 //! `EVICT_STEPS` times, so eviction is amortised over calls; a checkpoint
-//! trims every shard it wrote to.
+//! brings every shard under its share (`trim_all`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -128,6 +128,21 @@ impl Inner {
     /// Publish shard `s`'s unsaved bytes (`m` is shard `s`, locked) and
     /// say whether the store is over its dirty limit: summed over every
     /// shard only when this one is over its share.
+    /// At the end of a checkpoint, which made objects clean: bring every
+    /// shard under its share (up to two turns of the hand each: the first
+    /// may only clear use marks). Not on a call's path; it costs about
+    /// what the checkpoint's own pass over the held objects does.
+    pub fn trim_all(&self) {
+        let Some(limit) = self.limits.shard_bytes else {
+            return;
+        };
+        for s in self.shards.iter() {
+            let mut m = s.lock();
+            let steps = 2 * m.len() + 1;
+            m.evict(limit, steps);
+        }
+    }
+
     pub fn pressure(&self, s: usize, m: &ObjMap) -> Pressure {
         let l = &self.limits;
         if !l.bounded() {
