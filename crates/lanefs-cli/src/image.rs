@@ -250,6 +250,9 @@ fn fsck_status(r: &FsckReport) -> u8 {
     }
 }
 
+/// `lanefs fsck IMAGE [--repair]`. Not under a memory budget: the check
+/// holds every object at once (it matches every entry against every inode),
+/// as does the repair's open.
 pub fn cmd_fsck(a: &FsckArgs) -> ExitCode {
     if let Err(msg) = check_openable(&a.image) {
         eprintln!("lanefs fsck: {msg}");

@@ -17,9 +17,11 @@
 //! slab position that survives removals (a removal moves the last object
 //! into the hole, which the hand looks at next).
 //!
-//! Accounting: `bytes` is the estimate ([`InodeObj::mem_bytes`]) of every
-//! object held, `unsaved` that of the objects whose changes are not at
-//! their home yet (`stamp != home_stamp`: only a checkpoint makes them
+//! Accounting: `bytes` is the estimate ([`InodeObj::mem_bytes`]) of the
+//! heap every object held owns, `unsaved` that of the objects whose changes
+//! are not at their home yet; the slab's and index's capacity is added on
+//! top ([`ObjMap::footprint`]), and both shrink when eviction leaves them
+//! three quarters empty (`stamp != home_stamp`: only a checkpoint makes them
 //! evictable). Every change made through [`ObjMap::get_mut`] /
 //! [`ObjMap::get_or_default`] (an [`ObjMut`] guard) or `insert`/`remove`
 //! keeps both exact; [`ObjMap::iter_mut`] does not (recovery uses it on a
@@ -30,10 +32,16 @@ use lanefs_store::Ino;
 
 use crate::object::{InodeObj, IntMap};
 
-/// Bytes an object costs besides what [`InodeObj::mem_bytes`] adds for
-/// its parts: its slab entry and its index entry (key, position, hash
-/// table control byte and spare capacity).
-const OBJ_OVERHEAD: u64 = std::mem::size_of::<(Ino, InodeObj)>() as u64 + 24;
+/// Bytes a slab entry takes (the slab's spare capacity counts too).
+const SLOT_BYTES: u64 = std::mem::size_of::<(Ino, InodeObj)>() as u64;
+/// Bytes an index entry takes: key, position, control byte, rounded up for
+/// the table's load factor.
+const INDEX_BYTES: u64 = 20;
+/// What holding one more object costs the map itself.
+pub const PER_OBJECT_BYTES: u64 = SLOT_BYTES + INDEX_BYTES;
+/// Heap-block overhead of one allocation (the allocator's header and
+/// rounding).
+const ALLOC_OVERHEAD: u64 = 16;
 
 /// One shard's objects.
 #[derive(Default)]
@@ -83,13 +91,21 @@ impl Drop for ObjMut<'_> {
 }
 
 impl InodeObj {
-    /// Estimated heap and table bytes this object takes.
+    /// Estimated heap bytes this object owns (its slab entry and index
+    /// entry are counted by the map, with their spare capacity).
     pub fn mem_bytes(&self) -> u64 {
-        let rec = self.rec.as_ref().map_or(0, |r| r.capacity() as u64);
+        let heap = |bytes: usize| match bytes {
+            0 => 0,
+            b => b as u64 + ALLOC_OVERHEAD,
+        };
+        let rec = self.rec.as_ref().map_or(0, |r| heap(r.capacity()));
         // A B-tree entry (16 bytes) with its share of node overhead.
         let pages = self.pages.len() as u64 * 40;
-        let dir = self.dir.as_ref().map_or(0, |d| d.mem_bytes());
-        OBJ_OVERHEAD + rec + pages + dir + self.home_blocks.capacity() as u64 * 8
+        let dir = self
+            .dir
+            .as_ref()
+            .map_or(0, |d| d.mem_bytes() + ALLOC_OVERHEAD);
+        rec + pages + dir + heap(self.home_blocks.capacity() * 8)
     }
 
     /// Changes not at the home yet (a checkpoint must write them).
@@ -112,9 +128,17 @@ impl ObjMap {
         self.slots.is_empty()
     }
 
-    /// Estimated bytes held, and the part not at home yet.
+    /// Estimated bytes the objects own, and the part not at home yet.
     pub fn bytes(&self) -> (u64, u64) {
         (self.bytes, self.unsaved)
+    }
+
+    /// Estimated bytes of the whole shard: the objects' heap, the slab and
+    /// the index at their capacity.
+    pub fn footprint(&self) -> u64 {
+        self.bytes
+            + self.slots.capacity() as u64 * SLOT_BYTES
+            + self.index.capacity() as u64 * INDEX_BYTES
     }
 
     pub fn contains(&self, ino: Ino) -> bool {
@@ -233,7 +257,7 @@ impl ObjMap {
     pub fn evict(&mut self, limit: u64, steps: usize) -> usize {
         let mut dropped = 0;
         for _ in 0..steps {
-            if self.bytes <= limit || self.slots.is_empty() {
+            if self.footprint() <= limit || self.slots.is_empty() {
                 break;
             }
             if self.hand >= self.slots.len() {
@@ -252,6 +276,13 @@ impl ObjMap {
             }
         }
         self.evictions += dropped as u64;
+        // Give back spare room once three quarters is unused (amortised:
+        // the shard lost at least half its objects since the last time).
+        let len = self.slots.len();
+        if dropped > 0 && len * 4 < self.slots.capacity() {
+            self.slots.shrink_to(len * 2);
+            self.index.shrink_to(len * 2);
+        }
         dropped
     }
 }
@@ -285,6 +316,7 @@ mod tests {
         }
         let one = m.get(&1).unwrap().mem_bytes();
         assert_eq!(m.bytes(), (10 * one, 0));
+        assert!(m.footprint() >= 10 * (one + SLOT_BYTES + INDEX_BYTES));
         {
             let mut o = m.get_mut(&4).unwrap();
             o.stamp += 1;

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lanefs_store::{Ino, InodeRecord, Result};
 
 use crate::alloc::Groups;
-use crate::cache::ObjMap;
+use crate::cache::{ObjMap, PER_OBJECT_BYTES};
 use crate::device::Device;
 use crate::layout::{Geometry, BLOCK, SLOT, SLOTS_PER_BLOCK};
 use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX};
@@ -168,7 +168,7 @@ fn load_with(
             let keep = |o: &InodeObj| match budget {
                 None => true,
                 Some(b) => {
-                    let size = o.mem_bytes();
+                    let size = o.mem_bytes() + PER_OBJECT_BYTES;
                     let prev = kept_bytes.fetch_add(size, Ordering::Relaxed);
                     if needed_by_recovery(o) || prev + size <= b {
                         return true;

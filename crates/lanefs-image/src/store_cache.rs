@@ -84,7 +84,8 @@ impl CacheLimits {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     pub objects: u64,
-    /// Estimated bytes of the objects held.
+    /// Estimated bytes held: the objects, and the shard maps at their
+    /// capacity.
     pub bytes: u64,
     /// Part of `bytes` with changes not at their homes yet.
     pub unsaved_bytes: u64,
@@ -189,9 +190,9 @@ impl Inner {
         let mut st = CacheStats::default();
         for s in self.shards.iter() {
             let m = s.lock();
-            let (b, u) = m.bytes();
+            let (_, u) = m.bytes();
             st.objects += m.len() as u64;
-            st.bytes += b;
+            st.bytes += m.footprint();
             st.unsaved_bytes += u;
             st.reads += m.reads;
             st.evictions += m.evictions;
