@@ -58,6 +58,9 @@ pub(crate) struct Dropped {
     pub live: Vec<Vec<u64>>,
     pub live_count: u64,
     pub pages: u64,
+    /// Per group: both slots all zero (never written; kept whatever the
+    /// budget, for the store: `store_cache.rs`).
+    pub never_written: Vec<Vec<u64>>,
 }
 
 impl Dropped {
@@ -114,6 +117,7 @@ struct GroupOut {
     dropped_live: Vec<u64>,
     dropped_live_count: u64,
     dropped_pages: u64,
+    never_written: Vec<u64>,
     suspects: Vec<Ino>,
     problems: Vec<String>,
     torn_slots: u64,
@@ -212,6 +216,7 @@ fn load_with(
         tables.dropped.live.push(out.dropped_live);
         tables.dropped.live_count += out.dropped_live_count;
         tables.dropped.pages += out.dropped_pages;
+        tables.dropped.never_written.push(out.never_written);
         tables.suspects.extend(out.suspects);
         tables.problems.extend(out.problems);
         tables.torn_slots += out.torn_slots;
@@ -262,6 +267,7 @@ fn load_group(
         dropped_live: vec![0; words],
         dropped_live_count: 0,
         dropped_pages: 0,
+        never_written: vec![0; words],
         suspects: Vec::new(),
         problems: Vec::new(),
         torn_slots: 0,
@@ -285,7 +291,11 @@ fn load_group(
             }
             out.torn_slots += pair.torn;
             out.problems.extend(pair.problem);
-            let Some(mut obj) = pair.obj else { continue };
+            let (w, m) = ((index / 64) as usize, 1u64 << (index % 64));
+            let Some(mut obj) = pair.obj else {
+                out.never_written[w] |= m;
+                continue;
+            };
             if pair.torn > 0 && !obj.bad && !pair.suspect {
                 // Rewritten by the open's checkpoint, so that a torn slot
                 // seen later (`read_home`) is always corruption.
@@ -295,7 +305,6 @@ fn load_group(
             if keep(&obj) {
                 out.shards[shard(ino)].push((ino, obj));
             } else {
-                let (w, m) = ((index / 64) as usize, 1u64 << (index % 64));
                 out.dropped[w] |= m;
                 if obj.rec.is_some() {
                     out.dropped_live[w] |= m;

@@ -98,6 +98,8 @@ pub(crate) struct Loaded {
     /// Live inodes with link count 0 (freed when `process_orphans`).
     pub orphans_pending: Vec<Ino>,
     pub torn_slots: u64,
+    /// Per group, one bit per inode: both slots zero (`itable::Dropped`).
+    pub never_written: Vec<Vec<u64>>,
 }
 
 impl Loaded {
@@ -291,6 +293,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>)
         orphans_listed,
         orphans_pending,
         torn_slots,
+        never_written: std::mem::take(&mut dropped.never_written),
     })
 }
 
@@ -548,7 +551,7 @@ pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore
             carry: Vec::new(),
         }),
         shards: l.objs.into_iter().map(Mutex::new).collect(),
-        limits: CacheLimits::new(cfg.cache_bytes),
+        limits: CacheLimits::new(cfg.cache_bytes, l.never_written),
         usage: l.usage.into_iter().map(Mutex::new).collect(),
         sb: Mutex::new(SbState {
             stamp: l.sb_stamp,

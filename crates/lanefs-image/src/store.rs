@@ -523,6 +523,7 @@ impl Inner {
                 }
                 obj.home_blocks = new_blocks.clone();
             }
+            self.mark_written(ino);
             // Now clean (unless changed since the snapshot): evictable.
             self.trim(&mut m);
             self.pressure(shard(ino), &m);

@@ -20,6 +20,14 @@
 //! whether the store as a whole is (a hint: a stale sum only moves a
 //! checkpoint by one call).
 //!
+//! `never_written[g][w]` (Relaxed): bit `i % 64` of word `i / 64` says
+//! that inode `i` of group `g` has two all-zero slots on disk, so an absent
+//! object of that number is a fresh one (no read). Set at open from the
+//! tables, cleared by a checkpoint's post-write update of a written slot,
+//! under the number's shard mutex, which also orders every read of it (in
+//! `ensure`, under the same mutex). A word covers numbers of many shards,
+//! hence an atomic.
+//!
 //! Bounds: a shard holds its share of the budget, plus the objects in use
 //! by calls under way, plus unsaved objects (all shards together up to
 //! about twice the dirty limit `max(budget / 2, UNSAVED_MIN)`; they are
@@ -36,7 +44,7 @@ use lanefs_store::{Ino, Result};
 use crate::cache::ObjMap;
 use crate::itable::read_home;
 use crate::layout::{BLOCK, SLOT, SLOTS_PER_BLOCK};
-use crate::object::{self, SLOT_LIVE};
+use crate::object::{self, InodeObj, SLOT_LIVE};
 use crate::store::{shard, Inner, SHARDS};
 
 /// Most CLOCK steps one call takes (eviction is amortised over calls).
@@ -60,16 +68,24 @@ pub struct CacheLimits {
     pub unsaved: u64,
     /// Per shard: published unsaved bytes (module docs).
     pub published: Box<[Padded]>,
+    /// Per group, one bit per inode number: its slots are all zero on disk
+    /// (never written), so an absent object is a fresh one without reading
+    /// them (module docs).
+    pub never_written: Box<[Box<[AtomicU64]>]>,
 }
 
 impl CacheLimits {
-    pub fn new(cache_bytes: Option<u64>) -> CacheLimits {
+    pub fn new(cache_bytes: Option<u64>, never_written: Vec<Vec<u64>>) -> CacheLimits {
         match cache_bytes {
             None => CacheLimits::default(),
             Some(b) => CacheLimits {
                 shard_bytes: Some(b / SHARDS as u64),
                 unsaved: (b / 2).max(UNSAVED_MIN),
                 published: (0..SHARDS).map(|_| Padded::default()).collect(),
+                never_written: never_written
+                    .into_iter()
+                    .map(|g| g.into_iter().map(AtomicU64::new).collect())
+                    .collect(),
             },
         }
     }
@@ -113,10 +129,36 @@ impl Inner {
         if !self.limits.bounded() || m.contains(ino) {
             return Ok(());
         }
+        if self.never_written(ino) {
+            m.insert(ino, InodeObj::default());
+            return Ok(());
+        }
         let obj = read_home(&*self.dev, &self.geo, ino)?;
         m.insert(ino, obj);
         m.reads += 1;
         Ok(())
+    }
+
+    fn never_written_bit(&self, ino: Ino) -> Option<(&AtomicU64, u64)> {
+        let (g, i) = self.geo.ino_place(ino)?;
+        let word = self
+            .limits
+            .never_written
+            .get(g as usize)?
+            .get((i / 64) as usize)?;
+        Some((word, 1 << (i % 64)))
+    }
+
+    fn never_written(&self, ino: Ino) -> bool {
+        self.never_written_bit(ino)
+            .is_some_and(|(w, m)| w.load(Ordering::Relaxed) & m != 0)
+    }
+
+    /// A checkpoint wrote a slot of `ino` (caller holds its shard).
+    pub fn mark_written(&self, ino: Ino) {
+        if let Some((w, m)) = self.never_written_bit(ino) {
+            w.fetch_and(!m, Ordering::Relaxed);
+        }
     }
 
     /// Evict clean objects of `m` while it is over its share (bounded).
