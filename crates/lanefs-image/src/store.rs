@@ -9,7 +9,8 @@
 //!
 //! Locking rules (and the lock order, outermost first):
 //! * `ckpt` (mutex): one checkpoint at a time; protects the superblock
-//!   generation. Taken only by `checkpoint`.
+//!   generation. Taken by `checkpoint`, and by `list_inodes` under a
+//!   memory budget for its scan of the tables (no home moves meanwhile).
 //! * `gates[l]` (rwlock, own cache line, one per lane class): every call
 //!   holds its lane's gate for reading while it changes objects and appends
 //!   its record; a checkpoint takes every gate for writing (in index order)
@@ -28,7 +29,9 @@
 //!   steps at a time (`store_cache.rs`). A call that leaves the store with
 //!   more unsaved bytes than the dirty limit checkpoints after releasing
 //!   every lock it holds (as a full lane buffer commits); the per-shard
-//!   unsaved figures it sums are atomics described in `store_cache.rs`.
+//!   unsaved figures it sums (`limits.published`) and the never-written
+//!   bits (`limits.never_written`) are atomics described in
+//!   `store_cache.rs`.
 //! * `usage[l]`, then `sb` (mutexes): the per-lane usage records and the
 //!   store superblock record, taken after shards.
 //! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call (its

@@ -13,7 +13,7 @@
 //! whole scan so that no home moves while it reads the tables, then one
 //! shard mutex at a time.
 //!
-//! Atomics: `unsaved[s]` (`Padded`, Relaxed) publishes shard `s`'s unsaved
+//! Atomics (in [`CacheLimits`]): `published[s]` (`Padded`, Relaxed) publishes shard `s`'s unsaved
 //! bytes; it is stored only by a holder of shard `s`'s mutex (after a
 //! call's changes, after a checkpoint's), and summed without locks by a
 //! call whose own shard is over its share of the dirty limit, to decide
