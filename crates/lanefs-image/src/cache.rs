@@ -50,6 +50,10 @@ pub struct ObjMap {
     index: IntMap<Ino, u32>,
     /// CLOCK hand: the slab position looked at next.
     hand: usize,
+    /// The object the latest use touched (0: none): never evicted, so that
+    /// an object larger than the shard's share (a big file's page map) is
+    /// not dropped and read back between two uses in a row.
+    last: Ino,
     /// Estimated bytes of every object held.
     bytes: u64,
     /// Estimated bytes of the objects with changes not at their home.
@@ -153,6 +157,7 @@ impl ObjMap {
     /// Read access that also marks the object recently used.
     pub fn hit(&mut self, ino: Ino) -> Option<&InodeObj> {
         let &at = self.index.get(&ino)?;
+        self.last = ino;
         let o = &mut self.slots[at as usize].1;
         o.referenced = true;
         Some(o)
@@ -177,6 +182,7 @@ impl ObjMap {
         if !self.index.contains_key(&ino) {
             self.insert(ino, InodeObj::default());
         }
+        self.last = ino;
         let mut o = self.get_mut(&ino).expect("inserted");
         o.referenced = true;
         o
@@ -251,7 +257,8 @@ impl ObjMap {
 
     /// CLOCK: while the shard holds more than `limit` bytes, move the hand
     /// over at most `steps` objects: a recently used one loses its mark, a
-    /// clean one without it is dropped. Returns how many were dropped.
+    /// clean one without it is dropped, the one the latest use touched
+    /// stays. Returns how many were dropped.
     /// Bounded so that a shard full of unsaved objects costs each call
     /// `steps` looks, not a scan of the shard.
     pub fn evict(&mut self, limit: u64, steps: usize) -> usize {
@@ -264,7 +271,9 @@ impl ObjMap {
                 self.hand = 0;
             }
             let (ino, o) = &mut self.slots[self.hand];
-            if o.referenced {
+            if *ino == self.last {
+                self.hand += 1;
+            } else if o.referenced {
                 o.referenced = false;
                 self.hand += 1;
             } else if o.evictable() {
@@ -279,7 +288,7 @@ impl ObjMap {
         // Give back spare room once three quarters is unused (amortised:
         // the shard lost at least half its objects since the last time).
         let len = self.slots.len();
-        if dropped > 0 && len * 4 < self.slots.capacity() {
+        if len * 4 < self.slots.capacity() {
             self.slots.shrink_to(len * 2);
             self.index.shrink_to(len * 2);
         }
@@ -326,11 +335,12 @@ mod tests {
         let four = m.get(&4).unwrap().mem_bytes();
         assert_eq!(m.bytes(), (9 * one + four, four));
         m.hit(7);
+        m.hit(9);
         let dropped = m.evict(0, 100);
-        assert_eq!(
-            dropped, 9,
-            "all clean ones go, the used one on a second pass"
-        );
+        assert_eq!(dropped, 8, "the clean ones go, a used one on a second pass");
+        assert!(m.contains(4) && m.contains(9), "unsaved, and the last used");
+        m.hit(4);
+        assert_eq!(m.evict(0, 100), 1, "no longer the last used");
         assert!(m.contains(4) && m.len() == 1);
         assert_eq!(m.bytes(), (four, four));
         assert_eq!(m.evict(0, 100), 0, "an unsaved object stays");

@@ -29,7 +29,7 @@
 //! hence an atomic.
 //!
 //! Bounds: a shard holds its share of the budget, plus the objects in use
-//! by calls under way, plus unsaved objects (all shards together up to
+//! by calls under way and the one its latest call used (`cache.rs`), plus unsaved objects (all shards together up to
 //! about twice the dirty limit `max(budget / 2, UNSAVED_MIN)`; they are
 //! also bounded by the journal, which a checkpoint empties when half
 //! full), plus objects that are never evictable (bad ones, link count 0
