@@ -94,7 +94,8 @@ pub struct ImageConfig {
     /// Memory budget of the inode objects (records, page maps, directory
     /// entries), in estimated bytes: clean objects beyond it are evicted
     /// and read back from their homes, and unsaved ones beyond half of it
-    /// are checkpointed (see docs/ARCHITECTURE.md, "Memory budget").
+    /// are checkpointed (docs/ARCHITECTURE.md, "Image store: memory
+    /// budget").
     /// `None`: every object stays in memory from open to drop.
     pub cache_bytes: Option<u64>,
 }
