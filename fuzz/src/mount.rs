@@ -39,6 +39,7 @@ pub fn mount_walk_input(data: &[u8]) -> MountOutcome {
     let mut out = MountOutcome::default();
     let cfg = ImageConfig {
         commit_interval: None,
+        cache_bytes: None,
     };
     let Ok(store) = ImageStore::open_device(Arc::new(MemDevice::from_bytes(img)), &cfg) else {
         return out;

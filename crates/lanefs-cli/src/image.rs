@@ -168,10 +168,27 @@ pub fn check_openable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Open (and recover) the image at `path` for serving.
-pub fn open_store(path: &Path, every: Option<Duration>) -> Result<Arc<ImageStore>, String> {
+/// The store's share of `lanefs mount --cache-size`: a quarter (pages get
+/// half, the engine's inodes a quarter). The store's objects (record, page
+/// map, directory entries: about 200 bytes for a small file) sit behind the
+/// engine's inode cache (about 1 KiB an inode), so a quarter holds several
+/// times the inodes the engine's quarter does: a stat that misses the
+/// engine's cache usually finds the object without reading the disk, and
+/// directories' entries are kept here only.
+pub fn store_cache_bytes(cache_size: u64) -> u64 {
+    cache_size / 4
+}
+
+/// Open (and recover) the image at `path` for serving, its inode objects
+/// under `cache_bytes` (`None`: all in memory).
+pub fn open_store(
+    path: &Path,
+    every: Option<Duration>,
+    cache_bytes: Option<u64>,
+) -> Result<Arc<ImageStore>, String> {
     let cfg = ImageConfig {
         commit_interval: every,
+        cache_bytes,
     };
     ImageStore::open_with(path, &cfg)
         .map(Arc::new)
@@ -233,6 +250,9 @@ fn fsck_status(r: &FsckReport) -> u8 {
     }
 }
 
+/// `lanefs fsck IMAGE [--repair]`. Not under a memory budget: the check
+/// holds every object at once (it matches every entry against every inode),
+/// as does the repair's open.
 pub fn cmd_fsck(a: &FsckArgs) -> ExitCode {
     if let Err(msg) = check_openable(&a.image) {
         eprintln!("lanefs fsck: {msg}");

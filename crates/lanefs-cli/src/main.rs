@@ -361,9 +361,12 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         ..FsConfig::default()
     };
     if let Some(c) = a.cache_size {
-        // Three quarters for data pages, a quarter for inodes (about 1 KiB
-        // each with their directory index share).
-        fs_cfg.cache_pages_max = ((c / 4 * 3) / PAGE_SIZE as u64).max(64) as usize;
+        // Half for data pages, a quarter for the engine's inodes (about
+        // 1 KiB each with their directory index share); an image mount
+        // gives the last quarter to the store's inode objects
+        // (`image::store_cache_bytes`). A memory store keeps everything
+        // in its own memory, so the quarter is not used there.
+        fs_cfg.cache_pages_max = ((c / 2) / PAGE_SIZE as u64).max(64) as usize;
         fs_cfg.cache_inodes_max = ((c / 4) / 1024).max(64) as usize;
     }
     let mut ready_line = READY_OK.to_string();
@@ -376,7 +379,8 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
                 Some(d) if d.is_zero() => None,
                 Some(d) => Some(d),
             };
-            let store = match image::open_store(img, every) {
+            let cache = a.cache_size.map(image::store_cache_bytes);
+            let store = match image::open_store(img, every, cache) {
                 Ok(s) => s,
                 Err(e) => return Err((e, ready)),
             };

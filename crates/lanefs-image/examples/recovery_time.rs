@@ -9,6 +9,8 @@
 //! image at `DIR/lanefs-recovery-cut.img`; `open` only opens that image
 //! (copy it first with `cp --sparse=always` to measure again: open
 //! checkpoints it), so a profiler can record the open alone.
+//! `LANEFS_STORE_CACHE_MIB=N` opens the cut image with a store budget of
+//! N MiB (`ImageConfig::cache_bytes`: the streaming load).
 
 use std::path::Path;
 use std::time::Instant;
@@ -91,6 +93,7 @@ fn prepare(files: u64, img: &Path, copy: &Path) {
         img,
         &ImageConfig {
             commit_interval: None,
+            cache_bytes: None,
         },
     )
     .unwrap();
@@ -139,11 +142,16 @@ fn prepare(files: u64, img: &Path, copy: &Path) {
 
 /// Open the cut image (recovery) and print the report.
 fn open(files: u64, copy: &Path) {
+    let cache_bytes = std::env::var("LANEFS_STORE_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|m| m << 20);
     let t = Instant::now();
     let s = ImageStore::open_with(
         copy,
         &ImageConfig {
             commit_interval: None,
+            cache_bytes,
         },
     )
     .unwrap();

@@ -100,7 +100,7 @@ fn entry_problem(
 }
 
 fn check(dev: &dyn Device) -> Result<FsckReport> {
-    let l = load(dev, false)?;
+    let l = load(dev, false, None)?;
     let mut r = FsckReport {
         problems: l.report.problems.clone(),
         records_replayed: l.report.records_replayed,
@@ -187,22 +187,26 @@ fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
         dev,
         &ImageConfig {
             commit_interval: None,
+            cache_bytes: None,
         },
     )?;
     let inner = &store.inner;
     let mut done = Vec::new();
     for &ino in &store.recovery_report().bad_objects {
         let mut m = inner.shards[shard(ino)].lock();
-        if let Some(o) = m.get_mut(&ino) {
+        let replaced = m.get_mut(&ino).map(|mut o| {
             // Its blocks stay marked in use until the next open finds them
             // unreferenced: a leak for one session, never a cross-link.
             *o = InodeObj {
                 stamp: o.stamp + 1,
                 dirty: true,
                 home_slot: o.home_slot,
+                home_stamp: u64::MAX,
                 ..InodeObj::default()
             };
-            drop(m);
+        });
+        drop(m);
+        if replaced.is_some() {
             inner.groups.free_ino(ino);
             done.push(format!("inode {ino}: unreadable, dropped"));
         }

@@ -131,6 +131,12 @@ pub struct FuzzOutcome {
 /// leaves is clean. Every outcome must be a result — a panic, a hang or an
 /// unbounded allocation in here is a bug in the image code.
 pub fn check_image_input(data: &[u8]) -> FuzzOutcome {
+    check_image_input_with(data, None)
+}
+
+/// [`check_image_input`] with the store's object cache under
+/// `cache_bytes` (evicted objects are read back from the image).
+pub fn check_image_input_with(data: &[u8], cache_bytes: Option<u64>) -> FuzzOutcome {
     let (flags, mut img) = decode_sparse(data);
     if flags & FLAG_RESEAL != 0 {
         reseal_all(&mut img);
@@ -138,6 +144,7 @@ pub fn check_image_input(data: &[u8]) -> FuzzOutcome {
     let mut out = FuzzOutcome::default();
     let cfg = ImageConfig {
         commit_interval: None,
+        cache_bytes,
     };
     if let Ok(s) = ImageStore::open_device(Arc::new(MemDevice::from_bytes(img.clone())), &cfg) {
         out.opened = true;

@@ -18,6 +18,19 @@
 //! decides. Without a failed image load no claim was refused, so the
 //! claims are the same in any order; with one (a corrupted image only), the
 //! tables are loaded again on one thread with a fresh allocator.
+//!
+//! Under a memory budget the load streams: a worker keeps an object only if
+//! recovery needs it (bad, suspect, a torn slot to rewrite, link count 0 or
+//! a reservation to free, a record whose derived fields disagree) or while
+//! the objects kept so far fit the budget (`kept_bytes`, an atomic
+//! fetch-add, Relaxed: it only rations; which clean objects stay does not
+//! change any result). The others are dropped after their blocks are
+//! claimed, leaving a bit in [`Dropped`] (and their counts), so that replay
+//! reads back the ones its records touch and the free-number and counter
+//! rebuild knows the rest.
+//!
+//! [`read_home`] reads one object back from its home after open, for the
+//! store's cache (`store_cache.rs`), with the same decoding.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,18 +38,70 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lanefs_store::{Ino, InodeRecord, Result};
 
 use crate::alloc::Groups;
+use crate::cache::{ObjMap, PER_OBJECT_BYTES};
 use crate::device::Device;
 use crate::layout::{Geometry, BLOCK, SLOT, SLOTS_PER_BLOCK};
-use crate::object::{self, InodeObj, ObjMap, SLOT_FREE, SLOT_INLINE_MAX};
+use crate::object::{self, InodeObj, SLOT_FREE, SLOT_INLINE_MAX};
+use crate::recover::derived_record;
 use crate::store::{shard, SHARDS};
 
 /// Bytes of inode table read at once.
 const READ_BYTES: usize = 1 << 20;
 
+/// Objects dropped while loading under a budget: one bit per inode number
+/// of each group, and what they count.
+#[derive(Default)]
+pub(crate) struct Dropped {
+    /// Per group: dropped (clean, readable from its home).
+    pub bits: Vec<Vec<u64>>,
+    /// Per group: dropped and live (its number is not free).
+    pub live: Vec<Vec<u64>>,
+    pub live_count: u64,
+    pub pages: u64,
+    /// Per group: both slots all zero (never written; kept whatever the
+    /// budget, for the store: `store_cache.rs`).
+    pub never_written: Vec<Vec<u64>>,
+}
+
+impl Dropped {
+    fn at(geo: &Geometry, ino: Ino) -> Option<(usize, usize, u64)> {
+        let (g, i) = geo.ino_place(ino)?;
+        Some((g as usize, (i / 64) as usize, 1 << (i % 64)))
+    }
+
+    fn test(v: &[Vec<u64>], geo: &Geometry, ino: Ino) -> bool {
+        Dropped::at(geo, ino).is_some_and(|(g, w, m)| v.get(g).is_some_and(|x| x[w] & m != 0))
+    }
+
+    pub fn is_dropped(&self, geo: &Geometry, ino: Ino) -> bool {
+        Dropped::test(&self.bits, geo, ino)
+    }
+
+    pub fn is_live(&self, geo: &Geometry, ino: Ino) -> bool {
+        Dropped::test(&self.live, geo, ino)
+    }
+
+    /// `ino` (dropped) was read back as `obj`: it no longer counts here.
+    pub fn take_back(&mut self, geo: &Geometry, ino: Ino, obj: &InodeObj) {
+        if let Some((g, w, m)) = Dropped::at(geo, ino) {
+            if let Some(x) = self.bits.get_mut(g) {
+                x[w] &= !m;
+            }
+            if let Some(x) = self.live.get_mut(g) {
+                x[w] &= !m;
+            }
+        }
+        self.live_count -= obj.rec.is_some() as u64;
+        self.pages -= obj.pages.len() as u64;
+    }
+}
+
 /// What the inode tables hold.
 pub(crate) struct Tables {
-    /// Per store shard: every object with a durable slot (or two torn ones).
+    /// Per store shard: every object with a durable slot (or two torn
+    /// ones), but those dropped under a budget.
     pub objs: Vec<ObjMap>,
+    pub dropped: Dropped,
     /// Numbers whose slots are both torn or corrupt: replay decides.
     pub suspects: HashSet<Ino>,
     /// One line per problem, in inode order.
@@ -48,6 +113,11 @@ pub(crate) struct Tables {
 /// One group's objects, split by store shard.
 struct GroupOut {
     shards: Vec<Vec<(Ino, InodeObj)>>,
+    dropped: Vec<u64>,
+    dropped_live: Vec<u64>,
+    dropped_live_count: u64,
+    dropped_pages: u64,
+    never_written: Vec<u64>,
     suspects: Vec<Ino>,
     problems: Vec<String>,
     torn_slots: u64,
@@ -61,24 +131,37 @@ fn workers(n: usize) -> usize {
 }
 
 /// Read every inode table of `geo` into a fresh allocator, which holds
-/// the blocks the objects use.
-pub(crate) fn load_tables(dev: &dyn Device, geo: &Geometry) -> Result<(Tables, Groups)> {
+/// the blocks the objects use; keep at most about `budget` bytes of
+/// objects recovery does not need (`None`: keep all).
+pub(crate) fn load_tables(
+    dev: &dyn Device,
+    geo: &Geometry,
+    budget: Option<u64>,
+) -> Result<(Tables, Groups)> {
     let n = geo.groups as usize;
     let t = workers(n);
     let groups = Groups::new(*geo);
-    let tables = load_with(dev, geo, &groups, t)?;
+    let tables = load_with(dev, geo, &groups, t, budget)?;
     if t == 1 || tables.problems.is_empty() {
         return Ok((tables, groups));
     }
+    drop(tables);
     let groups = Groups::new(*geo);
-    let tables = load_with(dev, geo, &groups, 1)?;
+    let tables = load_with(dev, geo, &groups, 1, budget)?;
     Ok((tables, groups))
 }
 
 /// Load every table with `t` threads.
-fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Result<Tables> {
+fn load_with(
+    dev: &dyn Device,
+    geo: &Geometry,
+    groups: &Groups,
+    t: usize,
+    budget: Option<u64>,
+) -> Result<Tables> {
     let n = geo.groups as usize;
     let next_group = AtomicU64::new(0);
+    let kept_bytes = AtomicU64::new(0);
     let work = || -> Vec<(u64, Result<GroupOut>)> {
         let mut done = Vec::new();
         loop {
@@ -86,7 +169,19 @@ fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Res
             if g >= geo.groups {
                 return done;
             }
-            done.push((g, load_group(dev, geo, groups, g)));
+            let keep = |o: &InodeObj| match budget {
+                None => true,
+                Some(b) => {
+                    let size = o.mem_bytes() + PER_OBJECT_BYTES;
+                    let prev = kept_bytes.fetch_add(size, Ordering::Relaxed);
+                    if needed_by_recovery(o) || prev + size <= b {
+                        return true;
+                    }
+                    kept_bytes.fetch_sub(size, Ordering::Relaxed);
+                    false
+                }
+            };
+            done.push((g, load_group(dev, geo, groups, g, &keep)));
         }
     };
     let mut outs: Vec<Option<Result<GroupOut>>> = (0..n).map(|_| None).collect();
@@ -107,6 +202,7 @@ fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Res
         (0..SHARDS).map(|_| Vec::with_capacity(n)).collect();
     let mut tables = Tables {
         objs: Vec::new(),
+        dropped: Dropped::default(),
         suspects: HashSet::new(),
         problems: Vec::new(),
         torn_slots: 0,
@@ -116,6 +212,11 @@ fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Res
         for (s, v) in out.shards.into_iter().enumerate() {
             per_shard[s].push(v);
         }
+        tables.dropped.bits.push(out.dropped);
+        tables.dropped.live.push(out.dropped_live);
+        tables.dropped.live_count += out.dropped_live_count;
+        tables.dropped.pages += out.dropped_pages;
+        tables.dropped.never_written.push(out.never_written);
         tables.suspects.extend(out.suspects);
         tables.problems.extend(out.problems);
         tables.torn_slots += out.torn_slots;
@@ -125,7 +226,9 @@ fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Res
         for (m, p) in maps.iter_mut().zip(parts) {
             m.reserve(p.iter().map(Vec::len).sum());
             for v in p.drain(..) {
-                m.extend(v);
+                for (ino, o) in v {
+                    m.insert(ino, o);
+                }
             }
         }
     };
@@ -139,11 +242,32 @@ fn load_with(dev: &dyn Device, geo: &Geometry, groups: &Groups, t: usize) -> Res
     Ok(tables)
 }
 
-/// Load group `g`'s table.
-fn load_group(dev: &dyn Device, geo: &Geometry, groups: &Groups, g: u64) -> Result<GroupOut> {
+/// Objects recovery itself changes or reports, kept whatever the budget:
+/// bad or suspect, a home to rewrite, link count 0 or a reservation (orphan
+/// processing), derived fields that disagree (`derive_records`).
+fn needed_by_recovery(o: &InodeObj) -> bool {
+    let reservation =
+        o.rec.is_none() && (!o.pages.is_empty() || o.dir.as_ref().is_some_and(|d| !d.is_empty()));
+    !o.evictable() || o.nlink() == Some(0) || reservation || derived_record(o).is_some()
+}
+
+/// Load group `g`'s table, keeping the objects `keep` says.
+fn load_group(
+    dev: &dyn Device,
+    geo: &Geometry,
+    groups: &Groups,
+    g: u64,
+    keep: &dyn Fn(&InodeObj) -> bool,
+) -> Result<GroupOut> {
     let bs = BLOCK as u64;
+    let words = geo.inodes_per_group.div_ceil(64) as usize;
     let mut out = GroupOut {
         shards: (0..SHARDS).map(|_| Vec::new()).collect(),
+        dropped: vec![0; words],
+        dropped_live: vec![0; words],
+        dropped_live_count: 0,
+        dropped_pages: 0,
+        never_written: vec![0; words],
         suspects: Vec::new(),
         problems: Vec::new(),
         torn_slots: 0,
@@ -152,16 +276,41 @@ fn load_group(dev: &dyn Device, geo: &Geometry, groups: &Groups, g: u64) -> Resu
     let read_blocks = (READ_BYTES / BLOCK) as u64;
     let mut buf = vec![0u8; READ_BYTES.min(geo.itable_blocks as usize * BLOCK)];
     let mut blk = 0;
+    let claim = |b: u64| groups.claim(b);
     while blk < geo.itable_blocks {
         let nb = read_blocks.min(geo.itable_blocks - blk);
         let table = &mut buf[..nb as usize * BLOCK];
         dev.read_at(table, (geo.group_first_block(g) + blk) * bs)?;
         for k in 0..nb * inodes_per_block {
-            let ino = geo.ino_of(g, blk * inodes_per_block + k);
+            let index = blk * inodes_per_block + k;
+            let ino = geo.ino_of(g, index);
             let at = (2 * k) as usize * SLOT;
-            if let Some(obj) = load_slot_pair(dev, groups, ino, &table[at..at + 2 * SLOT], &mut out)
-            {
+            let pair = decode_pair(dev, ino, &table[at..at + 2 * SLOT], &claim);
+            if pair.suspect {
+                out.suspects.push(ino);
+            }
+            out.torn_slots += pair.torn;
+            out.problems.extend(pair.problem);
+            let (w, m) = ((index / 64) as usize, 1u64 << (index % 64));
+            let Some(mut obj) = pair.obj else {
+                out.never_written[w] |= m;
+                continue;
+            };
+            if pair.torn > 0 && !obj.bad && !pair.suspect {
+                // Rewritten by the open's checkpoint, so that a torn slot
+                // seen later (`read_home`) is always corruption.
+                obj.home_stamp = u64::MAX;
+                obj.dirty = true;
+            }
+            if keep(&obj) {
                 out.shards[shard(ino)].push((ino, obj));
+            } else {
+                out.dropped[w] |= m;
+                if obj.rec.is_some() {
+                    out.dropped_live[w] |= m;
+                    out.dropped_live_count += 1;
+                }
+                out.dropped_pages += obj.pages.len() as u64;
             }
         }
         blk += nb;
@@ -169,14 +318,20 @@ fn load_group(dev: &dyn Device, geo: &Geometry, groups: &Groups, g: u64) -> Resu
     Ok(out)
 }
 
-/// The object of one slot pair, if either slot was ever written.
-fn load_slot_pair(
-    dev: &dyn Device,
-    groups: &Groups,
-    ino: Ino,
-    pair: &[u8],
-    out: &mut GroupOut,
-) -> Option<InodeObj> {
+/// One slot pair, decoded.
+struct Pair {
+    /// `None`: neither slot was ever written.
+    obj: Option<InodeObj>,
+    /// Torn or corrupt slots.
+    torn: u64,
+    /// Both slots torn or corrupt: replay decides.
+    suspect: bool,
+    problem: Option<String>,
+}
+
+/// The object of one slot pair: the newer valid slot, its image read and
+/// its blocks passed to `claim` (refused: the object is bad).
+fn decode_pair(dev: &dyn Device, ino: Ino, pair: &[u8], claim: &dyn Fn(u64) -> bool) -> Pair {
     let a = object::decode_slot(&pair[..SLOT], ino);
     let b = object::decode_slot(&pair[SLOT..], ino);
     let torn = a.is_err() as u64 + b.is_err() as u64;
@@ -188,35 +343,69 @@ fn load_slot_pair(
     };
     let Some((slot, s)) = chosen else {
         if torn == 0 {
-            return None;
+            return Pair {
+                obj: None,
+                torn: 0,
+                suspect: false,
+                problem: None,
+            };
         }
         // Never durably written, or corrupted: replay decides.
-        out.suspects.push(ino);
-        return Some(InodeObj {
-            bad: true,
-            home_slot: 1,
-            ..InodeObj::default()
-        });
+        return Pair {
+            obj: Some(InodeObj {
+                bad: true,
+                home_slot: 1,
+                home_stamp: u64::MAX,
+                ..InodeObj::default()
+            }),
+            torn: 0,
+            suspect: true,
+            problem: None,
+        };
     };
-    out.torn_slots += torn;
     let mut obj = InodeObj {
         stamp: s.stamp,
+        home_stamp: s.stamp,
         home_slot: slot,
         ..InodeObj::default()
     };
+    let mut problem = None;
     if s.state != SLOT_FREE {
-        if let Err(why) = load_live(dev, groups, ino, &s, &mut obj) {
-            out.problems.push(format!("inode {ino}: {why}"));
+        if let Err(why) = load_live(dev, claim, ino, &s, &mut obj) {
+            problem = Some(format!("inode {ino}: {why}"));
             obj.bad = true;
         }
     }
-    Some(obj)
+    Pair {
+        obj: Some(obj),
+        torn,
+        suspect: false,
+        problem,
+    }
+}
+
+/// Read the object of `ino` back from its home after open (its blocks are
+/// already in use in the allocator; they are only range-checked). Any torn
+/// or corrupt slot, chain or entry block makes it bad: open rewrites torn
+/// slots, so while the store runs one is corruption. `Err`: the slots
+/// could not be read (nothing learnt; a later call tries again); a failed
+/// read of a chain or entry block makes the object bad, as at open.
+pub(crate) fn read_home(dev: &dyn Device, geo: &Geometry, ino: Ino) -> Result<InodeObj> {
+    let mut pair = vec![0u8; 2 * SLOT];
+    dev.read_at(&mut pair, geo.slot_offset(ino, 0))?;
+    let in_range = |b: u64| geo.data_block_group(b).is_some();
+    let p = decode_pair(dev, ino, &pair, &in_range);
+    let mut obj = p.obj.unwrap_or_default();
+    if p.torn > 0 || p.suspect || p.problem.is_some() {
+        obj.bad = true;
+    }
+    Ok(obj)
 }
 
 /// Read the image of a live slot into `obj`, claiming its blocks.
 fn load_live(
     dev: &dyn Device,
-    groups: &Groups,
+    claim: &dyn Fn(u64) -> bool,
     ino: Ino,
     s: &object::Slot<'_>,
     obj: &mut InodeObj,
@@ -231,7 +420,7 @@ fn load_live(
         let mut next = s.chain_head;
         buf.resize(BLOCK, 0);
         while image.len() < s.image_len {
-            if next == 0 || !groups.claim(next) {
+            if next == 0 || !claim(next) {
                 return Err(format!(
                     "chain block {next} missing, out of range or shared"
                 ));
@@ -263,7 +452,7 @@ fn load_live(
             return Err("extent malformed".into());
         }
         for k in 0..n as u64 {
-            if !groups.claim(b + k) {
+            if !claim(b + k) {
                 return Err(format!("data block {} out of range or shared", b + k));
             }
             obj.pages.insert(p + k, b + k);
@@ -273,7 +462,7 @@ fn load_live(
         buf.resize(BLOCK, 0);
         let mut d = object::DirState::default();
         for b in img.dir_blocks {
-            if !groups.claim(b) {
+            if !claim(b) {
                 return Err(format!("entry block {b} out of range or shared"));
             }
             obj.home_blocks.push(b);

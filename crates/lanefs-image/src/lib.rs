@@ -4,6 +4,9 @@
 //! * `layout`: geometry and the double-buffered superblock;
 //! * `object`: inode objects (record, page map, entry blocks) and their
 //!   slot, chain and entry-block encodings;
+//! * `cache`: one shard's objects, their byte estimate and CLOCK eviction;
+//!   `store_cache`: the store's budget (reading evicted objects back,
+//!   eviction, checkpoints under dirty pressure, listing);
 //! * `journal`: records (one per store call or `Txn`) and batches;
 //! * `alloc`: allocation groups (inode numbers, data blocks) by lane;
 //! * `orphan`: the orphan file (seed 002's slot blocks);
@@ -21,7 +24,7 @@
 //! use lanefs_store::{FileKind, InodeRecord, Store, Timespec};
 //! let dev = Arc::new(MemDevice::new(4 << 20));
 //! mkfs_device(&*dev).unwrap();
-//! let s = ImageStore::open_device(dev.clone(), &ImageConfig { commit_interval: None }).unwrap();
+//! let s = ImageStore::open_device(dev.clone(), &ImageConfig { commit_interval: None, cache_bytes: None }).unwrap();
 //! let ino = s.alloc_ino().unwrap();
 //! let t = Timespec::default();
 //! s.write_inode(&InodeRecord {
@@ -32,13 +35,14 @@
 //! s.write_page(ino, 0, &[7; 4096]).unwrap();
 //! s.sync().unwrap();
 //! drop(s);
-//! let s = ImageStore::open_device(dev, &ImageConfig { commit_interval: None }).unwrap();
+//! let s = ImageStore::open_device(dev, &ImageConfig { commit_interval: None, cache_bytes: None }).unwrap();
 //! let mut page = [0; 4096];
 //! assert!(s.read_page(ino, 0, &mut page).unwrap());
 //! assert_eq!(page[4095], 7);
 //! ```
 
 mod alloc;
+mod cache;
 pub mod crash;
 mod crc;
 mod device;
@@ -51,9 +55,11 @@ mod object;
 mod orphan;
 mod recover;
 mod store;
+mod store_cache;
 
 pub use device::{Device, FileDevice, MemDevice};
 pub use fsck::{fsck, fsck_device, FsckReport};
 pub use layout::{Geometry, BLOCK, SECTOR};
 pub use recover::{describe_open_error, mkfs, mkfs_device};
 pub use store::{ImageConfig, ImageStore, RecoveryReport, COMMIT_INTERVAL_DEFAULT};
+pub use store_cache::CacheStats;

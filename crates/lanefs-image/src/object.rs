@@ -76,8 +76,6 @@ impl Hasher for IntHasher {
 
 /// A map keyed by store-made integers (see [`IntHasher`]).
 pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
-/// One shard of the store's objects.
-pub type ObjMap = IntMap<u64, InodeObj>;
 
 /// One directory entry as kept in an entry block: name and the 17-byte
 /// value of [`DirEntryRecord::encode_value`](lanefs_store::DirEntryRecord::encode_value).
@@ -105,6 +103,8 @@ pub struct DirState {
     pub blocks: Vec<DirBlk>,
     index: HashMap<Vec<u8>, u32>,
     room_hint: usize,
+    /// Bytes of every name held (for the cache's estimate).
+    name_bytes: usize,
 }
 
 impl DirState {
@@ -137,6 +137,7 @@ impl DirState {
         b.bytes += need;
         b.dirty = true;
         self.index.insert(name.to_vec(), bi as u32);
+        self.name_bytes += name.len();
     }
 
     pub fn remove(&mut self, name: &[u8]) {
@@ -151,6 +152,7 @@ impl DirState {
             b.bytes -= entry_bytes(name);
             b.dirty = true;
             self.room_hint = bi as usize;
+            self.name_bytes -= name.len();
         }
     }
 
@@ -177,6 +179,16 @@ impl DirState {
         self.index.is_empty()
     }
 
+    /// Estimated bytes: each entry is in a block (name, value, vector) and
+    /// in the index (name again, position, table overhead).
+    pub fn mem_bytes(&self) -> u64 {
+        let per_entry = std::mem::size_of::<Entry>() + std::mem::size_of::<Vec<u8>>() + 16;
+        (std::mem::size_of::<DirState>()
+            + self.blocks.capacity() * std::mem::size_of::<DirBlk>()
+            + self.index.len() * per_entry
+            + 2 * self.name_bytes) as u64
+    }
+
     /// Add a block read from disk (clean, at `home`). Duplicate names in a
     /// corrupted image keep the first.
     pub fn push_loaded(&mut self, entries: Vec<Entry>, home: u64) {
@@ -191,6 +203,7 @@ impl DirState {
                 continue;
             }
             b.bytes += entry_bytes(&n);
+            self.name_bytes += n.len();
             self.index.insert(n.clone(), bi);
             b.entries.push((n, v));
         }
@@ -206,8 +219,8 @@ pub struct InodeObj {
     /// Encoded inode record; `None`: the number is free.
     pub rec: Option<Vec<u8>>,
     pub pages: BTreeMap<u64, u64>,
-    /// Boxed: most objects are not directories, and open holds every
-    /// object of the image at once.
+    /// Boxed: most objects are not directories, and an unbounded store
+    /// holds every object of the image at once.
     pub dir: Option<Box<DirState>>,
     /// Changed since the last checkpoint snapshot.
     pub dirty: bool,
@@ -219,6 +232,12 @@ pub struct InodeObj {
     pub home_blocks: Vec<u64>,
     /// Orphan-file slot while the record has link count 0.
     pub orphan_slot: Option<u32>,
+    /// Stamp of the durable home (`home_slot`, `home_blocks`); equal to
+    /// `stamp` when the home holds this state (`cache.rs`). `u64::MAX`: the
+    /// home must be rewritten (a torn slot beside it).
+    pub home_stamp: u64,
+    /// Used since the CLOCK hand last passed (`cache.rs`).
+    pub referenced: bool,
 }
 
 impl InodeObj {

@@ -18,20 +18,22 @@ use lanefs_store::{
 use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
+use crate::cache::ObjMap;
 use crate::device::{Device, FileDevice};
-use crate::itable::load_tables;
+use crate::itable::{load_tables, read_home};
 use crate::journal::{
     self, Op, Record, BATCH_HEADER, BATCH_MAGIC, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE,
 };
 use crate::layout::{
     get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, JOURNAL_SEQ_LIMIT, USAGE_LANES,
 };
-use crate::object::{InodeObj, IntMap, ObjMap};
+use crate::object::{InodeObj, IntMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
 use crate::store::{
     shard, timed, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport, SbState,
     LOG_LANES,
 };
+use crate::store_cache::CacheLimits;
 
 /// Format `path` (created if missing) as an empty image of `size` bytes.
 pub fn mkfs(path: &Path, size: u64) -> Result<()> {
@@ -96,6 +98,8 @@ pub(crate) struct Loaded {
     /// Live inodes with link count 0 (freed when `process_orphans`).
     pub orphans_pending: Vec<Ino>,
     pub torn_slots: u64,
+    /// Per group, one bit per inode: both slots zero (`itable::Dropped`).
+    pub never_written: Vec<Vec<u64>>,
 }
 
 impl Loaded {
@@ -158,13 +162,16 @@ pub fn describe_open_error(dev: &dyn Device) -> String {
     }
 }
 
-/// Read an image and replay its journal in memory.
-pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
+/// Read an image and replay its journal in memory, keeping about `budget`
+/// bytes of objects recovery does not need (`None`: every object; see
+/// `itable.rs`).
+pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>) -> Result<Loaded> {
     let sup = read_super(dev)?;
     let geo = sup.geo;
     let mut report = RecoveryReport::default();
-    let (tables, groups) = load_tables(dev, &geo)?;
+    let (tables, groups) = load_tables(dev, &geo, budget)?;
     let mut objs = tables.objs;
+    let mut dropped = tables.dropped;
     let suspects = tables.suspects;
     let torn_slots = tables.torn_slots;
     report.problems = tables.problems;
@@ -188,6 +195,17 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         seq = seq.max(newest + 1);
     }
     report.batches = batches;
+    // Objects dropped while loading that a record touches come back from
+    // their homes (which the table load found sound).
+    for r in &records {
+        for &(o, _) in &r.objs {
+            if o < SB_OBJ && !objs[shard(o)].contains(o) && dropped.is_dropped(&geo, o) {
+                let obj = read_home(dev, &geo, o)?;
+                dropped.take_back(&geo, o, &obj);
+                objs[shard(o)].insert(o, obj);
+            }
+        }
+    }
     replay(
         &records,
         &geo,
@@ -200,7 +218,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         &mut report,
     );
     for ino in suspects {
-        let o = objs[shard(ino)].get_mut(&ino).expect("inserted");
+        let mut o = objs[shard(ino)].get_mut(&ino).expect("inserted");
         if o.stamp == 0 {
             report
                 .problems
@@ -233,15 +251,16 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
     }
     groups.set_free_inos(|ino| {
         ino != ROOT_INO
-            && objs[shard(ino)]
-                .get(&ino)
-                .is_none_or(|o| o.rec.is_none() && !o.bad)
+            && match objs[shard(ino)].get(&ino) {
+                Some(o) => o.rec.is_none() && !o.bad,
+                None => !dropped.is_live(&geo, ino),
+            }
     });
     let live = objs
         .iter()
         .flat_map(|m| m.values())
         .filter(|o| o.rec.is_some());
-    let (mut inodes, mut pages) = (0u64, 0u64);
+    let (mut inodes, mut pages) = (dropped.live_count, dropped.pages);
     for o in live {
         inodes += 1;
         pages += o.pages.len() as u64;
@@ -258,6 +277,9 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         .map(|(i, _)| *i)
         .collect();
     report.bad_objects.sort_unstable();
+    for m in &mut objs {
+        m.recount();
+    }
     Ok(Loaded {
         sup,
         objs,
@@ -271,6 +293,7 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
         orphans_listed,
         orphans_pending,
         torn_slots,
+        never_written: std::mem::take(&mut dropped.never_written),
     })
 }
 
@@ -287,29 +310,9 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool) -> Result<Loaded> {
 fn derive_records(objs: &mut [ObjMap]) -> u64 {
     let mut changed = 0;
     for m in objs.iter_mut() {
-        for o in m.values_mut() {
-            let (Some(kind), Some(blocks)) = (o.kind(), o.blocks()) else {
-                continue;
-            };
-            let pages = o.pages.len() as u64;
-            let is_dir = kind == FileKind::Directory;
-            if o.bad || (!is_dir && blocks == pages) {
-                continue;
-            }
-            let Some(Ok(mut rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
-                continue;
-            };
-            let mut d = DirDerived::default();
-            if let Some(dir) = &o.dir {
-                // A malformed entry is fsck's to report; it is not counted.
-                dir.entries()
-                    .filter_map(|(n, v)| DirEntryRecord::decode_value(n, v).ok())
-                    .for_each(|e| d.add(&e));
-            }
-            let dir_changed = rec.derive_dir(&d);
-            if dir_changed || rec.blocks != pages {
-                rec.blocks = pages;
-                o.rec = Some(rec.encode());
+        for (_, o) in m.iter_mut() {
+            if let Some(rec) = derived_record(o) {
+                o.rec = Some(rec);
                 o.stamp += 1;
                 o.dirty = true;
                 changed += 1;
@@ -317,6 +320,34 @@ fn derive_records(objs: &mut [ObjMap]) -> u64 {
         }
     }
     changed
+}
+
+/// The record `derive_records` would give `o`, if it differs from its own.
+pub(crate) fn derived_record(o: &InodeObj) -> Option<Vec<u8>> {
+    let (Some(kind), Some(blocks)) = (o.kind(), o.blocks()) else {
+        return None;
+    };
+    let pages = o.pages.len() as u64;
+    let is_dir = kind == FileKind::Directory;
+    if o.bad || (!is_dir && blocks == pages) {
+        return None;
+    }
+    let Some(Ok(mut rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
+        return None;
+    };
+    let mut d = DirDerived::default();
+    if let Some(dir) = &o.dir {
+        // A malformed entry is fsck's to report; it is not counted.
+        dir.entries()
+            .filter_map(|(n, v)| DirEntryRecord::decode_value(n, v).ok())
+            .for_each(|e| d.add(&e));
+    }
+    let dir_changed = rec.derive_dir(&d);
+    if dir_changed || rec.blocks != pages {
+        rec.blocks = pages;
+        return Some(rec.encode());
+    }
+    None
 }
 
 /// Every record of the journal from the tail, with the next head and sequence.
@@ -458,7 +489,7 @@ fn replay(
                 }
                 Op::WriteSb(x) => *sb = *x,
                 _ => {
-                    let obj = objs[shard(o)].entry(o).or_default();
+                    let mut obj = objs[shard(o)].get_or_default(o);
                     if obj.bad && !suspects.contains(&o) {
                         continue;
                     }
@@ -482,7 +513,7 @@ fn replay(
             } else if o == SB_OBJ {
                 *sb_stamp = s;
             } else {
-                let obj = objs[shard(o)].entry(o).or_default();
+                let mut obj = objs[shard(o)].get_or_default(o);
                 if !obj.bad || suspects.contains(&o) {
                     obj.stamp = s;
                     obj.dirty = true;
@@ -503,7 +534,7 @@ fn replay(
 /// checkpoint. Errors are `EUCLEAN` (not an image, corrupt superblocks,
 /// truncated) or the device's error.
 pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore> {
-    let (loaded, took) = timed(|| load(&*dev, true));
+    let (loaded, took) = timed(|| load(&*dev, true, cfg.cache_bytes));
     let l = loaded?;
     let geo = l.sup.geo;
     let orphans = OrphanFile::new(geo.orphan_blocks as usize);
@@ -520,6 +551,7 @@ pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore
             carry: Vec::new(),
         }),
         shards: l.objs.into_iter().map(Mutex::new).collect(),
+        limits: CacheLimits::new(cfg.cache_bytes, l.never_written),
         usage: l.usage.into_iter().map(Mutex::new).collect(),
         sb: Mutex::new(SbState {
             stamp: l.sb_stamp,

@@ -9,7 +9,8 @@
 //!
 //! Locking rules (and the lock order, outermost first):
 //! * `ckpt` (mutex): one checkpoint at a time; protects the superblock
-//!   generation. Taken only by `checkpoint`.
+//!   generation. Taken by `checkpoint`, and by `list_inodes` under a
+//!   memory budget for its scan of the tables (no home moves meanwhile).
 //! * `gates[l]` (rwlock, own cache line, one per lane class): every call
 //!   holds its lane's gate for reading while it changes objects and appends
 //!   its record; a checkpoint takes every gate for writing (in index order)
@@ -19,8 +20,18 @@
 //! * `commit` (mutex): the group-commit point — journal head, tail and
 //!   sequence. The only lock all lanes can meet on. Taken with no gate
 //!   held, or under all gates by a checkpoint.
-//! * `shards[s]` (mutex, `ino % SHARDS`): the inode objects of shard `s`. A
-//!   call takes the shards of its objects in ascending index order.
+//! * `shards[s]` (mutex, `ino % SHARDS`): the inode objects of shard `s`
+//!   (`cache.rs`: the objects, their byte estimate and CLOCK hand). A
+//!   call takes the shards of its objects in ascending index order. Under
+//!   a budget (`ImageConfig::cache_bytes`) an object not held is read back
+//!   from its home while its shard is locked, and a call that leaves its
+//!   shard over its share evicts clean objects there, a bounded number of
+//!   steps at a time (`store_cache.rs`). A call that leaves the store with
+//!   more unsaved bytes than the dirty limit checkpoints after releasing
+//!   every lock it holds (as a full lane buffer commits); the per-shard
+//!   unsaved figures it sums (`limits.published`) and the never-written
+//!   bits (`limits.never_written`) are atomics described in
+//!   `store_cache.rs`.
 //! * `usage[l]`, then `sb` (mutexes): the per-lane usage records and the
 //!   store superblock record, taken after shards.
 //! * `lanes[l]` (mutex): lane `l`'s log buffer; taken last by a call (its
@@ -47,13 +58,15 @@ use lanefs_store::{
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::alloc::Groups;
+use crate::cache::ObjMap;
 use crate::device::Device;
 use crate::journal::{
     self, Op, Record, BATCH_RECORDS, BATCH_WRAP, RECORD_OBJS_MAX, SB_OBJ, USAGE_OBJ_BASE,
 };
 use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
-use crate::object::{self, Entry, InodeObj, ObjMap, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
+use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
+use crate::store_cache::{CacheLimits, CacheStats, Pressure};
 
 /// Inode shards.
 pub const SHARDS: usize = 64;
@@ -78,12 +91,20 @@ pub struct ImageConfig {
     /// in the background; `None`: only on `sync`, on a full lane buffer and
     /// at drop.
     pub commit_interval: Option<Duration>,
+    /// Memory budget of the inode objects (records, page maps, directory
+    /// entries), in estimated bytes: clean objects beyond it are evicted
+    /// and read back from their homes, and unsaved ones beyond half of it
+    /// are checkpointed (docs/ARCHITECTURE.md, "Image store: memory
+    /// budget").
+    /// `None`: every object stays in memory from open to drop.
+    pub cache_bytes: Option<u64>,
 }
 
 impl Default for ImageConfig {
     fn default() -> Self {
         ImageConfig {
             commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
+            cache_bytes: None,
         }
     }
 }
@@ -141,6 +162,8 @@ pub(crate) struct Inner {
     pub gates: Box<[Gate]>,
     pub commit: Mutex<CommitState>,
     pub shards: Box<[Mutex<ObjMap>]>,
+    /// Per-shard limits of the object cache (`store_cache.rs`).
+    pub limits: CacheLimits,
     pub usage: Box<[Mutex<UsageRec>]>,
     pub sb: Mutex<SbState>,
     pub lanes: Box<[Mutex<Vec<u8>>]>,
@@ -248,11 +271,12 @@ impl Inner {
             .map(|&s| (s, self.shards[s].lock()))
             .collect();
         for &i in &inos {
-            let g = &guards
-                .iter()
+            let g = &mut guards
+                .iter_mut()
                 .find(|(s, _)| *s == shard(i))
                 .expect("locked")
                 .1;
+            self.ensure(g, i)?;
             if g.get(&i).is_some_and(|o| o.bad) {
                 return Err(Errno::EIO);
             }
@@ -284,7 +308,7 @@ impl Inner {
                     .find(|(s, _)| *s == shard(o))
                     .expect("locked")
                     .1;
-                let obj = g.entry(o).or_default();
+                let mut obj = g.get_or_default(o);
                 obj.stamp += 1;
                 obj.stamp
             };
@@ -320,7 +344,7 @@ impl Inner {
                 .find(|(s, _)| *s == shard(i))
                 .expect("locked")
                 .1;
-            self.track_orphan(i, g.get_mut(&i).expect("stamped above"));
+            self.track_orphan(i, &mut g.get_mut(&i).expect("stamped above"));
         }
         let rec = Record { objs, ops };
         let buffered = {
@@ -336,12 +360,20 @@ impl Inner {
                 self.groups.free_ino(*i);
             }
         }
+        let mut pressure = Pressure::None;
+        for (s, g) in &mut guards {
+            self.trim(g);
+            pressure = pressure.max(self.pressure(*s, g));
+        }
         drop(sb_guard);
         drop(usage_guards);
         drop(guards);
         drop(_gate);
         if buffered >= self.lane_commit_bytes() {
             self.group_commit()?;
+        }
+        if pressure != Pressure::None {
+            self.relieve(pressure, &shard_ids)?;
         }
         Ok(())
     }
@@ -481,9 +513,10 @@ impl Inner {
             cs.tail = new_tail.0;
             cs.tail_seq = new_tail.1;
         }
-        for (ino, target, new_blocks, dir_homes, old_blocks) in written {
+        for (ino, stamp, target, new_blocks, dir_homes, old_blocks) in written {
             let mut m = self.shards[shard(ino)].lock();
-            if let Some(obj) = m.get_mut(&ino) {
+            if let Some(mut obj) = m.get_mut(&ino) {
+                obj.home_stamp = stamp;
                 obj.home_slot = target;
                 if let Some(d) = &mut obj.dir {
                     for (pos, home) in &dir_homes {
@@ -494,6 +527,10 @@ impl Inner {
                 }
                 obj.home_blocks = new_blocks.clone();
             }
+            self.mark_written(ino);
+            // Now clean (unless changed since the snapshot): evictable.
+            self.trim(&mut m);
+            self.pressure(shard(ino), &m);
             drop(m);
             for b in old_blocks.iter().filter(|b| !new_blocks.contains(b)) {
                 self.groups.free_block(*b);
@@ -502,6 +539,7 @@ impl Inner {
         for b in pending {
             self.groups.free_block(b);
         }
+        self.trim_all();
         Ok(())
     }
 
@@ -515,7 +553,7 @@ impl Inner {
         sb: Superblock,
         orphan_blocks: Vec<(usize, Vec<u8>)>,
         new_tail: (u64, u64),
-    ) -> Result<Vec<(Ino, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>> {
+    ) -> Result<Vec<(Ino, u64, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>> {
         let bs = BLOCK as u64;
         let mut slots = Vec::with_capacity(snaps.len());
         let mut out = Vec::with_capacity(snaps.len());
@@ -571,7 +609,14 @@ impl Inner {
                 s.target,
                 object::encode_slot(s.ino, state, s.stamp, &image, head),
             ));
-            out.push((s.ino, s.target, new_blocks, dir_homes, s.old_blocks));
+            out.push((
+                s.ino,
+                s.stamp,
+                s.target,
+                new_blocks,
+                dir_homes,
+                s.old_blocks,
+            ));
         }
         for (bi, b) in &orphan_blocks {
             self.dev
@@ -663,15 +708,19 @@ impl Inner {
         Err(Errno::ENOSPC)
     }
 
-    /// Read-only access to one object; EIO if it is bad.
+    /// Read-only access to one object (read back from its home if it was
+    /// evicted); EIO if it is bad.
     fn with_obj<T>(&self, ino: Ino, f: impl FnOnce(Option<&InodeObj>) -> Result<T>) -> Result<T> {
         self.check_ino(ino)?;
-        let m = self.shards[shard(ino)].lock();
-        let o = m.get(&ino);
+        let mut m = self.shards[shard(ino)].lock();
+        self.ensure(&mut m, ino)?;
+        let o = m.hit(ino);
         if o.is_some_and(|o| o.bad) {
             return Err(Errno::EIO);
         }
-        f(o)
+        let r = f(o);
+        self.trim(&mut m);
+        r
     }
 }
 
@@ -768,6 +817,11 @@ impl ImageStore {
     /// Write every dirty object home and move the journal tail.
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.checkpoint()
+    }
+
+    /// What the inode-object cache holds (see `ImageConfig::cache_bytes`).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache_stats()
     }
 
     /// Free data blocks (for tests and statfs-like reports).
@@ -915,6 +969,9 @@ impl Store for ImageStore {
 
     fn list_inodes(&self) -> Result<Vec<Ino>> {
         self.inner.check_ok()?;
+        if self.inner.limits.bounded() {
+            return self.inner.list_live();
+        }
         Ok(self
             .inner
             .shards

@@ -146,3 +146,8 @@ fn concurrent_txns_from_many_lanes_all_survive() {
         assert!(r.clean, "{r:#?}");
     }
 }
+
+tiny_budget_too!(
+    lanes_allocate_from_their_own_groups,
+    concurrent_txns_from_many_lanes_all_survive,
+);

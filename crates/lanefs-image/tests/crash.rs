@@ -328,3 +328,8 @@ fn the_crash_device_reads_its_own_pending_writes() {
     let img = d.crash_image().unwrap();
     assert_eq!(img[0], 1, "the flushed write survives");
 }
+
+tiny_budget_too!(
+    power_cuts_drop_unflushed_writes,
+    power_cuts_drop_and_tear_unflushed_writes,
+);

@@ -9,10 +9,12 @@ use lanefs_core::{Cred, Fs, FsConfig, ROOT_INO};
 use lanefs_image::{fsck, mkfs, ImageStore};
 use lanefs_store::Store;
 
+mod common;
+
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
 fn mount(path: &Path) -> (Fs, Arc<ImageStore>) {
-    let store = Arc::new(ImageStore::open(path).unwrap());
+    let store = Arc::new(ImageStore::open_with(path, &common::cfg()).unwrap());
     (Fs::new(store.clone(), FsConfig::default()).unwrap(), store)
 }
 
@@ -122,3 +124,5 @@ fn a_tree_survives_drop_and_reopen_and_orphans_are_freed() {
         assert!(r.clean && r.orphans_pending == 0, "{r:#?}");
     }
 }
+
+tiny_budget_too!(a_tree_survives_drop_and_reopen_and_orphans_are_freed,);

@@ -193,3 +193,8 @@ fn engine_power_cuts_keep_synced_files() {
 fn engine_power_cuts_full_guarantee() {
     run(true);
 }
+
+tiny_budget_too!(
+    engine_power_cuts_keep_synced_files,
+    engine_power_cuts_full_guarantee,
+);

@@ -159,3 +159,5 @@ fn namespace_ops_cut_anywhere_leave_a_clean_image() {
         );
     }
 }
+
+tiny_budget_too!(namespace_ops_cut_anywhere_leave_a_clean_image,);

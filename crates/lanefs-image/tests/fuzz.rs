@@ -163,3 +163,5 @@ fn corrupted_images_never_panic() {
     );
     assert!(clean < iters, "some corruption is found");
 }
+
+tiny_budget_too!(corrupted_images_never_panic,);

@@ -15,7 +15,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lanefs_image::crash::next_rand;
-use lanefs_image::fuzz::{check_image_input, decode_sparse, mutate_input};
+mod common;
+
+use lanefs_image::fuzz::{check_image_input_with, decode_sparse, mutate_input};
 
 /// The largest single allocation any input may cause.
 const ALLOC_MAX: usize = 64 << 20;
@@ -65,7 +67,7 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
 }
 
 fn run(name: &str, input: &[u8]) -> lanefs_image::fuzz::FuzzOutcome {
-    let out = check_image_input(input);
+    let out = check_image_input_with(input, common::cfg().cache_bytes);
     let largest = LARGEST.load(Ordering::Relaxed);
     assert!(
         largest <= ALLOC_MAX,
@@ -133,3 +135,5 @@ fn sparse_encoding_round_trips() {
         assert_eq!(decode_sparse(&again), (flags, img), "{name}");
     }
 }
+
+tiny_budget_too!(fuzz_corpus_replays, fuzz_corpus_mutations_never_panic,);

@@ -313,3 +313,10 @@ fn a_full_image_says_enospc_and_still_checkpoints() {
     drop(s);
     assert!(fsck_device(dev, false).unwrap().clean);
 }
+
+tiny_budget_too!(
+    every_record_kind_survives_sync_and_reopen,
+    bad_names_and_inode_numbers_are_errors,
+    one_corrupt_inode_answers_eio_and_the_rest_is_usable,
+    a_full_image_says_enospc_and_still_checkpoints,
+);

@@ -95,3 +95,5 @@ fn a_block_claimed_twice_goes_to_the_lowest_inode_on_every_open() {
         assert_eq!(listed, inos, "round {round}");
     }
 }
+
+tiny_budget_too!(a_block_claimed_twice_goes_to_the_lowest_inode_on_every_open,);

@@ -29,6 +29,7 @@ fn fresh() -> (Arc<MemDevice>, Filesystem, Arc<ImageStore>) {
         dev.clone(),
         &ImageConfig {
             commit_interval: None,
+            cache_bytes: None,
         },
     )
     .expect("open");

@@ -46,6 +46,7 @@ fn main() -> std::io::Result<()> {
             &img,
             &ImageConfig {
                 commit_interval: None,
+                cache_bytes: None,
             },
             FsConfig::default(),
         )?;
@@ -74,6 +75,7 @@ fn main() -> std::io::Result<()> {
     lanefs_image::mkfs(&img, size)?;
     let store = ImageConfig {
         commit_interval: None,
+        cache_bytes: None,
     };
     let fs = Filesystem::open_image_with(&img, &store, config)?;
     report("mkfs + open", t, &fs);

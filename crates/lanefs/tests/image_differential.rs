@@ -30,6 +30,9 @@ const CACHE_OBJECTS: usize = 16;
 fn store_config() -> ImageConfig {
     ImageConfig {
         commit_interval: None,
+        // The store's objects too: a few objects' worth, evicted and read
+        // back from their homes all the time.
+        cache_bytes: Some(4096),
     }
 }
 

@@ -79,6 +79,9 @@ fn open_image_small_cache(img: &Path) -> io::Result<Filesystem> {
     };
     let store = lanefs::ImageConfig {
         commit_interval: Some(std::time::Duration::from_millis(20)),
+        // The store's objects under a few objects' worth (evicted and read
+        // back from their homes all the time).
+        cache_bytes: Some(4096),
     };
     Filesystem::open_image_with(img, &store, config)
 }

@@ -6,10 +6,51 @@ use std::sync::Arc;
 use lanefs_image::{mkfs_device, ImageConfig, ImageStore, MemDevice};
 use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 
+/// Store budget of the tests run by [`tiny_budget_too`]: a few objects'
+/// worth, so objects are evicted and read back all the time.
+pub const TINY_BUDGET: u64 = 4 << 10;
+
+thread_local! {
+    static BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The store configuration of the tests: no background commit; the
+/// object cache unbounded, or [`TINY_BUDGET`] inside [`with_tiny_budget`].
 pub fn cfg() -> ImageConfig {
     ImageConfig {
         commit_interval: None,
+        cache_bytes: BUDGET.with(|b| b.get()),
     }
+}
+
+/// Run `test` with every store it opens (on this thread, through
+/// [`cfg`]) under [`TINY_BUDGET`].
+pub fn with_tiny_budget(test: fn()) {
+    BUDGET.with(|b| b.set(Some(TINY_BUDGET)));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BUDGET.with(|b| b.set(None));
+        }
+    }
+    let _reset = Reset;
+    test();
+}
+
+/// Also run the named tests of this file with a tiny store budget, as
+/// `tiny_budget::NAME`.
+#[macro_export]
+macro_rules! tiny_budget_too {
+    ($($name:ident),* $(,)?) => {
+        mod tiny_budget {
+            $(
+                #[test]
+                fn $name() {
+                    $crate::common::with_tiny_budget(super::$name);
+                }
+            )*
+        }
+    };
 }
 
 pub fn rec(ino: Ino, kind: FileKind, nlink: u32, size: u64) -> InodeRecord {
