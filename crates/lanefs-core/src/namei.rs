@@ -495,6 +495,12 @@ impl Fs {
             return Err(Errno::EEXIST);
         }
         check_name(newname)?;
+        // A taken name fails first (Linux's `filename_create`), whatever
+        // else holds: answered from a lock-free lookup, so a link that
+        // fails this way takes no stripe and writes nothing.
+        if fs.dir_read(&dir)?.get(newname).is_some() {
+            return Err(Errno::EEXIST);
+        }
         let mut idx = fs.dir_write(&dir, Stripes::Of(&[newname]))?;
         let dm = dir.meta.lock();
         if dm.rec.nlink == 0 {
