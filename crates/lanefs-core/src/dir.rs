@@ -660,6 +660,30 @@ mod model {
         }
     }
 
+    /// A thread that takes the index out and installs a reload of it, as
+    /// a shrink then a lookup miss do: entries are written through, so the
+    /// reload holds exactly what the taken index held — read after the take,
+    /// which held every stripe, so no writer is still in it.
+    fn spawn_take_and_reload(d: Arc<DirState>) -> thread::JoinHandle<()> {
+        thread::spawn(move || {
+            let mut w = d.lock_load();
+            let g = crossbeam_epoch::pin();
+            let old = d.index(&g).expect("installed");
+            assert!(w.take());
+            let records = old
+                .list_after(0, usize::MAX, &g)
+                .into_iter()
+                .map(|(name, s)| DirEntryRecord {
+                    name,
+                    ino: s.ino,
+                    kind: s.kind,
+                    cookie: s.cookie,
+                })
+                .collect();
+            w.install(DirIndex::from_records(records, 0));
+        })
+    }
+
     /// Lookups racing inserts (with growth), removes and a drop/reload of
     /// the index: a lookup of a name that is present throughout always
     /// finds it with its value; a removed name is never found after the
@@ -705,30 +729,7 @@ mod model {
                         wr(&d).insert(b"stay", slot(10, 3));
                     })
                 };
-                let dropper = {
-                    let d = d.clone();
-                    thread::spawn(move || {
-                        // Drop and reload, as a shrink then a lookup miss:
-                        // entries are written through, so the reload holds
-                        // exactly what the taken index held.
-                        let mut w = d.lock_load();
-                        let g = crossbeam_epoch::pin();
-                        let records: Vec<_> = w
-                            .index()
-                            .unwrap()
-                            .list_after(0, usize::MAX, &g)
-                            .into_iter()
-                            .map(|(name, s)| DirEntryRecord {
-                                name,
-                                ino: s.ino,
-                                kind: s.kind,
-                                cookie: s.cookie,
-                            })
-                            .collect();
-                        assert!(w.take());
-                        w.install(DirIndex::from_records(records, 0));
-                    })
-                };
+                let dropper = spawn_take_and_reload(d.clone());
                 for _ in 0..4 {
                     let was_removed = removed.load(Ordering::Acquire) == 1;
                     let g = crossbeam_epoch::pin();
@@ -801,28 +802,7 @@ mod model {
                         })
                     })
                     .collect();
-                let dropper = {
-                    let d = d.clone();
-                    thread::spawn(move || {
-                        let mut w = d.lock_load();
-                        let g = crossbeam_epoch::pin();
-                        let old = d.index(&g).expect("installed");
-                        assert!(w.take());
-                        // Every stripe was held for the take: no writer is
-                        // still in `old`, so its entries are final.
-                        let records: Vec<_> = old
-                            .list_after(0, usize::MAX, &g)
-                            .into_iter()
-                            .map(|(name, s)| DirEntryRecord {
-                                name,
-                                ino: s.ino,
-                                kind: s.kind,
-                                cookie: s.cookie,
-                            })
-                            .collect();
-                        w.install(DirIndex::from_records(records, 0));
-                    })
-                };
+                let dropper = spawn_take_and_reload(d.clone());
                 for _ in 0..3 {
                     let g = crossbeam_epoch::pin();
                     if let Some(idx) = d.index(&g) {
