@@ -82,17 +82,6 @@ pub(crate) struct ParentAttrs {
     pub gid: u32,
 }
 
-impl ParentAttrs {
-    pub fn of(rec: &InodeRecord) -> ParentAttrs {
-        ParentAttrs {
-            ino: rec.ino,
-            perm: rec.perm,
-            uid: rec.uid,
-            gid: rec.gid,
-        }
-    }
-}
-
 /// Fold threshold of the engine's per-lane counters.
 const COUNTER_BATCH: i64 = 64;
 

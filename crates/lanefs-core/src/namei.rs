@@ -22,7 +22,7 @@ use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
     ParentAttrs,
 };
-use crate::inode::{Body, Inode, Meta};
+use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies};
 use crate::{Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{
@@ -255,32 +255,38 @@ impl FsInner {
         exclusive: bool,
     ) -> Result<Made<'_>> {
         loop {
-            // Load the index (under the load lock) before taking `meta`.
+            // A first check, lock-free (a hint: the name's stripe makes
+            // the second one exact).
             let exists = self.dir_read(dir)?.get(name).is_some();
-            let parent = {
-                let dm = dir.meta.lock();
-                match create_checks(cred, &dm, exists, n, exclusive)? {
-                    Some(p) => p,
-                    None => return Ok(Made::Exists),
-                }
+            let parent = match create_checks(cred, dir, exists, n, exclusive)? {
+                Some(p) => p,
+                None => return Ok(Made::Exists),
             };
             // No lock held: the icache insert may wait (lock order).
             let inode = self.alloc_inode(cred, &parent, n)?;
-            let mut idx = match self.dir_write(dir, Stripes::Of(&[name])) {
+            // A new subdirectory changes the directory's link count, which
+            // its link-room check reads: mkdirs take every stripe, so two
+            // never both pass at `LINK_MAX - 1` (renames that move a
+            // directory in hold the rename lock and a stripe).
+            let names = [name];
+            let which = if n.kind == FileKind::Directory {
+                Stripes::All
+            } else {
+                Stripes::Of(&names)
+            };
+            let mut idx = match self.dir_write(dir, which) {
                 Ok(idx) => idx,
                 Err(e) => {
                     self.discard_new(&inode);
                     return Err(e);
                 }
             };
-            // Under the name's stripe the checks stay true until the entry
-            // is linked: the directory's death (rmdir) and a change of its
-            // mode or owner (setattr) take every stripe.
-            let again = {
-                let dm = dir.meta.lock();
-                let exists = idx.get(name).is_some();
-                create_checks(cred, &dm, exists, n, exclusive)
-            };
+            // Under the name's stripe the checks are exact and stay true
+            // until the entry is linked: the directory's death (rmdir) and
+            // a change of its mode or owner (setattr) take every stripe, so
+            // its mirror can be read instead of locking its `meta`.
+            let exists = idx.get(name).is_some();
+            let again = create_checks(cred, dir, exists, n, exclusive);
             match again {
                 Ok(Some(p)) if p == parent => {}
                 other => {
@@ -639,15 +645,19 @@ pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRec
 /// The checks of a create, in Linux's order: the directory is alive,
 /// `name` is free (`None` if it exists and the create is not
 /// exclusive), write and search permission, `CAP_MKNOD`, link room.
-/// `dm` is the directory's `meta`, `exists` whether `name` is in it.
+/// Read from `dir`'s attribute mirror, without its `meta`: exact for a
+/// holder of the name's stripe (every change of what is read here takes
+/// every stripe: rmdir of `dir`, setattr of its mode or owner, mkdir in
+/// it), a hint otherwise. `exists`: whether `name` is in `dir`.
 fn create_checks(
     cred: &Cred,
-    dm: &Meta,
+    dir: &Inode,
     exists: bool,
     n: &NewNode<'_>,
     exclusive: bool,
 ) -> Result<Option<ParentAttrs>> {
-    if dm.rec.nlink == 0 {
+    let a = dir.meta.attr();
+    if a.nlink() == 0 || a.freed() {
         return Err(Errno::ENOENT);
     }
     if exists {
@@ -657,12 +667,24 @@ fn create_checks(
             Ok(None)
         };
     }
-    perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+    perm::permission_of(
+        cred,
+        FileKind::Directory,
+        a.perm(),
+        a.uid(),
+        a.gid(),
+        MAY_WRITE | MAY_EXEC,
+    )?;
     if n.needs_mknod_cap && !cred.is_root() {
         return Err(Errno::EPERM);
     }
     if n.kind == FileKind::Directory {
-        check_link_room(dm.rec.nlink)?;
+        check_link_room(a.nlink())?;
     }
-    Ok(Some(ParentAttrs::of(&dm.rec)))
+    Ok(Some(ParentAttrs {
+        ino: dir.ino,
+        perm: a.perm(),
+        uid: a.uid(),
+        gid: a.gid(),
+    }))
 }
