@@ -162,6 +162,43 @@ fn rename_across_dirs_updates_link_counts() -> io::Result<()> {
 
 // ---- links, names, paths -------------------------------------------------
 
+/// A directory's link count never passes `LINK_MAX`, also when mkdirs in
+/// it race: each takes every stripe of the directory's entry lock, so the
+/// link-room check and the increment cannot interleave and exactly one of
+/// the last two succeeds.
+#[test]
+fn racing_mkdirs_stop_at_the_link_limit() -> io::Result<()> {
+    let fs = fs();
+    fs.create_dir("/p")?;
+    // A new directory has 2 links; each subdirectory adds one.
+    for i in 2..LINK_MAX - 1 {
+        fs.create_dir(format!("/p/{i}"))?;
+    }
+    assert_eq!(fs.metadata("/p")?.nlink(), LINK_MAX - 1);
+    let results: Vec<io::Result<()>> = std::thread::scope(|s| {
+        let racers: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|n| {
+                let fs = fs.clone();
+                s.spawn(move || fs.create_dir(format!("/p/last-{n}")))
+            })
+            .collect();
+        racers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    let err = results
+        .into_iter()
+        .find_map(|r| r.err())
+        .expect("one failed");
+    assert_eq!(errno(Err::<(), _>(err)), Errno::EMLINK);
+    assert_eq!(fs.metadata("/p")?.nlink(), LINK_MAX);
+    Ok(())
+}
+
 #[test]
 fn link_to_directory_is_eperm_and_emlink_at_the_limit() -> io::Result<()> {
     let fs = fs();
