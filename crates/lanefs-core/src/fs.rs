@@ -929,6 +929,41 @@ pub(crate) fn creation_perm(kind: FileKind, mode: u32, umask: u32) -> u16 {
 }
 
 /// `EMLINK` check for adding one link.
+/// A subdirectory's link reserved in its new parent's link count: the room
+/// is checked and the count raised in one `meta` section, so two
+/// reservations (mkdirs under different stripes, a rename moving a
+/// directory in) never both pass at `LINK_MAX - 1`. Given back on drop
+/// unless [`keep`](Self::keep) is called; the drop takes the parent's
+/// `meta`, so no inode's `meta` may be held then (lock order).
+pub(crate) struct SubdirLink<'a> {
+    dir: &'a Inode,
+    kept: bool,
+}
+
+impl<'a> SubdirLink<'a> {
+    pub fn reserve(dir: &'a Inode) -> Result<SubdirLink<'a>> {
+        let mut dm = dir.meta.lock();
+        check_link_room(dm.rec.nlink)?;
+        dm.rec.nlink += 1;
+        dm.dirty = true;
+        Ok(SubdirLink { dir, kept: false })
+    }
+
+    /// The subdirectory is linked: the raised count stays.
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for SubdirLink<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            let mut dm = self.dir.meta.lock();
+            dm.rec.nlink -= 1;
+        }
+    }
+}
+
 pub(crate) fn check_link_room(nlink: u32) -> Result<()> {
     if nlink >= crate::LINK_MAX {
         Err(Errno::EMLINK)

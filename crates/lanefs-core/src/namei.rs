@@ -20,7 +20,7 @@
 use crate::dir::{DirFrozen, DirIndex, DirRead, DirWrite, Slot, Stripes};
 use crate::fs::{
     check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
-    ParentAttrs,
+    ParentAttrs, SubdirLink,
 };
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies};
@@ -173,16 +173,14 @@ impl FsInner {
 
     /// The directory's attributes after [`add_entry`](Self::add_entry)
     /// (its stripe still held, so a later change of the same name comes
-    /// after): size, times, next cookie, and a subdirectory's link.
+    /// after): size, times, next cookie (a subdirectory's link was
+    /// reserved before, [`SubdirLink`]).
     /// The times are read under `meta`, so that a directory's mtime never
     /// goes back while changes of different stripes finish out of order.
-    pub fn entry_added(&self, dir: &Inode, cookie: u64, kind: FileKind) {
+    pub fn entry_added(&self, dir: &Inode, cookie: u64) {
         let mut dm = dir.meta.lock();
         dm.rec.next_cookie = dm.rec.next_cookie.max(cookie + 1);
         dm.rec.size += DIRENT_SIZE;
-        if kind == FileKind::Directory {
-            dm.rec.nlink += 1;
-        }
         touch_mc(dir, &mut dm, Timespec::now());
     }
 
@@ -264,17 +262,7 @@ impl FsInner {
             };
             // No lock held: the icache insert may wait (lock order).
             let inode = self.alloc_inode(cred, &parent, n)?;
-            // A new subdirectory changes the directory's link count, which
-            // its link-room check reads: mkdirs take every stripe, so two
-            // never both pass at `LINK_MAX - 1` (renames that move a
-            // directory in hold the rename lock and a stripe).
-            let names = [name];
-            let which = if n.kind == FileKind::Directory {
-                Stripes::All
-            } else {
-                Stripes::Of(&names)
-            };
-            let mut idx = match self.dir_write(dir, which) {
+            let mut idx = match self.dir_write(dir, Stripes::Of(&[name])) {
                 Ok(idx) => idx,
                 Err(e) => {
                     self.discard_new(&inode);
@@ -284,7 +272,9 @@ impl FsInner {
             // Under the name's stripe the checks are exact and stay true
             // until the entry is linked: the directory's death (rmdir) and
             // a change of its mode or owner (setattr) take every stripe, so
-            // its mirror can be read instead of locking its `meta`.
+            // its mirror can be read instead of locking its `meta`. The
+            // link count is the exception (mkdirs under other stripes
+            // change it): a new subdirectory reserves its link below.
             let exists = idx.get(name).is_some();
             let again = create_checks(cred, dir, exists, n, exclusive);
             match again {
@@ -299,6 +289,18 @@ impl FsInner {
                     }
                 }
             }
+            let link = if n.kind == FileKind::Directory {
+                match SubdirLink::reserve(dir) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        drop(idx);
+                        self.discard_new(&inode);
+                        return Err(e);
+                    }
+                }
+            } else {
+                None
+            };
             // The new inode's whole record goes with its entry: the store
             // never holds an entry to a free number or a record nothing
             // links.
@@ -315,6 +317,7 @@ impl FsInner {
                 Ok(cookie) => cookie,
                 Err(e) => {
                     drop(nm);
+                    drop(link);
                     drop(idx);
                     self.discard_new(&inode);
                     return Err(e);
@@ -326,7 +329,10 @@ impl FsInner {
                 nm.dirty = false;
             }
             drop(nm);
-            self.entry_added(dir, cookie, n.kind);
+            if let Some(l) = link {
+                l.keep();
+            }
+            self.entry_added(dir, cookie);
             return Ok(Made::New(inode));
         }
     }
@@ -546,7 +552,7 @@ impl Fs {
         touch_c(&inode, &mut m, now);
         let attr = Attr::from_record(&m.rec);
         drop(m);
-        fs.entry_added(&dir, cookie, inode.kind);
+        fs.entry_added(&dir, cookie);
         Ok(attr)
     }
 

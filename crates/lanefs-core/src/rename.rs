@@ -19,7 +19,7 @@
 
 use crate::attr_seq::MetaGuard;
 use crate::dir::{DirWrite, Slot, Stripes};
-use crate::fs::{check_link_room, check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef};
+use crate::fs::{check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef, SubdirLink};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
@@ -223,13 +223,15 @@ impl Fs {
                     perm::permission(cred, &t.meta.lock().rec, MAY_WRITE)?;
                 }
             }
-            if old_is_dir && !new_is_dir {
-                check_link_room(ndir.meta.lock().rec.nlink)?;
-            }
-            if exchange && new_is_dir && !old_is_dir {
-                check_link_room(odir.meta.lock().rec.nlink)?;
-            }
         }
+        // A directory gaining a subdirectory reserves its link now (the
+        // room check and the raise in one `meta` section, against mkdirs in
+        // it under other stripes); given back if the rename fails.
+        let gained_link = match (cross, old_is_dir, new_is_dir) {
+            (true, true, false) => Some(SubdirLink::reserve(ndir)?),
+            (true, false, true) if exchange => Some(SubdirLink::reserve(odir)?),
+            _ => None,
+        };
         let now = Timespec::now();
         // Every record change in one store transaction, then memory, which
         // cannot fail. In the index every name that exists before the
@@ -293,7 +295,14 @@ impl Fs {
                 } else {
                     (odir, ndir)
                 };
-                gain.meta.lock().rec.nlink += 1;
+                debug_assert!(
+                    gained_link.is_some(),
+                    "{} gained no reserved link",
+                    gain.ino
+                );
+                if let Some(l) = gained_link {
+                    l.keep();
+                }
                 let mut lm = lose.meta.lock();
                 debug_assert!(
                     lm.rec.nlink > 2,
@@ -362,6 +371,9 @@ impl Fs {
             touch_c(&old, &mut old.meta.lock(), now);
         }
         nidx!().insert(newname, moved);
+        if let Some(l) = gained_link {
+            l.keep();
+        }
         {
             let mut ndm = ndir.meta.lock();
             ndm.rec.next_cookie = ndm.rec.next_cookie.max(cookie + 1);
@@ -372,7 +384,9 @@ impl Fs {
                 debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
                 ndm.rec.nlink -= 1;
             }
-            if old_is_dir && cross {
+            if old_is_dir && cross && new_is_dir {
+                // Replacing a subdirectory by one moved in: no reservation
+                // (the count does not grow), one link for the other.
                 ndm.rec.nlink += 1;
             }
             touch_mc(ndir, &mut ndm, Timespec::now());
