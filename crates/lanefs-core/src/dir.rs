@@ -21,9 +21,9 @@
 //!   holder is the stripe's only writer of the trie below its root slot
 //!   and of its `len`. Several stripes of one directory are taken
 //!   in ascending index; "all stripes" (an rmdir victim, taking the index
-//!   out, a directory's own mode or owner changing, a mkdir in it, whose
-//!   link-room check reads the directory's link count) is every one of
-//!   them.
+//!   out, a directory's own mode or owner changing) is every one of them.
+//!   (A new subdirectory's link is reserved in the parent's `meta`
+//!   instead, `fs::SubdirLink`.)
 //!   Lookups and listings take none.
 //! * `DirState::load` (mutex): held to install an index and to take one
 //!   out; taken before any stripe lock. A writer that finds no index takes
