@@ -447,50 +447,48 @@ pub(crate) struct DirWrite<'a> {
 }
 
 impl DirWrite<'_> {
-    fn idx(&self) -> &DirIndex {
-        self.index
-    }
-
-    /// `name`'s stripe, which this writer must hold.
-    fn stripe(&self, name: &[u8]) -> &Stripe {
-        let s = self.index.names.stripe_of(name);
-        debug_assert!(
-            self.held.iter().any(|(h, _)| *h == s),
-            "stripe {s} not held"
-        );
-        self.index.names.aux(s)
+    /// Debug builds: this writer holds `name`'s stripe (release builds do
+    /// not hash the name again for it).
+    fn debug_check_held(&self, name: &[u8]) {
+        if cfg!(debug_assertions) {
+            let s = self.index.names.stripe_of(name);
+            assert!(
+                self.held.iter().any(|(h, _)| *h == s),
+                "stripe {s} not held"
+            );
+        }
     }
 
     pub fn get(&self, name: &[u8]) -> Option<Slot> {
-        self.idx().get(name, &crossbeam_epoch::pin())
+        self.index.get(name, &crossbeam_epoch::pin())
     }
 
     /// Entries (exact when every stripe is held).
     pub fn len(&self) -> usize {
-        self.idx().len()
+        self.index.len()
     }
 
     /// A new cookie for `name`.
     pub fn new_cookie(&mut self, name: &[u8]) -> u64 {
-        let _ = self.stripe(name);
+        self.debug_check_held(name);
         self.index.next_cookie.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Insert `name`, or replace it (a new node: readers validating the
     /// old one see it gone).
     pub fn insert(&mut self, name: &[u8], slot: Slot) {
-        let _ = self.stripe(name);
+        self.debug_check_held(name);
         let guard = crossbeam_epoch::pin();
         // SAFETY: we hold `name`'s stripe: its only writer.
-        unsafe { self.idx().insert(name, slot, &guard) };
+        unsafe { self.index.insert(name, slot, &guard) };
     }
 
     /// Remove `name`.
     pub fn remove(&mut self, name: &[u8]) -> Option<Slot> {
-        let _ = self.stripe(name);
+        self.debug_check_held(name);
         let guard = crossbeam_epoch::pin();
         // SAFETY: we hold `name`'s stripe: its only writer.
-        unsafe { self.idx().remove(name, &guard) }
+        unsafe { self.index.remove(name, &guard) }
     }
 }
 
@@ -566,7 +564,7 @@ mod tests {
         w.insert(b"a", slot(11, 3));
         w.insert(b"c", slot(12, 4));
         let g = crossbeam_epoch::pin();
-        let idx = w.idx();
+        let idx = w.index;
         let all: Vec<_> = idx
             .list_after(0, 10, &g)
             .into_iter()
@@ -582,12 +580,12 @@ mod tests {
         drop(g);
         assert_eq!(w.remove(b"c"), Some(slot(12, 4)));
         let g = crossbeam_epoch::pin();
-        let idx = w.idx();
+        let idx = w.index;
         assert_eq!(idx.list_after(3, 1, &g).len(), 1);
         drop(g);
         w.insert(b"b", slot(13, 6));
         let g = crossbeam_epoch::pin();
-        let idx = w.idx();
+        let idx = w.index;
         assert_eq!(idx.len(), 2);
         assert_eq!(
             idx.list_after(5, 10, &g)[0].1.ino,

@@ -985,11 +985,7 @@ mod tests {
         const BUDGET: usize = 64;
         const PINNED: usize = 2_000;
         const COLD: usize = 2_000;
-        let config = FsConfig {
-            cache_inodes_max: BUDGET,
-            ..FsConfig::default()
-        };
-        let fs = Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap();
+        let fs = fs_with_inode_budget(BUDGET);
         let r = Cred::root();
         for i in 0..PINNED {
             // Counted: keeps a lookup reference (pinned).
@@ -1017,6 +1013,15 @@ mod tests {
         assert!(fs.cache_counts().0 <= PINNED + BUDGET + EVICT_BATCH_MIN);
     }
 
+    /// An engine on a memory store caching at most `budget` inodes.
+    fn fs_with_inode_budget(budget: usize) -> Fs {
+        let config = FsConfig {
+            cache_inodes_max: budget,
+            ..FsConfig::default()
+        };
+        Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap()
+    }
+
     /// Second chance: a directory and file reached only by lock-free walks
     /// (which take no reference) stay cached while cold inodes stream
     /// through a budget many times smaller than the stream; without the
@@ -1025,11 +1030,7 @@ mod tests {
     #[test]
     fn lock_free_walks_keep_their_inodes_cached() {
         const BUDGET: usize = 64;
-        let config = FsConfig {
-            cache_inodes_max: BUDGET,
-            ..FsConfig::default()
-        };
-        let fs = Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap();
+        let fs = fs_with_inode_budget(BUDGET);
         let r = Cred::root();
         let hot = fs.mkdir(&r, ROOT_INO, b"hot", 0o755, 0).unwrap();
         let x = fs.mknod(&r, hot.ino, b"x", 0o644, 0, 0).unwrap();

@@ -236,8 +236,8 @@ impl FsInner {
     /// else [`Made::Exists`]: the caller looks the name up again).
     ///
     /// The new inode is allocated *before* the directory's entry lock is
-    /// taken, from the parent's attributes read under its `meta`; under the
-    /// lock the checks are repeated and, if the parent's owner or mode moved
+    /// taken, from the parent's attributes read from its mirror; under the
+    /// name's stripe the checks are repeated and, if the parent's owner or mode moved
     /// meanwhile (so inheritance or permission could differ), the inode is
     /// discarded and the create starts over. Only the name's stripe of the
     /// directory's entry lock is held, to link the name (the store's entry,
@@ -652,9 +652,11 @@ pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRec
 /// `name` is free (`None` if it exists and the create is not
 /// exclusive), write and search permission, `CAP_MKNOD`, link room.
 /// Read from `dir`'s attribute mirror, without its `meta`: exact for a
-/// holder of the name's stripe (every change of what is read here takes
-/// every stripe: rmdir of `dir`, setattr of its mode or owner, mkdir in
-/// it), a hint otherwise. `exists`: whether `name` is in `dir`.
+/// holder of the name's stripe (rmdir of `dir` and setattr of its mode or
+/// owner take every stripe), a hint otherwise — except the link count for
+/// the link-room check, which mkdirs under other stripes move: a new
+/// subdirectory reserves its link exactly afterwards ([`SubdirLink`]).
+/// `exists`: whether `name` is in `dir`.
 fn create_checks(
     cred: &Cred,
     dir: &Inode,

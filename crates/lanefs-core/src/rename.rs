@@ -4,7 +4,9 @@
 //! cross-directory renames; the stripes of the two names in their
 //! directories' entry locks (ancestor first, unrelated ones by inode
 //! number; both names' stripes at once, ascending, within one directory)
-//! and every stripe of a replaced directory; then `meta`s: the records that go into the store transaction are
+//! and every stripe of a replaced directory; then `meta`s: a directory
+//! gaining a subdirectory reserves its link first (its `meta`, briefly,
+//! `SubdirLink`); the records that go into the store transaction are
 //! held across the commit — a replaced inode's (its link count) and a
 //! moved directory's (its parent); two are held together only when both
 //! are directories, which the ancestor checks make unrelated, lower inode
