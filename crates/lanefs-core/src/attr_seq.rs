@@ -37,9 +37,10 @@ use std::ops::{Deref, DerefMut};
 
 use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 
+use crate::dir_attr::DirChanges;
 use crate::inode::Meta;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-use crate::Attr;
+use crate::{Attr, DIRENT_SIZE};
 
 /// Words of the permission group: what a path walk's permission check
 /// reads (Linux's RCU walk reads `i_mode`/`i_uid`/`i_gid`), and `freed`.
@@ -140,6 +141,24 @@ impl AttrSnapshot {
     }
     pub fn nlink(&self) -> u32 {
         self.rest[W_NLINK] as u32
+    }
+
+    /// With a directory's stripe changes folded in (`dir_attr`).
+    pub fn folded(mut self, c: DirChanges) -> AttrSnapshot {
+        if c.is_empty() {
+            return self;
+        }
+        let w = &mut self.rest;
+        w[W_SIZE] = (w[W_SIZE] as i64 + c.entries * DIRENT_SIZE as i64).max(0) as u64;
+        if let Some(t) = c.changed {
+            let mtime = time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32).max(t);
+            let ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff).max(t);
+            w[W_MTIME_SEC] = mtime.sec as u64;
+            w[W_CTIME_SEC] = ctime.sec as u64;
+            w[W_AM_NSEC] = (w[W_AM_NSEC] & 0xffff_ffff) | (mtime.nsec as u64) << 32;
+            w[W_CB_NSEC] = (w[W_CB_NSEC] & !0xffff_ffff) | ctime.nsec as u64;
+        }
+        self
     }
 
     /// The attributes, as `Attr::from_record` makes them.

@@ -10,7 +10,9 @@
 //! Stripes (sv6's per-bucket directory): a name belongs to one of
 //! [`STRIPES`] stripes, the root slot of the index's hash trie it hashes to
 //! (`dir_hash`). Each stripe has, on the root slot's own cache line, a
-//! lock and its entry count. A change of names takes
+//! lock, its entry count and its share of the directory's size and change
+//! times (`dir_attr`: a change of names writes no directory-wide line, not
+//! even the directory's `meta`). A change of names takes
 //! the stripes of the names it changes, so creates, unlinks and renames of
 //! different names in one directory take different locks and write
 //! different lines (two names share a stripe with probability 1/16).
@@ -18,15 +20,16 @@
 //! Locks and atomics:
 //! * `Stripe::lock` (mutex): the *directory entry lock* of the mount's lock
 //!   order, per stripe: held by every change of the stripe's entries. A
-//!   holder is the stripe's only writer of the trie below its root slot
-//!   and of its `len`. Several stripes of one directory are taken
+//!   holder is the stripe's only writer of the trie below its root slot,
+//!   of its `len` and of its `attr`. Several stripes of one directory are taken
 //!   in ascending index; "all stripes" (an rmdir victim, taking the index
 //!   out, a directory's own mode or owner changing) is every one of them.
 //!   (A new subdirectory's link is reserved in the parent's `meta`
 //!   instead, `fs::SubdirLink`.)
 //!   Lookups and listings take none.
 //! * `DirState::load` (mutex): held to install an index and to take one
-//!   out; taken before any stripe lock. A writer that finds no index takes
+//!   out (which first folds the stripes' attribute changes into the
+//!   directory's record, `dir_attr`); taken before any stripe lock. A writer that finds no index takes
 //!   it to load one, then takes its stripes and re-checks that the index it
 //!   locked is still installed (a take-out needs every stripe, so once the
 //!   check passes the index stays until the writer unlocks).
@@ -81,9 +84,10 @@ use std::ptr;
 
 use crossbeam_epoch::Guard;
 use crossbeam_skiplist::base::SkipList;
-use lanefs_store::{DirEntryRecord, FileKind, Ino};
+use lanefs_store::{DirEntryRecord, FileKind, Ino, Timespec};
 use smallvec::SmallVec;
 
+use crate::dir_attr::{Collect, DirChanges, StripeAttr, StripeAttrs};
 use crate::dir_hash::{EntryRef, NameTable, FANOUT};
 use crate::inode::OwnLine;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
@@ -107,6 +111,8 @@ pub(crate) struct Stripe {
     lock: Mutex<()>,
     /// Entries in the stripe.
     len: AtomicUsize,
+    /// The stripe's share of the directory's size and times (`dir_attr`).
+    attr: StripeAttr,
 }
 
 /// A loaded directory index.
@@ -161,6 +167,12 @@ impl DirIndex {
             .stripes()
             .map(|s| s.len.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// The next cookie a new entry would get (exact for a holder of every
+    /// stripe: cookies are handed out under a stripe).
+    pub fn next_cookie(&self) -> u64 {
+        self.next_cookie.load(Ordering::Relaxed)
     }
 
     /// Up to `max` entries with cookie > `after`, in cookie order,
@@ -234,6 +246,12 @@ impl DirIndex {
     }
 }
 
+impl StripeAttrs for DirIndex {
+    fn attrs(&self) -> impl Iterator<Item = &StripeAttr> {
+        self.names.stripes().map(|s| &s.attr)
+    }
+}
+
 /// A directory's entry state: load lock and loaded index.
 pub(crate) struct DirState {
     load: Mutex<()>,
@@ -288,6 +306,11 @@ impl DirState {
     #[inline]
     pub fn still_holds(&self, index: &DirIndex, e: &EntryRef<'_>, guard: &Guard) -> bool {
         ptr::eq(self.index.load(Ordering::Acquire), index) && index.names.holds(e, guard)
+    }
+
+    /// Whether an index is loaded now (a snapshot).
+    pub fn is_loaded(&self) -> bool {
+        !self.index.load(Ordering::Acquire).is_null()
     }
 
     /// Take the load lock.
@@ -359,7 +382,19 @@ pub(crate) struct DirFrozen<'a> {
     /// Dropped before `_load` (field order): the stripes are in the index,
     /// which stays installed while the load lock is held.
     _stripes: Vec<MutexGuard<'a, ()>>,
+    index: Option<&'a DirIndex>,
     _load: DirLoad<'a>,
+}
+
+impl DirFrozen<'_> {
+    /// Move the stripes' attribute changes into the directory's record:
+    /// `apply` gets them (as `StripeAttrs::fold`) and the next cookie. Nothing to
+    /// fold when no index is loaded.
+    pub fn fold(&self, apply: impl FnOnce(Collect<'_>, u64)) {
+        if let Some(idx) = self.index {
+            idx.fold(|collect| apply(collect, idx.next_cookie()));
+        }
+    }
 }
 
 impl DirState {
@@ -368,13 +403,16 @@ impl DirState {
         let load = self.lock_load();
         let p = self.index.load(Ordering::Relaxed);
         // SAFETY: only a holder of the load lock (us, until `_load` drops,
-        // after `_stripes`) takes the index out.
-        let stripes = match unsafe { p.as_ref() } {
+        // after `_stripes` and with `index`) takes the index out, so it
+        // stays installed and alive for as long as `DirFrozen` lends it.
+        let index: Option<&DirIndex> = unsafe { p.as_ref() };
+        let stripes = match index {
             Some(idx) => idx.names.stripes().map(|s| s.lock.lock()).collect(),
             None => Vec::new(),
         };
         DirFrozen {
             _stripes: stripes,
+            index,
             _load: load,
         }
     }
@@ -403,17 +441,22 @@ impl DirLoad<'_> {
     }
 
     /// Take the loaded index out, waiting for every stripe; whether there
-    /// was one.
-    pub fn take(&mut self) -> bool {
-        self.take_if(|st| Some(st.lock.lock()))
+    /// was one. `fold` gets the stripes' attribute changes and the next
+    /// cookie, to move into the directory's record (`dir_attr`).
+    pub fn take(&mut self, fold: impl FnOnce(Collect<'_>, u64)) -> bool {
+        self.take_if(|st| Some(st.lock.lock()), fold)
     }
 
     /// Take the loaded index out only if no stripe is held now.
-    pub fn try_take(&mut self) -> bool {
-        self.take_if(|st| st.lock.try_lock())
+    pub fn try_take(&mut self, fold: impl FnOnce(Collect<'_>, u64)) -> bool {
+        self.take_if(|st| st.lock.try_lock(), fold)
     }
 
-    fn take_if<'s>(&'s mut self, lock: impl Fn(&'s Stripe) -> Option<MutexGuard<'s, ()>>) -> bool {
+    fn take_if<'s>(
+        &'s mut self,
+        lock: impl Fn(&'s Stripe) -> Option<MutexGuard<'s, ()>>,
+        fold: impl FnOnce(Collect<'_>, u64),
+    ) -> bool {
         let p = self.state.index.load(Ordering::Relaxed);
         if p.is_null() {
             return false;
@@ -428,6 +471,7 @@ impl DirLoad<'_> {
                 None => return false,
             }
         }
+        idx.fold(|collect| fold(collect, idx.next_cookie()));
         self.state.index.store(ptr::null_mut(), Ordering::Release);
         drop(held);
         let guard = crossbeam_epoch::pin();
@@ -483,6 +527,17 @@ impl DirWrite<'_> {
         unsafe { self.index.insert(name, slot, &guard) };
     }
 
+    /// Record in `name`'s stripe that the directory's entries changed by
+    /// `entries` at `now` (its size and times, `dir_attr`).
+    pub fn note(&mut self, name: &[u8], entries: i64, now: Timespec) {
+        self.debug_check_held(name);
+        self.index
+            .names
+            .aux(self.index.names.stripe_of(name))
+            .attr
+            .note(entries, now);
+    }
+
     /// Remove `name`.
     pub fn remove(&mut self, name: &[u8]) -> Option<Slot> {
         self.debug_check_held(name);
@@ -499,6 +554,17 @@ pub(crate) struct DirRead<'a> {
 }
 
 impl DirState {
+    /// The base read by `read_base` with the stripes' attribute changes,
+    /// consistent, lock-free (`dir_attr`).
+    pub fn attr_snapshot<T>(&self, mut read_base: impl FnMut() -> T) -> (T, DirChanges) {
+        let guard = crossbeam_epoch::pin();
+        match self.index(&guard) {
+            Some(idx) => idx.snapshot(read_base),
+            // No index: everything is in the base (a take-out folds first).
+            None => (read_base(), DirChanges::default()),
+        }
+    }
+
     /// The loaded index for reading, or `None` when not loaded.
     pub fn reader(&self) -> Option<DirRead<'_>> {
         let guard = crossbeam_epoch::pin();
@@ -632,7 +698,7 @@ mod tests {
         assert!(d.still_holds(idx, &f0, &g), "another name's removal");
         wr(&d).insert(b"f2", slot(6000, 6000));
         assert!(!d.still_holds(idx, &f2, &g), "its own replacement");
-        assert!(d.lock_load().take());
+        assert!(d.lock_load().take(|_, _| {}));
         assert!(!d.still_holds(idx, &f0, &g), "the index was taken out");
         drop(g);
         let g = crossbeam_epoch::pin();
@@ -669,7 +735,7 @@ mod model {
             let mut w = d.lock_load();
             let g = crossbeam_epoch::pin();
             let old = d.index(&g).expect("installed");
-            assert!(w.take());
+            assert!(w.take(|_, _| {}));
             let records = old
                 .list_after(0, usize::MAX, &g)
                 .into_iter()

@@ -14,7 +14,9 @@ use crate::sync::{Arc, Ordering};
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::fs::{check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner};
+use crate::fs::{
+    check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner,
+};
 use crate::inode::{Body, Inode};
 use crate::namei::{Made, NewNode};
 use crate::pcache::page_range;
@@ -97,7 +99,9 @@ impl OpenFile {
                     return;
                 }
                 let mut m = self.inode.meta.lock();
-                if m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime {
+                // A directory's times with its stripes' changes.
+                let a = self.inode.attr_locked(&m);
+                if m.rec.atime <= a.mtime || m.rec.atime <= a.ctime {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
@@ -298,7 +302,7 @@ impl Fs {
         };
         let attr = {
             let m = file.inode.meta.lock();
-            Attr::from_record(&m.rec)
+            file.inode.attr_locked(&m)
         };
         Ok((attr, file, created))
     }
@@ -712,12 +716,13 @@ impl Fs {
             fs.truncate(cred, &inode, size, ch.mtime.map(pick))?;
         }
         // A directory's mode and owner are what creates in it check and
-        // inherit, under one stripe of its entry lock: hold them all.
-        let _frozen = if ch.mode.is_some() || ch.uid.is_some() || ch.gid.is_some() {
-            fs.dir_freeze(&inode)
-        } else {
-            None
-        };
+        // inherit, under one stripe of its entry lock: hold them all. Its
+        // size and times changed in the stripes (`dir_attr`) move into the
+        // record first, so that times set here are what stat shows.
+        let frozen = fs.dir_freeze(&inode);
+        if let Some(f) = &frozen {
+            f.fold(|c, next| fold_dir_changes(&inode, c, next));
+        }
         let mut m = inode.meta.lock();
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
@@ -765,6 +770,6 @@ impl Fs {
         if changed {
             touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
         }
-        Ok(Attr::from_record(&m.rec))
+        Ok(inode.attr_locked(&m))
     }
 }

@@ -60,6 +60,7 @@ use lanefs_store::{
 
 use crate::counters::{new_counter, Counter};
 use crate::dir::FIRST_COOKIE;
+use crate::dir_attr::Collect;
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
@@ -185,7 +186,7 @@ pub(crate) fn is_dot_or_dotdot(name: &[u8]) -> bool {
 
 /// Note that mtime or ctime moved past atime (a store only on a change:
 /// reads load this flag, and a store would take their cache line away).
-fn mark_atime_stale(inode: &Inode) {
+pub(crate) fn mark_atime_stale(inode: &Inode) {
     if !inode.atime_stale.load(Ordering::Relaxed) {
         inode.atime_stale.store(true, Ordering::Relaxed);
     }
@@ -197,6 +198,23 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
     m.rec.ctime = now;
     m.dirty = true;
     mark_atime_stale(inode);
+}
+
+/// Move a directory's stripe changes (`dir_attr`) and its index's next
+/// cookie into its record: under `meta`, opening the fold (`collect`) only
+/// once it is held; the caller holds every stripe.
+pub(crate) fn fold_dir_changes(dir: &Inode, collect: Collect<'_>, next_cookie: u64) {
+    let mut m = dir.meta.lock();
+    if m.freed {
+        return;
+    }
+    let c = collect();
+    if c.is_empty() && next_cookie <= m.rec.next_cookie {
+        return;
+    }
+    c.apply(&mut m.rec);
+    m.rec.next_cookie = m.rec.next_cookie.max(next_cookie);
+    m.dirty = true;
 }
 
 /// Set ctime to `now` and mark the record dirty.
@@ -356,7 +374,7 @@ impl Fs {
         {
             let guard = crossbeam_epoch::pin();
             if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
-                let a = inode.meta.attr();
+                let a = inode.attr_snapshot();
                 if a.freed() {
                     return Err(Errno::ENOENT);
                 }
@@ -368,7 +386,7 @@ impl Fs {
         if m.freed {
             return Err(Errno::ENOENT);
         }
-        Ok(Attr::from_record(&m.rec))
+        Ok(inode.attr_locked(&m))
     }
 
     /// `access(2)`: `mask` of [`MAY_READ`](crate::MAY_READ),
@@ -673,7 +691,8 @@ impl FsInner {
         }
         drop(data);
         if let Body::Dir(d) = &inode.body {
-            d.lock_load().take();
+            // Freed: nothing of its attributes is kept.
+            d.lock_load().take(|_, _| {});
         }
         // DEAD (lookups wait), freed in the store, then unhashed: a racing
         // `iget` never reloads the store's possibly stale record, and a new
@@ -726,10 +745,13 @@ impl FsInner {
         }
     }
 
-    /// Write back one inode's dirty pages and record.
+    /// Write back one inode's dirty pages and record (a directory's with
+    /// its stripes' changes folded in, under every stripe).
     pub fn writeback(&self, inode: &Inode) -> Result<()> {
-        if let Body::File(d) = &inode.body {
-            d.write().flush(&*self.store, inode.ino)?;
+        match &inode.body {
+            Body::File(d) => d.write().flush(&*self.store, inode.ino)?,
+            Body::Dir(d) => d.freeze().fold(|c, next| fold_dir_changes(inode, c, next)),
+            Body::Other => {}
         }
         let mut m = inode.meta.lock();
         if m.dirty && !m.freed {
@@ -785,7 +807,7 @@ impl FsInner {
                 let Some(mut load) = d.try_lock_load() else {
                     return (0, false);
                 };
-                (0, load.try_take())
+                (0, load.try_take(|c, next| fold_dir_changes(inode, c, next)))
             }
             Body::Other => (0, false),
         }
@@ -807,7 +829,15 @@ impl FsInner {
                 return false;
             }
         }
-        self.drop_caches_of(inode);
+        let (_, index_dropped) = self.drop_caches_of(inode);
+        if let Body::Dir(d) = &inode.body {
+            // An index left holds changes of its size and times
+            // (`dir_attr`) not folded into the record.
+            if !index_dropped && d.is_loaded() {
+                self.unclaim_to_lru(inode);
+                return false;
+            }
+        }
         if let Body::File(d) = &inode.body {
             // Dirty pages left: their writeback failed.
             match d.try_read() {

@@ -5,6 +5,10 @@
 //! Inode locking rules:
 //! * `meta` (mutex) protects the record (attributes, link count, size,
 //!   xattrs, symlink target), `dirty`, `lookups`, `opens` and `freed`.
+//!   A directory's size, mtime and ctime are its record's (the base) plus
+//!   what changes of names recorded in its stripes since the last fold
+//!   (`dir_attr`); read them with [`Inode::attr_snapshot`] or
+//!   [`Inode::attr_locked`], never from `rec` alone.
 //!   Releasing it after a change republishes the lock-free attribute
 //!   mirror (a seqlock, see `attr_seq`) that getattr, lookup and the
 //!   permission check of a walk read instead of taking it. It is
@@ -37,7 +41,8 @@ use std::cell::Cell;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
 
-use crate::attr_seq::MetaLock;
+use crate::attr_seq::{AttrSnapshot, MetaLock};
+use crate::Attr;
 
 use crate::dir::DirState;
 use crate::icache::Life;
@@ -122,6 +127,29 @@ impl Inode {
             // The loader's or creator's reference.
             life: OwnLine(Life::new_live(1)),
         }
+    }
+
+    /// The whole attribute mirror read lock-free, a directory's with its
+    /// stripes' size and time changes folded in (`dir_attr`).
+    #[inline]
+    pub fn attr_snapshot(&self) -> AttrSnapshot {
+        match &self.body {
+            Body::Dir(d) => {
+                let (a, c) = d.attr_snapshot(|| self.meta.attr());
+                a.folded(c)
+            }
+            _ => self.meta.attr(),
+        }
+    }
+
+    /// The attributes from the record under `meta` (held by the caller as
+    /// `m`), a directory's with its stripes' changes folded in.
+    pub fn attr_locked(&self, m: &Meta) -> Attr {
+        let mut a = Attr::from_record(&m.rec);
+        if let Body::Dir(d) = &self.body {
+            d.attr_snapshot(|| ()).1.apply_attr(&mut a);
+        }
+        a
     }
 
     /// Permission check from the mirror, without `meta` (lookup hot path).

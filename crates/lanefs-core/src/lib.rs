@@ -30,6 +30,7 @@ mod attr_seq;
 mod check;
 mod counters;
 mod dir;
+mod dir_attr;
 mod dir_hash;
 mod file;
 mod fs;

@@ -19,12 +19,12 @@
 
 use crate::dir::{DirFrozen, DirIndex, DirRead, DirWrite, Slot, Stripes};
 use crate::fs::{
-    check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
-    ParentAttrs, SubdirLink,
+    check_link_room, check_name, creation_perm, is_dot_or_dotdot, mark_atime_stale, touch_c,
+    FsInner, IRef, ParentAttrs, SubdirLink,
 };
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies};
-use crate::{Attr, Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
+use crate::{Attr, Cred, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{
     DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
 };
@@ -142,7 +142,7 @@ impl FsInner {
     /// Add entry `name → (ino, kind)` to `dir` under its stripe (held in
     /// `idx`): commit `txn` (the records that must agree with the entry: a
     /// new inode's, a link target's) with the entry as one store
-    /// transaction, then publish it to the index; its cookie. On an error
+    /// transaction, then publish it to the index. On an error
     /// nothing changed. The directory's own record is not in the
     /// transaction (its size and next cookie are derived from its entries
     /// after a crash, docs/FORMAT.md): [`entry_added`](Self::entry_added)
@@ -155,7 +155,7 @@ impl FsInner {
         ino: Ino,
         kind: FileKind,
         mut txn: Txn,
-    ) -> Result<u64> {
+    ) -> Result<()> {
         let cookie = idx.new_cookie(name);
         txn.push(TxnOp::PutEntry(
             dir.ino,
@@ -168,20 +168,17 @@ impl FsInner {
         ))?;
         self.store.commit(&txn)?;
         idx.insert(name, Slot { ino, kind, cookie });
-        Ok(cookie)
+        Ok(())
     }
 
-    /// The directory's attributes after [`add_entry`](Self::add_entry)
-    /// (its stripe still held, so a later change of the same name comes
-    /// after): size, times, next cookie (a subdirectory's link was
-    /// reserved before, [`SubdirLink`]).
-    /// The times are read under `meta`, so that a directory's mtime never
-    /// goes back while changes of different stripes finish out of order.
-    pub fn entry_added(&self, dir: &Inode, cookie: u64) {
-        let mut dm = dir.meta.lock();
-        dm.rec.next_cookie = dm.rec.next_cookie.max(cookie + 1);
-        dm.rec.size += DIRENT_SIZE;
-        touch_mc(dir, &mut dm, Timespec::now());
+    /// The directory's attributes after [`add_entry`](Self::add_entry),
+    /// in `name`'s stripe (still held, so a later change of the same name
+    /// comes after): one more entry, mtime and ctime now (`dir_attr`; a
+    /// subdirectory's link was reserved before, [`SubdirLink`]). The next
+    /// cookie is the index's own until the index is folded back.
+    pub fn entry_added(&self, dir: &Inode, idx: &mut DirWrite<'_>, name: &[u8]) {
+        idx.note(name, 1, Timespec::now());
+        mark_atime_stale(dir);
     }
 
     /// Remove entry `name` from `dir` under its stripe: commit `txn` (the
@@ -200,16 +197,17 @@ impl FsInner {
         Ok(())
     }
 
-    /// The directory's attributes after [`remove_entry`](Self::remove_entry).
-    pub fn entry_removed(&self, dir: &Inode, was_dir: bool) {
-        let mut dm = dir.meta.lock();
-        debug_assert!(dm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
-        dm.rec.size -= DIRENT_SIZE;
+    /// The directory's attributes after [`remove_entry`](Self::remove_entry),
+    /// in `name`'s stripe; a removed subdirectory's link under `meta`.
+    pub fn entry_removed(&self, dir: &Inode, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool) {
+        idx.note(name, -1, Timespec::now());
+        mark_atime_stale(dir);
         if was_dir {
+            let mut dm = dir.meta.lock();
             debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
             dm.rec.nlink -= 1;
+            dm.dirty = true;
         }
-        touch_mc(dir, &mut dm, Timespec::now());
     }
 
     /// Create `name` in `parent` (mknod, mkdir, symlink).
@@ -313,16 +311,13 @@ impl FsInner {
                     in_store = put;
                     self.add_entry(dir, &mut idx, name, inode.ino, n.kind, txn)
                 });
-            let cookie = match linked {
-                Ok(cookie) => cookie,
-                Err(e) => {
-                    drop(nm);
-                    drop(link);
-                    drop(idx);
-                    self.discard_new(&inode);
-                    return Err(e);
-                }
-            };
+            if let Err(e) = linked {
+                drop(nm);
+                drop(link);
+                drop(idx);
+                self.discard_new(&inode);
+                return Err(e);
+            }
             // The store has exactly this record now (a volatile store gets
             // it at writeback: the inode stays dirty).
             if in_store {
@@ -332,7 +327,7 @@ impl FsInner {
             if let Some(l) = link {
                 l.keep();
             }
-            self.entry_added(dir, cookie);
+            self.entry_added(dir, &mut idx, name);
             return Ok(Made::New(inode));
         }
     }
@@ -352,7 +347,7 @@ impl FsInner {
             if counted {
                 m.lookups += 1;
             }
-            Ok(Attr::from_record(&m.rec))
+            Ok(inode.attr_locked(&m))
         };
         if name == b"." {
             return attr_of(&dir);
@@ -405,7 +400,7 @@ impl Fs {
 
     fn created(&self, inode: IRef<'_>) -> Attr {
         let m = inode.meta.lock();
-        Attr::from_record(&m.rec)
+        inode.attr_locked(&m)
     }
 
     /// Create a node: regular file, fifo, socket, character or block device
@@ -514,8 +509,9 @@ impl Fs {
             return Err(Errno::EEXIST);
         }
         let mut idx = fs.dir_write(&dir, Stripes::Of(&[newname]))?;
-        let dm = dir.meta.lock();
-        if dm.rec.nlink == 0 {
+        // The directory's state from its mirror, exact under the stripe
+        // (as `create_checks`): no `meta` of the directory is taken.
+        if dir.meta.attr().nlink() == 0 {
             return Err(Errno::ENOENT);
         }
         if idx.get(newname).is_some() {
@@ -527,16 +523,15 @@ impl Fs {
             if fs.config.protected_hardlinks && !cred.is_root() && cred.uid != dir_owner_of_target {
                 return Err(Errno::EPERM);
             }
-            perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+            dir.permission_unlocked(cred, MAY_WRITE | MAY_EXEC)?;
             return Err(Errno::EPERM);
         }
         let mut m = inode.meta.lock();
         if fs.config.protected_hardlinks && !may_link(cred, &m.rec) {
             return Err(Errno::EPERM);
         }
-        perm::permission(cred, &dm.rec, MAY_WRITE | MAY_EXEC)?;
+        dir.permission_unlocked(cred, MAY_WRITE | MAY_EXEC)?;
         // The stripe keeps these checks true (see `create_in`).
-        drop(dm);
         if m.rec.nlink == 0 || m.freed {
             return Err(Errno::ENOENT);
         }
@@ -546,13 +541,13 @@ impl Fs {
         // across the commit so no other link or unlink interleaves.
         let mut txn = Txn::new();
         fs.txn_record(&mut txn, || relinked(&m.rec, m.rec.nlink + 1, now))?;
-        let cookie = fs.add_entry(&dir, &mut idx, newname, ino, inode.kind, txn)?;
+        fs.add_entry(&dir, &mut idx, newname, ino, inode.kind, txn)?;
         m.rec.nlink += 1;
         m.lookups += 1;
         touch_c(&inode, &mut m, now);
         let attr = Attr::from_record(&m.rec);
         drop(m);
-        fs.entry_added(&dir, cookie);
+        fs.entry_added(&dir, &mut idx, newname);
         Ok(attr)
     }
 
@@ -630,7 +625,7 @@ impl Fs {
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(child.ino, &cm);
             drop(cm);
-            fs.entry_removed(&dir, is_dir);
+            fs.entry_removed(&dir, &mut idx, name, is_dir);
         }
         drop(idx);
         fs.maybe_free(&child);

@@ -21,13 +21,11 @@
 
 use crate::attr_seq::MetaGuard;
 use crate::dir::{DirWrite, Slot, Stripes};
-use crate::fs::{check_name, is_dot_or_dotdot, touch_c, touch_mc, IRef, SubdirLink};
+use crate::fs::{check_name, is_dot_or_dotdot, mark_atime_stale, touch_c, IRef, SubdirLink};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
-use crate::{
-    Cred, Fs, DIRENT_SIZE, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
-};
+use crate::{Cred, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use lanefs_store::{
     DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
 };
@@ -138,8 +136,10 @@ impl Fs {
                 }
             };
         }
-        let odir_dead = odir.meta.lock().rec.nlink == 0;
-        let ndir_dead = cross && ndir.meta.lock().rec.nlink == 0;
+        // Dead directories (exact from the mirror: an rmdir holds every
+        // stripe of its victim, and we hold one).
+        let odir_dead = odir.meta.attr().nlink() == 0;
+        let ndir_dead = cross && ndir.meta.attr().nlink() == 0;
         if odir_dead || ndir_dead {
             return Err(Errno::ENOENT);
         }
@@ -312,10 +312,11 @@ impl Fs {
                 );
                 lm.rec.nlink -= 1;
             }
-            for d in [odir, ndir] {
-                let mut m = d.meta.lock();
-                touch_mc(d, &mut m, Timespec::now());
-            }
+            let now = Timespec::now();
+            oidx.note(name, 0, now);
+            nidx!().note(newname, 0, now);
+            mark_atime_stale(odir);
+            mark_atime_stale(ndir);
             return Ok(None);
         }
         // Replace (or create) newname, then drop name. A directory target
@@ -376,33 +377,28 @@ impl Fs {
         if let Some(l) = gained_link {
             l.keep();
         }
-        {
+        // The directories' sizes and times in the names' stripes; link
+        // counts under `meta`.
+        let now = Timespec::now();
+        nidx!().note(newname, if target.is_none() { 1 } else { 0 }, now);
+        mark_atime_stale(ndir);
+        // A subdirectory replaced loses its link, unless by one moved in
+        // (the count stays; a directory moved over a non-directory reserved
+        // its link before, `SubdirLink`).
+        if new_is_dir && !(old_is_dir && cross) {
             let mut ndm = ndir.meta.lock();
-            ndm.rec.next_cookie = ndm.rec.next_cookie.max(cookie + 1);
-            if target.is_none() {
-                ndm.rec.size += DIRENT_SIZE;
-            }
-            if new_is_dir {
-                debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
-                ndm.rec.nlink -= 1;
-            }
-            if old_is_dir && cross && new_is_dir {
-                // Replacing a subdirectory by one moved in: no reservation
-                // (the count does not grow), one link for the other.
-                ndm.rec.nlink += 1;
-            }
-            touch_mc(ndir, &mut ndm, Timespec::now());
+            debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
+            ndm.rec.nlink -= 1;
+            ndm.dirty = true;
         }
         oidx.remove(name);
-        {
+        oidx.note(name, -1, now);
+        mark_atime_stale(odir);
+        if old_is_dir && cross {
             let mut odm = odir.meta.lock();
-            debug_assert!(odm.rec.size >= 3 * DIRENT_SIZE, "directory size underflow");
-            odm.rec.size -= DIRENT_SIZE;
-            if old_is_dir && cross {
-                debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
-                odm.rec.nlink -= 1;
-            }
-            touch_mc(odir, &mut odm, Timespec::now());
+            debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
+            odm.rec.nlink -= 1;
+            odm.dirty = true;
         }
         drop(t_idx);
         Ok(target)

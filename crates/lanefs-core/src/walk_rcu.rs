@@ -109,7 +109,7 @@ impl FsInner {
             // for a directory on the way only the permission group: its
             // times and size (which every create in it changes) live on
             // another line.
-            let attr = is_last.then(|| child.meta.attr());
+            let attr = is_last.then(|| child.attr_snapshot());
             let freed = match &attr {
                 Some(a) => a.freed(),
                 None => child.meta.perm_attr().freed(),
@@ -137,7 +137,7 @@ impl FsInner {
             cur = child;
         }
         // The path ended on a directory we stand in (`.`, or no component).
-        let a = cur.meta.attr();
+        let a = cur.attr_snapshot();
         if a.freed() {
             return Attempt::Failed(Errno::ENOENT);
         }
@@ -175,7 +175,7 @@ impl FsInner {
                         continue;
                     }
                     m.lookups += 1;
-                    return Some(Ok(crate::Attr::from_record(&m.rec)));
+                    return Some(Ok(inode.attr_locked(&m)));
                 }
                 Attempt::Failed(e) => return Some(Err(e)),
                 Attempt::Retry => crate::sync::spin_hint(),
