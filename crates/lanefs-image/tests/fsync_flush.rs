@@ -89,7 +89,7 @@ fn workload(dev: Arc<dyn Device>, seed: u64, files: &mut Vec<FileModel>) -> Resu
     let mut open: Vec<OpenFile> = Vec::new();
     for _ in 0..STEPS {
         let r = next_rand(&mut rng);
-        if open.is_empty() || r % 3 != 0 {
+        if open.is_empty() || !r.is_multiple_of(3) {
             let k = files.len() as u64;
             let len = (1 + r % 3) as usize * 4096 + (r >> 8) as usize % 4096;
             files.push(FileModel {
@@ -116,7 +116,7 @@ fn workload(dev: Arc<dyn Device>, seed: u64, files: &mut Vec<FileModel>) -> Resu
             fs.fsync(&open[k as usize], false)?;
             files[k as usize].synced = Some(v);
         }
-        if r % 5 == 0 {
+        if r.is_multiple_of(5) {
             store.checkpoint()?;
         }
     }
