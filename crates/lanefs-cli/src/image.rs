@@ -198,12 +198,13 @@ pub fn open_store(
 /// The recovery report of a mount, as one line.
 pub fn recovery_line(path: &Path, r: &RecoveryReport) -> String {
     let mut line = format!(
-        "{}: recovered in {:.3} s: {} journal records replayed ({} dropped), \
-         {} orphans freed",
+        "{}: recovered in {:.3} s: {} journal records replayed ({} dropped, \
+         {} unlanded), {} orphans freed",
         path.display(),
         r.duration.as_secs_f64(),
         r.records_replayed,
         r.records_dropped,
+        r.records_unlanded,
         r.orphans_freed,
     );
     if !r.bad_objects.is_empty() || !r.problems.is_empty() {
@@ -219,7 +220,7 @@ pub fn recovery_line(path: &Path, r: &RecoveryReport) -> String {
 fn print_report(path: &Path, r: &FsckReport) {
     println!(
         "{}: {}: {} inodes ({} directories), {} entries, {} data pages; \
-         journal: {} records replayed, {} dropped; {} orphans pending",
+         journal: {} records replayed, {} dropped, {} unlanded; {} orphans pending",
         path.display(),
         if r.clean { "clean" } else { "PROBLEMS" },
         r.inodes,
@@ -228,6 +229,7 @@ fn print_report(path: &Path, r: &FsckReport) {
         r.data_pages,
         r.records_replayed,
         r.records_dropped,
+        r.records_unlanded,
         r.orphans_pending,
     );
     for p in &r.repaired {

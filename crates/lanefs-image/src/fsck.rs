@@ -37,6 +37,9 @@ pub struct FsckReport {
     pub data_pages: u64,
     pub records_replayed: u64,
     pub records_dropped: u64,
+    /// Records of the journal's last batch a data page of which did not
+    /// reach the media: the batch is not replayed (a note, not a problem).
+    pub records_unlanded: u64,
     pub orphans_pending: u64,
     /// What repair changed, one line each.
     pub repaired: Vec<String>,
@@ -105,6 +108,7 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         problems: l.report.problems.clone(),
         records_replayed: l.report.records_replayed,
         records_dropped: l.report.records_dropped,
+        records_unlanded: l.report.records_unlanded,
         orphans_pending: l.orphans_pending.len() as u64,
         ..FsckReport::default()
     };
@@ -118,6 +122,12 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         r.notes.push(format!(
             "{} records disagree with their entries or pages (directory size, link count, next cookie, block count: derived from them)",
             l.report.records_derived
+        ));
+    }
+    if l.report.records_unlanded > 0 {
+        r.notes.push(format!(
+            "{} journal records of the last batch are not replayed: a data page they map did not reach the media before the power failed (the batch's flush never returned)",
+            l.report.records_unlanded
         ));
     }
     if l.report.records_dropped > 0 {

@@ -35,8 +35,11 @@ pub enum Op {
     RemoveEntry(Ino, Vec<u8>),
     Punch(Ino, u64, u64),
     Usage(u32, i64, i64),
-    /// Page `index` of `ino` lives in device block `block`.
-    MapPage(Ino, u64, u64),
+    /// Page `index` of `ino` lives in device block `block` (a block
+    /// allocated for it), whose 4 KiB hold the CRC32C given: `Some` in
+    /// format 2 (kind 9; recovery checks it for the last batch), `None` in
+    /// format 1 journals (kind 7, read only).
+    MapPage(Ino, u64, u64, Option<u32>),
     WriteSb(Superblock),
 }
 
@@ -95,9 +98,14 @@ impl Op {
                 out.extend_from_slice(&l.to_le_bytes());
                 u64s(out, &[*b as u64, *n as u64]);
             }
-            Op::MapPage(i, x, b) => {
+            Op::MapPage(i, x, b, None) => {
                 out.push(7);
                 u64s(out, &[*i, *x, *b]);
+            }
+            Op::MapPage(i, x, b, Some(c)) => {
+                out.push(9);
+                u64s(out, &[*i, *x, *b]);
+                out.extend_from_slice(&c.to_le_bytes());
             }
             Op::WriteSb(s) => {
                 out.push(8);
@@ -137,8 +145,10 @@ impl Record {
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     }
 
-    /// Decode one record from the front of `b`; returns it and its length.
-    pub fn decode(b: &[u8]) -> Result<(Record, usize)> {
+    /// Decode one record of a format-`version` journal from the front of
+    /// `b`; returns it and its length. A page mapping must be of the
+    /// version's kind (7 in format 1, 9 from format 2).
+    pub fn decode(b: &[u8], version: u32) -> Result<(Record, usize)> {
         let mut r = Reader::new(b);
         let len = r.u32()? as usize;
         if len < 8 || len > b.len() {
@@ -188,7 +198,8 @@ impl Record {
                 }
                 5 => Op::Punch(r.u64()?, r.u64()?, r.u64()?),
                 6 => Op::Usage(r.u32()?, r.u64()? as i64, r.u64()? as i64),
-                7 => Op::MapPage(r.u64()?, r.u64()?, r.u64()?),
+                7 if version < 2 => Op::MapPage(r.u64()?, r.u64()?, r.u64()?, None),
+                9 if version >= 2 => Op::MapPage(r.u64()?, r.u64()?, r.u64()?, Some(r.u32()?)),
                 8 => Op::WriteSb(Superblock {
                     total_blocks: r.u64()?,
                     total_inodes: r.u64()?,
@@ -247,11 +258,12 @@ pub fn batch_payload_ok(h: &[u8], payload: &[u8]) -> bool {
     get_u32(h, 24) == crc32c(&[&h[..24], payload])
 }
 
-/// Decode every record of a payload; `EUCLEAN` if any is malformed.
-pub fn decode_records(mut payload: &[u8]) -> Result<Vec<Record>> {
+/// Decode every record of a format-`version` payload; `EUCLEAN` if any is
+/// malformed.
+pub fn decode_records(mut payload: &[u8], version: u32) -> Result<Vec<Record>> {
     let mut out = Vec::new();
     while !payload.is_empty() {
-        let (r, n) = Record::decode(payload)?;
+        let (r, n) = Record::decode(payload, version)?;
         out.push(r);
         payload = &payload[n..];
     }
@@ -261,6 +273,7 @@ pub fn decode_records(mut payload: &[u8]) -> Result<Vec<Record>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::FORMAT_VERSION;
 
     fn record_of(ino: Ino) -> Vec<u8> {
         let t = lanefs_store::Timespec::default();
@@ -288,7 +301,7 @@ mod tests {
             };
             let mut b = Vec::new();
             rec.encode_into(&mut b);
-            assert!(decode_records(&b).is_err());
+            assert!(decode_records(&b, FORMAT_VERSION).is_err());
         }
     }
 
@@ -307,7 +320,7 @@ mod tests {
             Op::PutEntry(5, b"name".to_vec(), [7; 17]),
             Op::RemoveEntry(5, b"gone".to_vec()),
             Op::Punch(5, 1, u64::MAX),
-            Op::MapPage(5, 9, 1234),
+            Op::MapPage(5, 9, 1234, Some(0xdead_beef)),
             Op::Usage(3, -2, 1),
             Op::WriteSb(Superblock {
                 total_blocks: 1,
@@ -323,11 +336,15 @@ mod tests {
         let mut b = Vec::new();
         rec.encode_into(&mut b);
         rec.encode_into(&mut b);
-        let back = decode_records(&b).unwrap();
-        assert_eq!(back, vec![rec.clone(), rec]);
+        let back = decode_records(&b, FORMAT_VERSION).unwrap();
+        assert_eq!(back, vec![rec.clone(), rec.clone()]);
+        assert!(
+            decode_records(&b, 1).is_err(),
+            "format 1 has no checksummed mappings"
+        );
         let one = b.len() / 2;
         for n in 1..one {
-            assert!(decode_records(&b[..n]).is_err(), "len {n}");
+            assert!(decode_records(&b[..n], FORMAT_VERSION).is_err(), "len {n}");
         }
         let batch = encode_batch(BATCH_RECORDS, 42, &b);
         assert_eq!(batch.len() % BLOCK, 0);
@@ -354,6 +371,18 @@ mod tests {
         };
         let mut b = Vec::new();
         rec.encode_into(&mut b);
-        assert_eq!(Record::decode(&b), Err(Errno::EUCLEAN));
+        assert_eq!(Record::decode(&b, FORMAT_VERSION), Err(Errno::EUCLEAN));
+    }
+
+    #[test]
+    fn format_1_mappings_decode_only_in_format_1() {
+        let rec = Record {
+            objs: vec![(5, 1)],
+            ops: vec![Op::MapPage(5, 0, 77, None)],
+        };
+        let mut b = Vec::new();
+        rec.encode_into(&mut b);
+        assert_eq!(decode_records(&b, 1).unwrap(), vec![rec]);
+        assert!(decode_records(&b, FORMAT_VERSION).is_err());
     }
 }

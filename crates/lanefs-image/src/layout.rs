@@ -29,7 +29,13 @@ pub const JOURNAL_BLOCKS_MAX: u64 = 16384;
 pub const ORPHAN_BLOCKS: u64 = 4;
 
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"LANEFSIM");
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this code writes: 2 (one device flush per commit; journal
+/// records that map new data pages carry the pages' CRC32C).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this code opens: version 1 journals have no page
+/// checksums (their commits flushed data before the batch); the first
+/// checkpoint (the one every open makes) rewrites the image as version 2.
+pub const FORMAT_VERSION_MIN: u32 = 1;
 /// Offset of the CRC32C in a 4 KiB metadata block (covers bytes before it).
 pub const BLOCK_CRC_AT: usize = BLOCK - 4;
 /// Journal sequence numbers stay below this (they start from the clock in
@@ -186,6 +192,9 @@ pub struct UsageRec {
 /// The decoded superblock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiskSuper {
+    /// Format version: what `decode` read; what `encode` writes (the
+    /// store always writes [`FORMAT_VERSION`]).
+    pub version: u32,
     pub generation: u64,
     pub geo: Geometry,
     /// Block offset within the journal where replay starts.
@@ -228,7 +237,7 @@ impl DiskSuper {
         let mut b = vec![0u8; BLOCK];
         let g = &self.geo;
         put(&mut b, 0, SB_MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&(BLOCK as u32).to_le_bytes());
         for (i, v) in [
             self.generation,
@@ -265,12 +274,23 @@ impl DiskSuper {
         b
     }
 
+    /// The format version of a sealed superblock copy newer than this code
+    /// opens, if `b` is one (`decode` refuses it).
+    pub fn newer_version(b: &[u8]) -> Option<u32> {
+        let ok = b.len() == BLOCK && get_u64(b, 0) == SB_MAGIC && block_sealed(b);
+        let v = get_u32(b, 8);
+        (ok && v > FORMAT_VERSION).then_some(v)
+    }
+
     /// Decode and check one superblock copy; `EUCLEAN` for anything wrong.
     pub fn decode(b: &[u8]) -> Result<DiskSuper> {
         if b.len() != BLOCK || get_u64(b, 0) != SB_MAGIC || !block_sealed(b) {
             return Err(Errno::EUCLEAN);
         }
-        if get_u32(b, 8) != FORMAT_VERSION || get_u32(b, 12) != BLOCK as u32 {
+        let version = get_u32(b, 8);
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version)
+            || get_u32(b, 12) != BLOCK as u32
+        {
             return Err(Errno::EUCLEAN);
         }
         let f = |i: usize| get_u64(b, 16 + 8 * i);
@@ -297,6 +317,7 @@ impl DiskSuper {
             };
         }
         let s = DiskSuper {
+            version,
             generation: f(0),
             geo,
             journal_tail: f(11),
@@ -340,6 +361,7 @@ mod tests {
                 g.slot_offset(last, 1) + SLOT as u64 <= g.group_data(g.groups - 1).0 * BLOCK as u64
             );
             let mut s = DiskSuper {
+                version: FORMAT_VERSION,
                 generation: 3,
                 geo: g,
                 journal_tail: 1,
@@ -363,6 +385,13 @@ mod tests {
             let mut bad = b.clone();
             bad[100] ^= 1;
             assert_eq!(DiskSuper::decode(&bad), Err(Errno::EUCLEAN));
+            s.version = 1;
+            assert_eq!(DiskSuper::decode(&s.encode()).unwrap().version, 1);
+            assert_eq!(DiskSuper::newer_version(&s.encode()), None);
+            s.version = FORMAT_VERSION + 1;
+            let newer = s.encode();
+            assert_eq!(DiskSuper::decode(&newer), Err(Errno::EUCLEAN));
+            assert_eq!(DiskSuper::newer_version(&newer), Some(FORMAT_VERSION + 1));
         }
         assert!(Geometry::for_size(100).is_err(), "too small");
     }

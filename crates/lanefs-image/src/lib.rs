@@ -8,6 +8,7 @@
 //!   `store_cache`: the store's budget (reading evicted objects back,
 //!   eviction, checkpoints under dirty pressure, listing);
 //! * `journal`: records (one per store call or `Txn`) and batches;
+//!   `journaled`: the data blocks their page mappings protect;
 //! * `alloc`: allocation groups (inode numbers, data blocks) by lane;
 //! * `orphan`: the orphan file (seed 002's slot blocks);
 //! * `store`: the store — calls, group commit, checkpoint (lock order in
@@ -50,6 +51,7 @@ mod fsck;
 pub mod fuzz;
 mod itable;
 mod journal;
+mod journaled;
 mod layout;
 mod object;
 mod orphan;

@@ -265,7 +265,7 @@ impl InodeObj {
                     }
                 }
             }
-            Op::MapPage(_, x, b) => freed.extend(self.pages.insert(*x, *b)),
+            Op::MapPage(_, x, b, _) => freed.extend(self.pages.insert(*x, *b)),
             Op::Usage(..) | Op::WriteSb(_) => unreachable!("not an inode operation"),
         }
         self.dirty = true;

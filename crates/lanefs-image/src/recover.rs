@@ -19,13 +19,16 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
 use crate::cache::ObjMap;
+use crate::crc::crc32c;
 use crate::device::{Device, FileDevice};
 use crate::itable::{load_tables, read_home};
 use crate::journal::{
     self, Op, Record, BATCH_HEADER, BATCH_MAGIC, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE,
 };
+use crate::journaled::Journaled;
 use crate::layout::{
-    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, JOURNAL_SEQ_LIMIT, USAGE_LANES,
+    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, JOURNAL_SEQ_LIMIT,
+    USAGE_LANES,
 };
 use crate::object::{InodeObj, IntMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
@@ -66,6 +69,7 @@ pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64 | 1);
     let sup = DiskSuper {
+        version: FORMAT_VERSION,
         generation: 1,
         geo,
         journal_tail: 0,
@@ -116,6 +120,10 @@ fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
     for copy in 0..2u64 {
         let mut b = vec![0u8; BLOCK];
         dev.read_at(&mut b, copy * BLOCK as u64)?;
+        if DiskSuper::newer_version(&b).is_some() {
+            // Never fall back to the other copy: it may be older state.
+            return Err(Errno::EUCLEAN);
+        }
         if let Ok(s) = DiskSuper::decode(&b) {
             if best.as_ref().is_none_or(|x| s.generation > x.generation) {
                 best = Some(s);
@@ -140,9 +148,20 @@ pub fn describe_open_error(dev: &dyn Device) -> String {
     if dev.len() < 2 * BLOCK as u64 {
         return format!("image too small ({} bytes)", dev.len());
     }
+    let mut b = vec![0u8; BLOCK];
+    for copy in 0..2u64 {
+        if dev.read_at(&mut b, copy * BLOCK as u64).is_ok() {
+            if let Some(v) = DiskSuper::newer_version(&b) {
+                return format!(
+                    "image format version {v} is newer than this lanefs reads \
+                     (versions {}..={FORMAT_VERSION})",
+                    crate::layout::FORMAT_VERSION_MIN
+                );
+            }
+        }
+    }
     match read_super(dev) {
         Err(_) => {
-            let mut b = vec![0u8; BLOCK];
             let sizes = (0..2u64)
                 .filter_map(|c| {
                     dev.read_at(&mut b, c * BLOCK as u64).ok()?;
@@ -186,7 +205,13 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>)
     let mut usage = sup.usage.to_vec();
     let mut sb_stamp = sup.sb_stamp;
     let mut sb = sup.sb;
-    let (records, head, mut seq, batches) = scan_journal(dev, &sup)?;
+    let (mut records, last_batch, head, mut seq, batches) = scan_journal(dev, &sup)?;
+    if sup.version >= 2 && !last_batch_landed(dev, &geo, &records[last_batch..])? {
+        // The only batch whose data pages may lack a flush: dropped whole,
+        // as if the power had failed before it was written.
+        report.records_unlanded = (records.len() - last_batch) as u64;
+        records.truncate(last_batch);
+    }
     // Batches past the end of the replayed journal (from before a
     // superblock fallback, or an earlier lap) must never be taken for the
     // ones this mount writes next: continue above every sequence number the
@@ -350,13 +375,39 @@ pub(crate) fn derived_record(o: &InodeObj) -> Option<Vec<u8>> {
     None
 }
 
-/// Every record of the journal from the tail, with the next head and sequence.
-fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, u64, u64)> {
+/// Whether every page the records of the journal's last batch map holds
+/// the content whose CRC32C the mapping carries. Each of those blocks was
+/// allocated for its record and is not written again while the record can
+/// be replayed (`journaled.rs`), so a mismatch means the data write did
+/// not reach the media before the power failed, and the batch's flush
+/// never returned: nothing in the batch was promised.
+fn last_batch_landed(dev: &dyn Device, geo: &Geometry, last: &[Record]) -> Result<bool> {
+    let mut page = vec![0u8; BLOCK];
+    for op in last.iter().flat_map(|r| &r.ops) {
+        let Op::MapPage(_, _, b, Some(crc)) = op else {
+            continue;
+        };
+        if geo.data_block_group(*b).is_none() {
+            return Ok(false);
+        }
+        dev.read_at(&mut page, b * BLOCK as u64)?;
+        if crc32c(&[&page]) != *crc {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Every record of the journal from the tail, where the last batch's
+/// records start among them, the next head and sequence, and the batches.
+#[allow(clippy::type_complexity)]
+fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, usize, u64, u64, u64)> {
     let geo = &sup.geo;
     let j = geo.journal_blocks;
     let base = geo.journal_start * BLOCK as u64;
     let (mut pos, mut seq) = (sup.journal_tail, sup.journal_tail_seq);
     let mut records = Vec::new();
+    let mut last_batch = 0;
     let mut scanned = 0u64;
     let mut batches = 0;
     let mut hdr = vec![0u8; BLOCK];
@@ -382,16 +433,17 @@ fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, u64, 
         if !journal::batch_payload_ok(&b, payload) {
             break;
         }
-        let Ok(recs) = journal::decode_records(payload) else {
+        let Ok(recs) = journal::decode_records(payload, sup.version) else {
             break;
         };
+        last_batch = records.len();
         records.extend(recs);
         batches += 1;
         scanned += nb;
         pos = (pos + nb) % j;
         seq += 1;
     }
-    Ok((records, pos, seq, batches))
+    Ok((records, last_batch, pos, seq, batches))
 }
 
 /// The highest sequence number below [`JOURNAL_SEQ_LIMIT`] of any block of
@@ -493,7 +545,7 @@ fn replay(
                     if obj.bad && !suspects.contains(&o) {
                         continue;
                     }
-                    if let Op::MapPage(_, _, b) = op {
+                    if let Op::MapPage(_, _, b, _) = op {
                         if !groups.claim(*b) {
                             report.problems.push(format!(
                                 "inode {o}: journal maps block {b}, out of range or in use"
@@ -560,6 +612,7 @@ pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore
         lanes: (0..LOG_LANES).map(|_| Mutex::new(Vec::new())).collect(),
         groups: l.groups,
         orphans,
+        journaled: Journaled::default(),
         commits_started: AtomicU64::new(0),
         commits_done: AtomicU64::new(0),
         data_written: AtomicBool::new(false),
@@ -590,3 +643,7 @@ impl ImageStore {
         open_device(dev, cfg)
     }
 }
+
+#[cfg(test)]
+#[path = "recover_tests.rs"]
+mod tests;

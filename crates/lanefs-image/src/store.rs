@@ -3,9 +3,12 @@
 //! Every store call (and every [`Txn`]) becomes one journal [`Record`]:
 //! its effects are applied to the in-memory objects and the record is
 //! appended to the calling lane's log buffer in one critical section. A
-//! group commit writes every lane's buffer as one batch and flushes; a
-//! checkpoint writes dirty objects to their homes copy-on-write and moves
-//! the journal tail. Layout and crash reasoning: docs/FORMAT.md.
+//! group commit writes every lane's buffer as one batch and flushes once
+//! (data written since the last flush and the batch together: recovery
+//! checks the last batch's new pages against their CRC32C); a checkpoint
+//! writes dirty objects to their homes copy-on-write and moves the journal
+//! tail. Layout and crash reasoning: docs/FORMAT.md ("One flush per
+//! commit").
 //!
 //! Locking rules (and the lock order, outermost first):
 //! * `ckpt` (mutex): one checkpoint at a time; protects the superblock
@@ -38,12 +41,18 @@
 //!   own lane only), and all of them, in index order, by a commit (under
 //!   `commit`) for the moment of swapping the buffers out.
 //! * group locks (`alloc.rs`) are leaves.
+//! * `journaled.shards[b % 64]` (mutexes, leaves): the data blocks mapped
+//!   by records still in the journal, which `write_page` must not
+//!   overwrite in place (`journaled.rs`). `submit` adds a record's blocks
+//!   under its gate; a checkpoint rotates them under every gate and
+//!   forgets them once its superblock is durable.
 //!
 //! Atomics: `commits_started`/`commits_done` (SeqCst) implement the
 //! group-commit ticket: `sync` needs a commit that *started* after it was
 //! called and waits on `commit` for it. `data_written` (SeqCst, swapped by
 //! the committer) says data blocks were written since the last flush, so
-//! the commit flushes them before the records that map them. `failed`
+//! a commit with no records still flushes them (an fsync of overwritten
+//! pages). `failed`
 //! (SeqCst): an I/O error happened while writing; every later call answers
 //! EIO (the image on disk stays recoverable).
 
@@ -59,11 +68,13 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::alloc::Groups;
 use crate::cache::ObjMap;
+use crate::crc::crc32c;
 use crate::device::Device;
 use crate::journal::{
     self, Op, Record, BATCH_RECORDS, BATCH_WRAP, RECORD_OBJS_MAX, SB_OBJ, USAGE_OBJ_BASE,
 };
-use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, USAGE_LANES};
+use crate::journaled::Journaled;
+use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, USAGE_LANES};
 use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
 use crate::store_cache::{CacheLimits, CacheStats, Pressure};
@@ -122,6 +133,11 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Records not applied: they follow a record that was lost.
     pub records_dropped: u64,
+    /// Records of the journal's last batch not applied because a data page
+    /// one of them maps did not reach the media (its CRC32C differs): the
+    /// whole batch is dropped, as if the power had failed before it was
+    /// written (docs/FORMAT.md, "One flush per commit").
+    pub records_unlanded: u64,
     pub orphans_freed: u64,
     /// Records whose derived fields (a directory's size, link count, next
     /// cookie; a block count) disagreed with the entries or pages and were
@@ -169,6 +185,8 @@ pub(crate) struct Inner {
     pub lanes: Box<[Mutex<Vec<u8>>]>,
     pub groups: Groups,
     pub orphans: OrphanFile,
+    /// Data blocks mapped by records still in the journal (`journaled.rs`).
+    pub journaled: Journaled,
     pub commits_started: AtomicU64,
     pub commits_done: AtomicU64,
     pub data_written: AtomicBool,
@@ -352,6 +370,13 @@ impl Inner {
             rec.encode_into(&mut buf);
             buf.len()
         };
+        // Under the gate: a checkpoint's rotate sees the blocks of exactly
+        // the records its commit writes.
+        for op in &rec.ops {
+            if let Op::MapPage(_, _, b, _) = op {
+                self.journaled.insert(*b);
+            }
+        }
         for b in freed {
             self.groups.defer_free(b);
         }
@@ -430,16 +455,19 @@ impl Inner {
             }
         }
         let data = self.data_written.swap(false, Ordering::SeqCst);
-        if data || !payload.is_empty() {
-            // Data blocks reach the media before the records that map them.
-            let r = self.dev.flush();
-            self.io(r)?;
-        }
         if !payload.is_empty() {
             if let Err(e) = self.write_batch(cs, &payload) {
                 cs.carry = payload;
+                if data {
+                    self.data_written.store(true, Ordering::SeqCst);
+                }
                 return Err(e);
             }
+        }
+        if data || !payload.is_empty() {
+            // One flush for the data written since the last one and the
+            // batch: no order between them is needed, as recovery checks
+            // the last batch's new pages (docs/FORMAT.md).
             let r = self.dev.flush();
             self.io(r)?;
         }
@@ -481,6 +509,8 @@ impl Inner {
         let mut cs = self.commit.lock();
         self.commit_locked(&mut cs)?;
         let new_tail = (cs.head, cs.seq);
+        // Every record appended so far is before `new_tail` (all gates).
+        self.journaled.rotate();
         let mut snaps = Vec::new();
         for s in self.shards.iter() {
             for (&ino, obj) in s.lock().iter_mut() {
@@ -508,6 +538,8 @@ impl Inner {
             new_tail,
         );
         let written = self.io(r)?;
+        // The new tail is durable: no replay reaches those records.
+        self.journaled.forget_old();
         {
             let mut cs = self.commit.lock();
             cs.tail = new_tail.0;
@@ -631,6 +663,7 @@ impl Inner {
         let mut u = [UsageRec::default(); USAGE_LANES];
         u.copy_from_slice(&usage);
         let sup = DiskSuper {
+            version: FORMAT_VERSION,
             generation: *generation,
             geo: self.geo,
             journal_tail: new_tail.0,
@@ -934,20 +967,29 @@ impl Store for ImageStore {
             Ok((existing, prefer))
         })?;
         let off = |b: u64| b * BLOCK as u64;
-        if let Some(b) = existing {
-            let r = inner.dev.write_at(&data[..], off(b));
-            inner.io(r)?;
-            inner.note_data_written();
-            return Ok(());
+        match existing {
+            // A block no journal record maps any more: its mapping is in
+            // the page's home, and nothing checks its content.
+            Some(b) if !inner.journaled.contains(b) => {
+                let r = inner.dev.write_at(&data[..], off(b));
+                inner.io(r)?;
+                inner.note_data_written();
+                return Ok(());
+            }
+            // A record recovery may replay checks the block's CRC32C
+            // (docs/FORMAT.md): copy-on-write; the old block is freed at
+            // the next checkpoint.
+            Some(_) | None => {}
         }
-        let b = inner.alloc_data_block(prefer)?;
+        let b = inner.alloc_data_block(prefer.or(existing.map(|b| b + 1)))?;
+        let crc = crc32c(&[&data[..]]);
         let r = inner.dev.write_at(&data[..], off(b));
         if let Err(e) = inner.io(r) {
             inner.groups.free_block(b);
             return Err(e);
         }
         inner.note_data_written();
-        if let Err(e) = inner.submit(vec![Op::MapPage(ino, index, b)]) {
+        if let Err(e) = inner.submit(vec![Op::MapPage(ino, index, b, Some(crc))]) {
             inner.groups.free_block(b);
             return Err(e);
         }

@@ -1,0 +1,142 @@
+//! Recovery of hand-made journals: format 1 images open (and become
+//! format 2), and the last batch of a format 2 journal is replayed only if
+//! the pages it maps landed.
+
+use std::sync::Arc;
+
+use lanefs_store::{FileKind, InodeRecord, Store};
+
+use super::*;
+use crate::device::MemDevice;
+use crate::journal::{encode_batch, BATCH_RECORDS};
+use crate::layout::FORMAT_VERSION_MIN;
+
+const INO: Ino = 2;
+
+fn file_record() -> Vec<u8> {
+    InodeRecord {
+        ino: INO,
+        generation: 1,
+        kind: FileKind::Regular,
+        perm: 0o644,
+        nlink: 1,
+        size: BLOCK as u64,
+        blocks: 1,
+        ..InodeRecord::default()
+    }
+    .encode()
+}
+
+/// A fresh image whose newest superblock says `version` and whose journal
+/// holds one batch: page 0 of inode 2 mapped to a data block holding
+/// `page` (with `crc`, format 2), then the inode's record.
+fn image_with_batch(version: u32, page: &[u8], crc: Option<u32>) -> (Arc<MemDevice>, u64) {
+    let dev = Arc::new(MemDevice::new(4 << 20));
+    mkfs_device(&*dev).unwrap();
+    let mut sup = read_super(&*dev).unwrap();
+    sup.version = version;
+    sup.generation += 1;
+    let bs = BLOCK as u64;
+    dev.write_at(&sup.encode(), (sup.generation % 2) * bs)
+        .unwrap();
+    let block = sup.geo.group_data(0).0;
+    dev.write_at(page, block * bs).unwrap();
+    let mut payload = Vec::new();
+    Record {
+        objs: vec![(INO, 1)],
+        ops: vec![Op::MapPage(INO, 0, block, crc)],
+    }
+    .encode_into(&mut payload);
+    Record {
+        objs: vec![(INO, 2)],
+        ops: vec![Op::PutInode(INO, file_record())],
+    }
+    .encode_into(&mut payload);
+    let batch = encode_batch(BATCH_RECORDS, sup.journal_tail_seq, &payload);
+    let at = (sup.geo.journal_start + sup.journal_tail) * bs;
+    dev.write_at(&batch, at).unwrap();
+    (dev, block)
+}
+
+fn cfg() -> ImageConfig {
+    ImageConfig {
+        commit_interval: None,
+        cache_bytes: None,
+    }
+}
+
+#[test]
+fn a_format_1_image_opens_and_is_rewritten_as_format_2() {
+    let page = vec![0x5a; BLOCK];
+    let (dev, _) = image_with_batch(FORMAT_VERSION_MIN, &page, None);
+    assert_eq!(read_super(&*dev).unwrap().version, 1);
+    let s = open_device(dev.clone(), &cfg()).unwrap();
+    assert_eq!(s.recovery_report().records_replayed, 2);
+    assert_eq!(s.recovery_report().records_unlanded, 0);
+    let mut got = [0u8; BLOCK];
+    assert!(s.read_page(INO, 0, &mut got).unwrap());
+    assert_eq!(&got[..], &page[..]);
+    assert_eq!(s.read_inode(INO).unwrap().unwrap().size, BLOCK as u64);
+    // The open's checkpoint wrote a format 2 superblock.
+    assert_eq!(read_super(&*dev).unwrap().version, FORMAT_VERSION);
+    drop(s);
+    let s = open_device(dev, &cfg()).unwrap();
+    assert!(s.read_page(INO, 0, &mut got).unwrap());
+    assert_eq!(&got[..], &page[..]);
+}
+
+#[test]
+fn a_format_2_last_batch_applies_only_if_its_pages_landed() {
+    let page = vec![0xa5; BLOCK];
+    let crc = crc32c(&[&page]);
+    let (dev, _) = image_with_batch(FORMAT_VERSION, &page, Some(crc));
+    let s = open_device(dev, &cfg()).unwrap();
+    assert_eq!(s.recovery_report().records_unlanded, 0);
+    let mut got = [0u8; BLOCK];
+    assert!(s.read_page(INO, 0, &mut got).unwrap());
+    assert_eq!(&got[..], &page[..]);
+
+    // The data write did not land (the block holds zeros): the whole batch
+    // is dropped, the record with it.
+    let (dev, block) = image_with_batch(FORMAT_VERSION, &page, Some(crc));
+    dev.write_at(&[0u8; BLOCK], block * BLOCK as u64).unwrap();
+    let r = fsck_report(&dev);
+    assert!(r.clean, "{r:#?}");
+    assert_eq!(r.records_unlanded, 2);
+    assert!(r.notes.iter().any(|n| n.contains("not replayed")), "{r:#?}");
+    let s = open_device(dev.clone(), &cfg()).unwrap();
+    assert_eq!(s.recovery_report().records_unlanded, 2);
+    assert_eq!(s.recovery_report().records_replayed, 0);
+    assert!(!s.read_page(INO, 0, &mut got).unwrap());
+    assert_eq!(s.read_inode(INO).unwrap(), None);
+    drop(s);
+    assert!(fsck_report(&dev).clean);
+
+    // A torn data write (one sector missing) is not landed either.
+    let (dev, block) = image_with_batch(FORMAT_VERSION, &page, Some(crc));
+    dev.write_at(&[0u8; 512], block * BLOCK as u64 + 1024)
+        .unwrap();
+    let s = open_device(dev, &cfg()).unwrap();
+    assert_eq!(s.recovery_report().records_unlanded, 2);
+}
+
+fn fsck_report(dev: &Arc<MemDevice>) -> crate::FsckReport {
+    crate::fsck_device(dev.clone(), false).unwrap()
+}
+
+#[test]
+fn a_newer_format_is_refused_with_one_line() {
+    let dev = MemDevice::new(4 << 20);
+    mkfs_device(&dev).unwrap();
+    let mut sup = read_super(&dev).unwrap();
+    sup.version = FORMAT_VERSION + 1;
+    sup.generation += 1;
+    dev.write_at(&sup.encode(), (sup.generation % 2) * BLOCK as u64)
+        .unwrap();
+    assert_eq!(read_super(&dev).err(), Some(Errno::EUCLEAN));
+    let line = describe_open_error(&dev);
+    assert!(
+        line.contains(&format!("version {}", FORMAT_VERSION + 1)) && !line.contains('\n'),
+        "{line}"
+    );
+}
