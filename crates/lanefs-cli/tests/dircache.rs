@@ -433,9 +433,14 @@ fn bytemuck_bytes(words: &[u64]) -> &[u8] {
 /// not check the cache's version), A finishes the fill, and B reads the
 /// rest — from the now complete cache, whose first chunk predates the
 /// unlink (docs/FUSE.md, `FOPEN_CACHE_DIR`). Without the daemon's guard
-/// (`dircache.rs` in lanefs-fuse) B lists `f050`.
+/// (`dircache.rs` in lanefs-fuse) B lists `f050`. Afterwards listings
+/// are cached again.
 fn listing_never_shows_a_name_removed_before_it_began() {
-    let m = TestMount::with("dirstraddle", &["-o", "cache_dir"], &[]);
+    let m = TestMount::with(
+        "dirstraddle",
+        &["-o", "cache_dir,strictatime,attr_timeout=0"],
+        &[],
+    );
     let d = m.path("d");
     std::fs::create_dir(&d).unwrap();
     let all: Vec<String> = (0..200).map(|i| format!("f{i:03}")).collect();
@@ -474,6 +479,18 @@ fn listing_never_shows_a_name_removed_before_it_began() {
         got.sort();
         assert_eq!(got, want, "round {round}: B's listing");
     }
+    // The guard does not switch the cache off for good: with nothing
+    // changing, the next listing fills it again and the one after never
+    // reaches the daemon (under `strictatime` every READDIR the daemon
+    // serves moves atime; `attr_timeout=0` makes stat ask the daemon).
+    let n = names(&d).len();
+    set_atime(&d, 1_000_000);
+    assert_eq!(names(&d).len(), n);
+    assert_eq!(
+        std::fs::metadata(&d).unwrap().atime(),
+        1_000_000,
+        "the listing after a refill reached the daemon"
+    );
 }
 
 on_both_transports!(
