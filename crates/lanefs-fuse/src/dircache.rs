@@ -87,7 +87,11 @@
 //! the kernel processes an `inval_inode` notification in the `write(2)`
 //! that delivers it, so the page is gone before the reply is even sent.
 //! Safe there: the requester holds no page lock while it waits for the
-//! reply, and a page lock is otherwise held only briefly to copy entries.
+//! reply, and a page lock is otherwise held only briefly to copy entries
+//! (into the reader's buffer: one that faults on a file of this same
+//! mount would wait for this daemon while the page is locked, as it
+//! would for the whole-listing drop of a moved directory; not guarded
+//! against).
 //!
 //! # Locking rules
 //!

@@ -72,13 +72,14 @@ pub struct CacheConfig {
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
     /// Let the kernel cache directory listings across opens
-    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; off by default,
-    /// `-o cache_dir` turns it on: the kernel's cache can serve a listing
-    /// made stale by a concurrent change, docs/FUSE.md). Meant to be correct while every change of a
-    /// directory goes through this kernel, which drops its cached listing
-    /// itself when it creates, removes or renames an entry; the one change
-    /// it does not see, a moved directory's `..`, the handler invalidates
-    /// (`Handler::rename`).
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; on by default,
+    /// `-o nocache_dir` turns it off). Correct while every change of a
+    /// directory goes through this kernel, which marks its cached listing
+    /// stale itself when it creates, removes or renames an entry; the
+    /// handler covers what it does not: a moved directory's `..`
+    /// (`Handler::dir_moved`), a listing cached across a change
+    /// ([`crate::dircache`]) and a change whose reply was an error
+    /// (`Handler::dir_changes`).
     pub cache_dir: bool,
 }
 
@@ -89,7 +90,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
-            cache_dir: false,
+            cache_dir: true,
         }
     }
 }

@@ -196,7 +196,8 @@ pub const WRITEBACK_ENV: &str = "LANEFS_TEST_WRITEBACK";
 /// test mount, split at whitespace (e.g. `-o cache_dir` to run a suite
 /// with the kernel's directory-listing cache forced on, or
 /// `-o nocache_dir` with it off). They come before a test's own
-/// arguments, which therefore win.
+/// arguments, which therefore win; a test that checks a default (such as
+/// `dircache.rs`'s `listings_are_cached_with_cache_dir`) expects none.
 pub const MOUNT_OPTS_ENV: &str = "LANEFS_TEST_MOUNT_OPTS";
 
 /// The arguments [`MOUNT_OPTS_ENV`] asks for (none when unset).
