@@ -94,8 +94,8 @@ struct MountArgs {
     /// default_permissions; no_default_permissions opts out),
     /// default_permissions, fsname=NAME, subtype=NAME, nonempty, noexec,
     /// nosuid/suid, nodev/dev, noatime, sync, dirsync, entry_timeout=S,
-    /// attr_timeout=S, negative_timeout=S, nokeep_cache, cache_dir (kernel
-    /// listing cache, off by default: docs/FUSE.md),
+    /// attr_timeout=S, negative_timeout=S, nokeep_cache, nocache_dir (no
+    /// kernel listing cache; it is on by default: docs/FUSE.md),
     /// writeback_cache (the kernel's writeback cache; docs/FUSE.md), ...
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,

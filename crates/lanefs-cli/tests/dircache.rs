@@ -1,11 +1,12 @@
-//! The kernel's directory cache (`FOPEN_CACHE_DIR`, opt-in with
-//! `-o cache_dir`; off by default, docs/FUSE.md says why): listings are cached (a listing served
+//! The kernel's directory cache (`FOPEN_CACHE_DIR`, on by default,
+//! `-o nocache_dir` turns it off; the tests name `-o cache_dir` anyway):
+//! listings are cached (a listing served
 //! from the cache does not reach the daemon), every change made through
 //! the mount shows in the next listing, a moved directory's `..` follows
 //! it, `telldir`/`seekdir`/`rewinddir` work on cached listings, and a
 //! listing taken while entries are added and removed returns every
-//! untouched entry exactly once and nothing twice. Needs root and
-//! /dev/fuse.
+//! untouched entry exactly once and nothing twice, and never a name
+//! removed before it began. Needs root and /dev/fuse.
 
 mod common;
 
@@ -122,12 +123,12 @@ fn set_atime(p: &Path, secs: i64) {
 /// The directory cache is on with `cache_dir`: with `strictatime` (every
 /// READDIR the daemon serves moves atime) and `attr_timeout=0` (every
 /// stat asks the daemon), a second listing leaves atime alone — it never
-/// reached the daemon — while by default (and with `nocache_dir`) it moves
-/// it.
+/// reached the daemon — also by default, while with `nocache_dir` it
+/// moves it.
 fn listings_are_cached_with_cache_dir() {
     for (opts, cached) in [
         ("strictatime,attr_timeout=0,cache_dir", true),
-        ("strictatime,attr_timeout=0", false),
+        ("strictatime,attr_timeout=0", true),
         ("strictatime,attr_timeout=0,nocache_dir", false),
     ] {
         let m = TestMount::with("dircached", &["-o", opts], &[]);
@@ -354,10 +355,150 @@ fn listing_during_changes() {
     churn.join().unwrap();
 }
 
+/// A directory opened with `open(2)` and read with raw `getdents64(2)`
+/// calls of a chosen buffer size, so that a test decides how much of a
+/// listing each call takes (and so which READDIR the kernel sends).
+struct RawDir(std::os::fd::OwnedFd);
+
+impl RawDir {
+    fn open(p: &Path) -> RawDir {
+        use std::os::fd::FromRawFd;
+        let c = CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: valid NUL-terminated path; the result is checked.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        assert!(
+            fd >= 0,
+            "open {}: {}",
+            p.display(),
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        RawDir(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// One `getdents64` call with a `buf_bytes` buffer: the names it
+    /// returned (empty at the end of the directory).
+    fn chunk(&mut self, buf_bytes: usize) -> Vec<String> {
+        use std::os::fd::AsRawFd;
+        let mut buf = vec![0u64; buf_bytes.div_ceil(8)];
+        // SAFETY: the buffer is valid for `buf_bytes` bytes and 8-aligned.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                self.0.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf_bytes,
+            )
+        };
+        assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+        let bytes = &bytemuck_bytes(&buf)[..n as usize];
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16,
+            // d_type u8, d_name[] (NUL-terminated).
+            let reclen = u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]) as usize;
+            let name = CStr::from_bytes_until_nul(&bytes[at + 19..at + reclen])
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            out.push(name);
+            at += reclen;
+        }
+        out
+    }
+
+    /// Every remaining name, read with `buf_bytes` calls.
+    fn rest(&mut self, buf_bytes: usize) -> Vec<String> {
+        let mut all = Vec::new();
+        loop {
+            let c = self.chunk(buf_bytes);
+            if c.is_empty() {
+                return all;
+            }
+            all.extend(c);
+        }
+    }
+}
+
+fn bytemuck_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: any u64 slice is valid as bytes of 8 times its length.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) }
+}
+
+/// A name removed before a listing began is never in it, also when
+/// another descriptor's cache fill straddles the removal: descriptor A
+/// starts filling the kernel's cached listing (its chunks so far include
+/// `f050`), `f050` is unlinked, descriptor B opens and takes a small first
+/// chunk (not from the cache: the fill is incomplete, so the kernel does
+/// not check the cache's version), A finishes the fill, and B reads the
+/// rest — from the now complete cache, whose first chunk predates the
+/// unlink (docs/FUSE.md, `FOPEN_CACHE_DIR`). Without the daemon's guard
+/// (`dircache.rs` in lanefs-fuse) B lists `f050`. Afterwards listings
+/// are cached again.
+fn listing_never_shows_a_name_removed_before_it_began() {
+    let m = TestMount::with(
+        "dirstraddle",
+        &["-o", "cache_dir,strictatime,attr_timeout=0"],
+        &[],
+    );
+    let d = m.path("d");
+    std::fs::create_dir(&d).unwrap();
+    let all: Vec<String> = (0..200).map(|i| format!("f{i:03}")).collect();
+    for n in &all {
+        std::fs::write(d.join(n), b"").unwrap();
+    }
+    // Every linux_dirent64 of these names ("f000": 19 + 5 bytes) is 24.
+    const REC: usize = 24;
+    for round in 0..3 {
+        let victim = format!("f{:03}", 50 + round);
+        // A reads until its chunks (each appended to the cache: A is the
+        // only reader and starts the fill) include the victim, not to the
+        // end.
+        let mut a = RawDir::open(&d);
+        let mut seen = Vec::new();
+        while !seen.contains(&victim) {
+            let c = a.chunk(REC * 120);
+            assert!(!c.is_empty(), "round {round}: {victim} not listed");
+            seen.extend(c);
+        }
+        assert!(seen.len() < all.len(), "round {round}: A read everything");
+        std::fs::remove_file(d.join(&victim)).unwrap();
+        let mut b = RawDir::open(&d);
+        let mut got = b.chunk(REC * 20);
+        assert!(!got.contains(&victim));
+        a.rest(REC * 120);
+        got.extend(b.rest(REC * 20));
+        assert!(
+            !got.contains(&victim),
+            "round {round}: {victim}, unlinked before B was opened, is in B's listing"
+        );
+        let mut want: Vec<String> = all[50 + round + 1..].to_vec();
+        want.extend(all[..50].iter().cloned());
+        want.extend([".".to_string(), "..".to_string()]);
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "round {round}: B's listing");
+    }
+    // The guard does not switch the cache off for good: with nothing
+    // changing, the next listing fills it again and the one after never
+    // reaches the daemon (under `strictatime` every READDIR the daemon
+    // serves moves atime; `attr_timeout=0` makes stat ask the daemon).
+    let n = names(&d).len();
+    set_atime(&d, 1_000_000);
+    assert_eq!(names(&d).len(), n);
+    assert_eq!(
+        std::fs::metadata(&d).unwrap().atime(),
+        1_000_000,
+        "the listing after a refill reached the daemon"
+    );
+}
+
 on_both_transports!(
     listings_are_cached_with_cache_dir,
     cached_dir_listing_sees_every_change,
     moved_directory_dotdot_follows,
     telldir_seekdir_rewinddir,
     listing_during_changes,
+    listing_never_shows_a_name_removed_before_it_began,
 );

@@ -14,6 +14,10 @@
 //! * `config`: immutable after construction.
 //! * `invalidate`, `writeback` (`OnceLock`s): set once by the
 //!   transport before requests are served, read-only afterwards.
+//! * `listings` ([`ListingGuard`], with `cache_dir` only): per-shard
+//!   `Mutex`es, leaf locks held only to record a listing reply or a
+//!   change of a directory (see `dircache.rs`), never across an engine
+//!   call or a notification.
 //! * Lookup counts live in the engine (`Fs::lookup_counted`/`forget`); the
 //!   handler's only duty is to take exactly one reference per entry it hands
 //!   to the kernel (LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK, LINK, and every
@@ -30,6 +34,7 @@ use std::time::Duration;
 use lanefs_core::{Attr, DirEntry, Errno, Fs, Ino, Result, StatFs, NAME_MAX};
 
 use crate::cred::{cred_for, Caller};
+use crate::dircache::ListingGuard;
 use crate::handles::{Handle, HandleTable};
 
 #[path = "handler_setattr.rs"]
@@ -67,13 +72,14 @@ pub struct CacheConfig {
     /// Keep a file's page cache across opens (`FOPEN_KEEP_CACHE`).
     pub keep_cache: bool,
     /// Let the kernel cache directory listings across opens
-    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; off by default,
-    /// `-o cache_dir` turns it on: the kernel's cache can serve a listing
-    /// made stale by a concurrent change, docs/FUSE.md). Meant to be correct while every change of a
-    /// directory goes through this kernel, which drops its cached listing
-    /// itself when it creates, removes or renames an entry; the one change
-    /// it does not see, a moved directory's `..`, the handler invalidates
-    /// (`Handler::rename`).
+    /// (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` on OPENDIR; on by default,
+    /// `-o nocache_dir` turns it off). Correct while every change of a
+    /// directory goes through this kernel, which marks its cached listing
+    /// stale itself when it creates, removes or renames an entry; the
+    /// handler covers what it does not: a moved directory's `..`
+    /// (`Handler::dir_moved`), a listing cached across a change
+    /// ([`crate::dircache`]) and a change whose reply was an error
+    /// (`Handler::dir_changes`).
     pub cache_dir: bool,
 }
 
@@ -84,7 +90,7 @@ impl Default for CacheConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             keep_cache: true,
-            cache_dir: false,
+            cache_dir: true,
         }
     }
 }
@@ -191,6 +197,11 @@ pub enum Invalidate {
     /// Its attributes and its cached pages, which for a directory are its
     /// cached listing (`inval_inode` with offset 0, length 0: all).
     AttrAndPages,
+    /// Its attributes and its first cached page (`inval_inode` with
+    /// offset 0, length 1): for a directory, the start of its cached
+    /// listing, without which the kernel throws the listing away at its
+    /// next read ([`crate::dircache`]).
+    AttrAndFirstPage,
 }
 
 /// How the handler tells the kernel to drop what it caches of an inode
@@ -208,6 +219,9 @@ pub struct Handler {
     /// Whether the kernel's writeback cache is on (negotiated at INIT; set
     /// once by the transport before requests are served).
     writeback: std::sync::OnceLock<bool>,
+    /// With `cache_dir`: which directories' cached listings may hold
+    /// entries from before a change ([`crate::dircache`]).
+    listings: Option<ListingGuard>,
 }
 
 impl Handler {
@@ -222,6 +236,7 @@ impl Handler {
         Handler {
             fs,
             handles: HandleTable::default(),
+            listings: config.cache.cache_dir.then(ListingGuard::default),
             config,
             invalidate: std::sync::OnceLock::new(),
             writeback: std::sync::OnceLock::new(),
@@ -300,6 +315,66 @@ impl Handler {
         }
     }
 
+    /// A READDIR or READDIRPLUS reply for `dir` with `entries` entries is
+    /// about to be sent. An empty one can complete the kernel's cached
+    /// listing: if the directory changed after an earlier reply could
+    /// have put entries in that cache, drop its first page first
+    /// ([`crate::dircache`] says why that is enough).
+    fn listing_reply(&self, dir: Ino, entries: usize) {
+        let Some(g) = &self.listings else {
+            return;
+        };
+        if entries > 0 {
+            g.filled(dir);
+            return;
+        }
+        if let Some(mark) = g.end_needs_drop(dir) {
+            if let Some(f) = self.invalidate.get() {
+                f(dir, Invalidate::AttrAndFirstPage);
+            }
+            g.covered(dir, mark);
+        }
+    }
+
+    /// The engine's result `r` of a change of the entries of `dirs`,
+    /// made durable as the mount asks ([`Self::durable`]). A change is
+    /// recorded for the cached listings (`cache_dir`) before its reply
+    /// goes out; one that the engine made but whose reply is an error
+    /// (the kernel then does not mark the directory changed) drops the
+    /// first page of their cached listings at once.
+    fn dir_changes<T>(
+        &self,
+        dirs: &[Ino],
+        r: Result<T>,
+        counted: impl Fn(&T) -> Option<Ino>,
+    ) -> Result<T> {
+        let made = r.is_ok();
+        if let (true, Some(g)) = (made, &self.listings) {
+            for &d in dirs {
+                g.changed(d);
+            }
+        }
+        let r = self.durable(self.dir_sync(), r, counted);
+        if made && r.is_err() {
+            self.dir_change_unseen(dirs);
+        }
+        r
+    }
+
+    /// The entries of `dirs` changed without the kernel learning of it:
+    /// drop the first page of their cached listings, so that none is
+    /// served again unchecked.
+    fn dir_change_unseen(&self, dirs: &[Ino]) {
+        if self.listings.is_none() {
+            return;
+        }
+        if let Some(f) = self.invalidate.get() {
+            for &d in dirs {
+                f(d, Invalidate::AttrAndFirstPage);
+            }
+        }
+    }
+
     /// The engine behind this handler.
     pub fn fs(&self) -> &Fs {
         &self.fs
@@ -360,7 +435,7 @@ impl Handler {
         let r = self
             .fs
             .mknod(&cred_for(caller), parent, name, mode, umask, rdev);
-        self.durable(self.dir_sync(), r, |a| Some(a.ino))
+        self.dir_changes(&[parent], r, |a| Some(a.ino))
     }
 
     /// MKDIR: counted.
@@ -374,19 +449,19 @@ impl Handler {
     ) -> Result<Attr> {
         check_name(name)?;
         let r = self.fs.mkdir(&cred_for(caller), parent, name, mode, umask);
-        self.durable(self.dir_sync(), r, |a| Some(a.ino))
+        self.dir_changes(&[parent], r, |a| Some(a.ino))
     }
 
     pub fn unlink(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let r = self.fs.unlink(&cred_for(caller), parent, name);
-        self.durable(self.dir_sync(), r, |_| None)
+        self.dir_changes(&[parent], r, |_| None)
     }
 
     pub fn rmdir(&self, caller: &Caller, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let r = self.fs.rmdir(&cred_for(caller), parent, name);
-        self.durable(self.dir_sync(), r, |_| None)
+        self.dir_changes(&[parent], r, |_| None)
     }
 
     /// SYMLINK: counted.
@@ -399,7 +474,7 @@ impl Handler {
     ) -> Result<Attr> {
         check_name(name)?;
         let r = self.fs.symlink(&cred_for(caller), parent, name, target);
-        self.durable(self.dir_sync(), r, |a| Some(a.ino))
+        self.dir_changes(&[parent], r, |a| Some(a.ino))
     }
 
     pub fn rename(
@@ -416,8 +491,11 @@ impl Handler {
         let r = self
             .fs
             .rename(&cred_for(caller), parent, name, newparent, newname, flags);
-        let r = self.durable(self.dir_sync(), r, |_| None);
-        if r.is_ok() && parent != newparent {
+        // Made by the engine, even if the reply ends up an error (a
+        // failed dirsync): the moved directory's `..` changed either way.
+        let made = r.is_ok();
+        let r = self.dir_changes(&[parent, newparent], r, |_| None);
+        if made && parent != newparent {
             self.dir_moved(newparent, newname);
             if flags & libc::RENAME_EXCHANGE != 0 {
                 self.dir_moved(parent, name);
@@ -430,7 +508,7 @@ impl Handler {
     pub fn link(&self, caller: &Caller, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         let r = self.fs.link(&cred_for(caller), ino, newparent, newname);
-        self.durable(self.dir_sync(), r, |a| Some(a.ino))
+        self.dir_changes(&[newparent], r, |a| Some(a.ino))
     }
 
     /// OPEN.
@@ -476,12 +554,14 @@ impl Handler {
             umask,
             true,
         );
-        let (attr, file, _created) = self.durable(self.dir_sync(), r, |(a, _, _)| Some(a.ino))?;
+        let (attr, file, _created) = self.dir_changes(&[parent], r, |(a, _, _)| Some(a.ino))?;
         let file = match self.io_file(file) {
             Ok(f) => f,
             Err(e) => {
-                // The kernel never learns the entry: give its reference back.
+                // The kernel never learns the entry: give its reference
+                // back, and keep its cached listing from hiding it.
                 self.fs.forget(attr.ino, 1);
+                self.dir_change_unseen(&[parent]);
                 return Err(e);
             }
         };
@@ -618,13 +698,18 @@ impl Handler {
     ) -> Result<()> {
         let h = self.handle(fh)?;
         let mut used = 0usize;
+        let mut sent = 0usize;
         self.fs.readdir(&h.file, offset, &mut |e: DirEntry<'_>| {
             used += (DIRENT_HEADER_BYTES + e.name.len()).next_multiple_of(8);
             if used > size as usize {
                 return true;
             }
-            emit(e)
-        })
+            let full = emit(e);
+            sent += usize::from(!full);
+            full
+        })?;
+        self.listing_reply(h.file.ino(), sent);
+        Ok(())
     }
 
     /// READDIRPLUS: like [`readdir`](Self::readdir), with attributes; every
@@ -656,6 +741,7 @@ impl Handler {
         // Lookups for READDIRPLUS are the kernel's own: ownership and
         // permission were checked when the directory was opened.
         let cred = lanefs_core::Cred::root();
+        let mut sent = 0usize;
         for (name, ino, next_offset) in raw {
             let dot = name == b"." || name == b"..";
             let attr = if dot {
@@ -683,7 +769,9 @@ impl Handler {
                 }
                 break;
             }
+            sent += 1;
         }
+        self.listing_reply(dir, sent);
         Ok(())
     }
 

@@ -12,6 +12,8 @@
 //! * [`transport_uring`]: FUSE-over-io_uring, one pinned ring per CPU.
 //! * [`handles`]: the sharded `fh -> OpenFile` table.
 //! * [`cred`]: caller credentials (supplementary groups from `/proc`).
+//! * [`dircache`]: what keeps the kernel's cached directory listings
+//!   (`cache_dir`) from serving names removed before a listing began.
 //! * [`workers`]: per-request panic guard and worker supervision (a dead
 //!   worker ends the session at once).
 //! * `fusermount`: non-root mounting through `fusermount3`.
@@ -26,6 +28,10 @@
 //! * There are no adapter atomics on the request path: handle numbers come
 //!   from the per-shard counter under the shard lock; lookup counts are kept
 //!   by the engine (`lookup_counted` / `forget`).
+//! * `ListingGuard` shard `Mutex` (64 shards, `dircache.rs`, only with
+//!   `cache_dir`): protects that shard's map of listed directories. Leaf
+//!   lock: held only to record a listing reply or a directory change,
+//!   never across an engine call, a notification or another lock.
 //! * `Handler::invalidate` and `Handler::writeback` (`OnceLock`s):
 //!   written once by `mount` before the session serves requests, read-only
 //!   afterwards (the `OnceLock` gives the release/acquire pairing).
@@ -39,6 +45,7 @@
 //! lock at a time. See `docs/FUSE.md` for the kernel-cache configuration.
 
 pub mod cred;
+pub mod dircache;
 pub mod dispatch;
 mod fusermount;
 pub mod handler;
@@ -413,12 +420,15 @@ pub fn mount(
     let notifier = transport_dev::Notifier::new(fd.clone());
     handler.set_invalidator(Box::new(move |ino, what| {
         // offset -1: attributes only, no page-cache work, so this is safe
-        // to send from inside a request handler; pages only for a moved
-        // directory's listing (`Handler::dir_moved` says why that is safe
-        // too). Offset 0, length 0: every page.
+        // to send from inside a request handler; pages only of directory
+        // listings (every page for a moved directory, the first page of a
+        // listing that a change straddled; `Handler::dir_moved` and
+        // `dircache.rs` say why that is safe too). Offset 0, length 0:
+        // every page; length 1: the first.
         let (off, len) = match what {
             handler::Invalidate::Attr => (-1, 0),
             handler::Invalidate::AttrAndPages => (0, 0),
+            handler::Invalidate::AttrAndFirstPage => (0, 1),
         };
         if let Err(e) = notifier.inval_inode(ino, off, len) {
             tracing::debug!(ino, error = %e, "inval_inode failed");

@@ -192,6 +192,23 @@ pub const TRANSPORT_ENV: &str = "LANEFS_TEST_TRANSPORT";
 /// named `*_writeback` have it on regardless.
 pub const WRITEBACK_ENV: &str = "LANEFS_TEST_WRITEBACK";
 
+/// Environment variable with extra `lanefs mount` arguments for every
+/// test mount, split at whitespace (e.g. `-o cache_dir` to run a suite
+/// with the kernel's directory-listing cache forced on, or
+/// `-o nocache_dir` with it off). They come before a test's own
+/// arguments, which therefore win; a test that checks a default (such as
+/// `dircache.rs`'s `listings_are_cached_with_cache_dir`) expects none.
+pub const MOUNT_OPTS_ENV: &str = "LANEFS_TEST_MOUNT_OPTS";
+
+/// The arguments [`MOUNT_OPTS_ENV`] asks for (none when unset).
+pub fn env_mount_args() -> Vec<String> {
+    std::env::var(MOUNT_OPTS_ENV)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
 std::thread_local! {
     /// The transport of the test running on this thread (set by
     /// [`on_transport`]).
@@ -335,6 +352,7 @@ impl TestMount {
             } else {
                 &[]
             })
+            .args(env_mount_args())
             .args(args)
             .arg(&mnt)
             .env(
