@@ -95,7 +95,18 @@ impl OpenFile {
                 m.dirty = true;
             }
             AtimePolicy::Relatime => {
-                if !self.inode.atime_stale.load(Ordering::Relaxed) {
+                if self.inode.kind == FileKind::Directory {
+                    // Its entries' changes move its times in its stripes
+                    // without setting `atime_stale` (`dir_attr`): compare
+                    // lock-free.
+                    let a = self
+                        .inode
+                        .attr_snapshot()
+                        .attr(self.inode.ino, self.inode.kind);
+                    if a.atime > a.mtime && a.atime > a.ctime {
+                        return;
+                    }
+                } else if !self.inode.atime_stale.load(Ordering::Relaxed) {
                     return;
                 }
                 let mut m = self.inode.meta.lock();

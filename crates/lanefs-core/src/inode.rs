@@ -19,11 +19,13 @@
 //!   `pcache`) or a directory's entry state (`DirState`: its striped entry
 //!   lock, lookups take none, see `dir`); either lock is taken
 //!   before `meta` whenever both are held.
-//! * `atime_stale` (Relaxed): set whenever mtime or ctime changes (stored
-//!   only if not already set, so that repeated changes do not write the
-//!   line reads load), cleared when atime is brought past them — lets reads
-//!   skip `meta` in the common relatime case. A stale `false` only delays
-//!   an atime update.
+//! * `atime_stale` (Relaxed): set whenever mtime or ctime changes under
+//!   `meta` (stored only if not already set, so that repeated changes do
+//!   not write the line reads load), cleared when atime is brought past
+//!   them — lets reads skip `meta` in the common relatime case. A stale
+//!   `false` only delays an atime update. Not used for a directory: the
+//!   changes of its entries move its times in its stripes (`dir_attr`),
+//!   and a listing compares atime with them lock-free instead.
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.

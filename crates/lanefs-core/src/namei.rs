@@ -19,8 +19,8 @@
 
 use crate::dir::{DirFrozen, DirIndex, DirRead, DirWrite, Slot, Stripes};
 use crate::fs::{
-    check_link_room, check_name, creation_perm, is_dot_or_dotdot, mark_atime_stale, touch_c,
-    FsInner, IRef, ParentAttrs, SubdirLink,
+    check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, FsInner, IRef,
+    ParentAttrs, SubdirLink,
 };
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies};
@@ -176,9 +176,8 @@ impl FsInner {
     /// comes after): one more entry, mtime and ctime now (`dir_attr`; a
     /// subdirectory's link was reserved before, [`SubdirLink`]). The next
     /// cookie is the index's own until the index is folded back.
-    pub fn entry_added(&self, dir: &Inode, idx: &mut DirWrite<'_>, name: &[u8]) {
+    pub fn entry_added(&self, idx: &mut DirWrite<'_>, name: &[u8]) {
         idx.note(name, 1, Timespec::now());
-        mark_atime_stale(dir);
     }
 
     /// Remove entry `name` from `dir` under its stripe: commit `txn` (the
@@ -201,7 +200,6 @@ impl FsInner {
     /// in `name`'s stripe; a removed subdirectory's link under `meta`.
     pub fn entry_removed(&self, dir: &Inode, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool) {
         idx.note(name, -1, Timespec::now());
-        mark_atime_stale(dir);
         if was_dir {
             let mut dm = dir.meta.lock();
             debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
@@ -327,15 +325,15 @@ impl FsInner {
             if let Some(l) = link {
                 l.keep();
             }
-            self.entry_added(dir, &mut idx, name);
+            self.entry_added(&mut idx, name);
             return Ok(Made::New(inode));
         }
     }
 
     /// Find `name` in `parent`; add a lookup reference if `counted`.
     pub fn lookup(&self, cred: &Cred, parent: Ino, name: &[u8], counted: bool) -> Result<Attr> {
-        if let Some(r) = self.walk_rcu(cred, parent, &[name], counted) {
-            return r;
+        if let Some(r) = self.walk_rcu(cred, parent, &[name], counted, true) {
+            return r.map(|r| r.attr.expect("asked for"));
         }
         let dir = self.dir(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
@@ -547,7 +545,7 @@ impl Fs {
         touch_c(&inode, &mut m, now);
         let attr = Attr::from_record(&m.rec);
         drop(m);
-        fs.entry_added(&dir, &mut idx, newname);
+        fs.entry_added(&mut idx, newname);
         Ok(attr)
     }
 

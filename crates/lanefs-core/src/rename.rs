@@ -21,7 +21,7 @@
 
 use crate::attr_seq::MetaGuard;
 use crate::dir::{DirWrite, Slot, Stripes};
-use crate::fs::{check_name, is_dot_or_dotdot, mark_atime_stale, touch_c, IRef, SubdirLink};
+use crate::fs::{check_name, is_dot_or_dotdot, touch_c, IRef, SubdirLink};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
@@ -315,8 +315,6 @@ impl Fs {
             let now = Timespec::now();
             oidx.note(name, 0, now);
             nidx!().note(newname, 0, now);
-            mark_atime_stale(odir);
-            mark_atime_stale(ndir);
             return Ok(None);
         }
         // Replace (or create) newname, then drop name. A directory target
@@ -381,7 +379,6 @@ impl Fs {
         // counts under `meta`.
         let now = Timespec::now();
         nidx!().note(newname, if target.is_none() { 1 } else { 0 }, now);
-        mark_atime_stale(ndir);
         // A subdirectory replaced loses its link, unless by one moved in
         // (the count stays; a directory moved over a non-directory reserved
         // its link before, `SubdirLink`).
@@ -393,7 +390,6 @@ impl Fs {
         }
         oidx.remove(name);
         oidx.note(name, -1, now);
-        mark_atime_stale(odir);
         if old_is_dir && cross {
             let mut odm = odir.meta.lock();
             debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");

@@ -9,7 +9,10 @@
 //! 3. finds the child with `FsInner::iget_rcu` (a guard-scoped reference,
 //!    no count, not even a read of its life word; a miss or an inode in
 //!    flight → bail out), and reads its attribute mirror: the permission
-//!    group for a directory on the way, the whole mirror for the last;
+//!    group for a directory on the way and for the last when the caller
+//!    wants only its number and kind (a walk to the parent of a name to
+//!    change: a directory's times and size are its stripes', which every
+//!    change in it writes), the whole mirror for the last otherwise;
 //! 4. checks that the same node still holds the name in the same index
 //!    (`DirState::still_holds`): the entry stayed linked from the lookup to
 //!    here, so the child could not have been freed and its number could
@@ -49,10 +52,19 @@ pub const RCU_WALK_RETRIES: usize = 4;
 /// longer path takes the reference walk).
 pub const MAX_RCU_COMPONENTS: usize = 64;
 
+/// A resolved path's final inode.
+pub(crate) struct Resolved {
+    pub ino: Ino,
+    pub kind: FileKind,
+    /// Its attributes, when asked for.
+    pub attr: Option<Attr>,
+}
+
 /// What one attempt ended with.
 enum Attempt<'g> {
-    /// Resolved: the final inode and a whole copy of its attributes.
-    Found(&'g Inode, AttrSnapshot),
+    /// Resolved: the final inode and, if asked for, a whole copy of its
+    /// attributes.
+    Found(&'g Inode, Option<AttrSnapshot>),
     /// A definite answer (ENOENT, ENOTDIR, EACCES, ENAMETOOLONG, ...).
     Failed(Errno),
     /// A concurrent change was seen: try again.
@@ -68,6 +80,7 @@ impl FsInner {
         cred: &Cred,
         start: Ino,
         comps: &[&[u8]],
+        want_attr: bool,
         guard: &'g Guard,
     ) -> Attempt<'g> {
         let Some(mut cur) = self.iget_rcu(start, guard) else {
@@ -104,12 +117,12 @@ impl FsInner {
                 return Attempt::Bail;
             };
             child.meta.mark_referenced();
-            // The final inode's whole mirror, read while its entry is still
-            // to be validated (so the attributes held while it was linked);
-            // for a directory on the way only the permission group: its
-            // times and size (which every create in it changes) live on
-            // another line.
-            let attr = is_last.then(|| child.attr_snapshot());
+            // The final inode's whole mirror (if the caller wants it), read
+            // while its entry is still to be validated (so the attributes
+            // held while it was linked); otherwise only the permission
+            // group: a directory's times and size, which every create in
+            // it changes, live on other lines (its stripes', `dir_attr`).
+            let attr = (is_last && want_attr).then(|| child.attr_snapshot());
             let freed = match &attr {
                 Some(a) => a.freed(),
                 None => child.meta.perm_attr().freed(),
@@ -125,8 +138,8 @@ impl FsInner {
                 // number; the reference walk sorts it out.
                 return Attempt::Bail;
             }
-            if let Some(a) = attr {
-                return Attempt::Found(child, a);
+            if is_last {
+                return Attempt::Found(child, attr);
             }
             if child.kind == FileKind::Symlink {
                 return Attempt::Bail;
@@ -137,28 +150,38 @@ impl FsInner {
             cur = child;
         }
         // The path ended on a directory we stand in (`.`, or no component).
-        let a = cur.attr_snapshot();
-        if a.freed() {
+        let a = want_attr.then(|| cur.attr_snapshot());
+        let freed = match &a {
+            Some(a) => a.freed(),
+            None => cur.meta.perm_attr().freed(),
+        };
+        if freed {
             return Attempt::Failed(Errno::ENOENT);
         }
         Attempt::Found(cur, a)
     }
 
     /// Resolve `comps` from directory `start` lock-free; with `counted`,
-    /// add one lookup reference to the final inode. `None` when the walk
-    /// cannot answer lock-free (see the module doc).
+    /// add one lookup reference to the final inode; its attributes only
+    /// with `want_attr`. `None` when the walk cannot answer lock-free (see
+    /// the module doc).
     pub fn walk_rcu(
         &self,
         cred: &Cred,
         start: Ino,
         comps: &[&[u8]],
         counted: bool,
-    ) -> Option<Result<Attr>> {
+        want_attr: bool,
+    ) -> Option<Result<Resolved>> {
         let guard = crossbeam_epoch::pin();
         for _ in 0..=RCU_WALK_RETRIES {
-            match self.walk_rcu_once(cred, start, comps, &guard) {
+            match self.walk_rcu_once(cred, start, comps, want_attr, &guard) {
                 Attempt::Found(inode, attr) if !counted => {
-                    return Some(Ok(attr.attr(inode.ino, inode.kind)));
+                    return Some(Ok(Resolved {
+                        ino: inode.ino,
+                        kind: inode.kind,
+                        attr: attr.map(|a| a.attr(inode.ino, inode.kind)),
+                    }));
                 }
                 Attempt::Found(inode, _) => {
                     // The one reference of a counted walk. The inode cannot
@@ -175,7 +198,11 @@ impl FsInner {
                         continue;
                     }
                     m.lookups += 1;
-                    return Some(Ok(inode.attr_locked(&m)));
+                    return Some(Ok(Resolved {
+                        ino: inode.ino,
+                        kind: inode.kind,
+                        attr: want_attr.then(|| inode.attr_locked(&m)),
+                    }));
                 }
                 Attempt::Failed(e) => return Some(Err(e)),
                 Attempt::Retry => crate::sync::spin_hint(),
@@ -198,18 +225,35 @@ impl Fs {
     /// [`lookup_counted`](Self::lookup_counted) instead. A final symlink is
     /// returned, not followed.
     pub fn resolve_rcu(&self, cred: &Cred, start: Ino, comps: &[&[u8]]) -> Option<Result<Attr>> {
-        self.inner.walk_rcu(cred, start, comps, false)
+        let r = self.inner.walk_rcu(cred, start, comps, false, true)?;
+        Some(r.map(|r| r.attr.expect("asked for")))
     }
 
-    /// As [`resolve_rcu`](Self::resolve_rcu), adding one lookup reference
-    /// to the final inode (give it back with [`forget`](Self::forget)).
+    /// As [`resolve_rcu`](Self::resolve_rcu), but only the final inode's
+    /// number and kind: it reads none of its times and size (for a
+    /// directory, the lines every change in it writes), as a walk to the
+    /// parent of a name to create or remove needs.
+    pub fn resolve_rcu_ino(
+        &self,
+        cred: &Cred,
+        start: Ino,
+        comps: &[&[u8]],
+    ) -> Option<Result<(Ino, FileKind)>> {
+        let r = self.inner.walk_rcu(cred, start, comps, false, false)?;
+        Some(r.map(|r| (r.ino, r.kind)))
+    }
+
+    /// As [`resolve_rcu_ino`](Self::resolve_rcu_ino), adding one lookup
+    /// reference to the final inode (give it back with
+    /// [`forget`](Self::forget)).
     pub fn resolve_rcu_counted(
         &self,
         cred: &Cred,
         start: Ino,
         comps: &[&[u8]],
-    ) -> Option<Result<Attr>> {
-        self.inner.walk_rcu(cred, start, comps, true)
+    ) -> Option<Result<(Ino, FileKind)>> {
+        let r = self.inner.walk_rcu(cred, start, comps, true, false)?;
+        Some(r.map(|r| (r.ino, r.kind)))
     }
 }
 

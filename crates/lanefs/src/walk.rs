@@ -168,15 +168,15 @@ impl<'a> Walker<'a> {
             *n = c;
         }
         let names = &names[..comps.len()];
-        let attr = match self.fs.resolve_rcu_counted(self.cred, start.ino, names)? {
-            Ok(a) => a,
+        let (ino, kind) = match self.fs.resolve_rcu_counted(self.cred, start.ino, names)? {
+            Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
-        let held = Held::counted(self.fs, attr.ino, attr.kind);
-        if attr.kind == FileKind::Symlink && (follow_last || must_dir) {
+        let held = Held::counted(self.fs, ino, kind);
+        if kind == FileKind::Symlink && (follow_last || must_dir) {
             return None;
         }
-        if must_dir && attr.kind != FileKind::Directory {
+        if must_dir && kind != FileKind::Directory {
             return Some(Err(Errno::ENOTDIR));
         }
         Some(Ok(held))

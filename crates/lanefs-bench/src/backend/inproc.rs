@@ -108,7 +108,7 @@ impl Inproc {
 
     /// Walk every component of `path`; the inode of the last one. First
     /// the engine's RCU-walk (no lock, no reference, as the kernel's
-    /// `LOOKUP_RCU`); what it cannot answer (a cache miss, concurrent
+    /// `LOOKUP_RCU`; number and kind only, as `stat` asks `getattr` after); what it cannot answer (a cache miss, concurrent
     /// changes) with one uncounted `lookup` per component.
     fn walk(&self, op: &str, path: &str) -> OpResult<Ino> {
         let mut names: [&[u8]; lanefs::MAX_RCU_COMPONENTS] = [&[]; lanefs::MAX_RCU_COMPONENTS];
@@ -122,8 +122,8 @@ impl Inproc {
             n += 1;
         }
         if fits {
-            if let Some(r) = self.fs.resolve_rcu(&self.cred, ROOT_INO, &names[..n]) {
-                return r.map(|a| a.ino).map_err(|e| err(op, path, e));
+            if let Some(r) = self.fs.resolve_rcu_ino(&self.cred, ROOT_INO, &names[..n]) {
+                return r.map(|(ino, _)| ino).map_err(|e| err(op, path, e));
             }
         }
         let mut ino = ROOT_INO;
