@@ -182,8 +182,14 @@ impl PageIndex {
                 }
                 Slots::Leaf(pages) => {
                     let p = Box::into_raw(page);
-                    let old = pages[slot].swap(p, Ordering::Release);
-                    debug_assert!(old.is_null(), "page {idx} inserted twice");
+                    // A plain load and store, not a swap: we are the only
+                    // writer (the lock), and on x86 a swap is a full fence
+                    // that waits for the page's 4 KiB of stores to drain.
+                    debug_assert!(
+                        pages[slot].load(Ordering::Relaxed).is_null(),
+                        "page {idx} inserted twice"
+                    );
+                    pages[slot].store(p, Ordering::Release);
                     // SAFETY: just published; freed only by a later removal
                     // by a lock holder (deferred), after this lock is gone.
                     return unsafe { &*p };
@@ -216,13 +222,15 @@ impl PageIndex {
                     node = unsafe { &*child };
                 }
                 Slots::Leaf(pages) => {
-                    let p = pages[slot].swap(std::ptr::null_mut(), Ordering::AcqRel);
+                    // Load and store, not a swap: we are the only writer.
+                    let p = pages[slot].load(Ordering::Relaxed);
                     if p.is_null() {
                         return false;
                     }
+                    pages[slot].store(std::ptr::null_mut(), Ordering::Release);
                     // SAFETY: `p` is detached; readers that found it were
-                    // pinned before the swap, so the deferred free runs after
-                    // they unpin.
+                    // pinned before the store, so the deferred free runs
+                    // after they unpin.
                     unsafe { guard.defer_unchecked(move || drop(Box::from_raw(p))) };
                     return true;
                 }
