@@ -151,7 +151,9 @@ impl AttrSnapshot {
         let w = &mut self.rest;
         w[W_SIZE] = (w[W_SIZE] as i64 + c.entries * DIRENT_SIZE as i64).max(0) as u64;
         if let Some(t) = c.changed {
-            let mtime = time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32).max(t);
+            // As `DirChanges::apply`: a change sets mtime; ctime never
+            // goes back.
+            let mtime = t;
             let ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff).max(t);
             w[W_MTIME_SEC] = mtime.sec as u64;
             w[W_CTIME_SEC] = ctime.sec as u64;

@@ -5,8 +5,12 @@
 //!
 //! The directory's record under `meta` is the *base*; its attributes are
 //! the base with every stripe folded in: size + `entries` × `DIRENT_SIZE`,
-//! mtime and ctime the later of the base's and the latest stripe change
-//! (a change sets both to "now", as Linux's `inode_set_mtime_to_ts`).
+//! mtime the latest stripe change if there is one (a change sets it to
+//! "now", as Linux's `inode_set_mtime_to_ts`, even below a future time set
+//! by `utimensat`: only a setattr writes a directory's base mtime, and it
+//! folds the stripes first, so any change in them came after it), and
+//! ctime the later of the base's and the latest change (the base's ctime
+//! is also set without a fold: setxattr, a rename moving the directory).
 //!
 //! Locks and atomics:
 //! * [`StripeAttr`] is written only by its stripe's lock holder:
@@ -117,18 +121,18 @@ impl DirChanges {
     pub fn apply_attr(&self, a: &mut crate::Attr) {
         a.size = (a.size as i64 + self.entries * DIRENT_SIZE as i64).max(0) as u64;
         if let Some(t) = self.changed {
-            a.mtime = a.mtime.max(t);
+            a.mtime = t;
             a.ctime = a.ctime.max(t);
         }
     }
 
-    /// Apply to a record: size, mtime, ctime (never moving a time back).
+    /// Apply to a record: size, mtime, ctime (see the module doc).
     pub fn apply(&self, rec: &mut InodeRecord) {
         let size = rec.size as i64 + self.entries * DIRENT_SIZE as i64;
         debug_assert!(size >= 2 * DIRENT_SIZE as i64, "directory size underflow");
         rec.size = size.max(0) as u64;
         if let Some(t) = self.changed {
-            rec.mtime = rec.mtime.max(t);
+            rec.mtime = t;
             rec.ctime = rec.ctime.max(t);
         }
     }
@@ -245,9 +249,17 @@ mod tests {
         };
         s.fold(|collect| collect().apply(&mut rec));
         assert_eq!(rec.size, 4 * DIRENT_SIZE);
-        // A base time later than every change stays.
-        assert_eq!(rec.mtime, t(50));
+        // A change sets mtime even below a (future) base time, as Linux;
+        // ctime never goes back (it is also set without a fold).
+        assert_eq!(rec.mtime, t(41));
         assert_eq!(rec.ctime, t(41));
+        let mut rec = InodeRecord {
+            ctime: t(60),
+            ..rec
+        };
+        s.0[0].note(1, t(55));
+        s.fold(|collect| collect().apply(&mut rec));
+        assert_eq!((rec.mtime, rec.ctime), (t(55), t(60)));
         let (_, c) = s.snapshot(|| ());
         assert!(c.is_empty());
     }

@@ -91,6 +91,58 @@ fn nodiratime_spares_directories_only() {
     );
 }
 
+/// A directory's times follow its entries' changes as Linux's do: a
+/// create sets mtime and ctime to now even after `utimensat` put mtime in
+/// the future, and a listing after a change moves a relatime atime that
+/// was newer than the times before the change.
+#[test]
+fn directory_times_follow_entry_changes() {
+    let fs = fs_with(AtimePolicy::Relatime, false);
+    let root = Cred::root();
+    let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755, 0).unwrap();
+    let now = Timespec::now();
+    let future = Timespec {
+        sec: now.sec + 3600,
+        nsec: 0,
+    };
+    let later = Timespec {
+        sec: future.sec + 10,
+        nsec: 0,
+    };
+    let ch = SetAttr {
+        mtime: Some(TimeSet::At(future)),
+        atime: Some(TimeSet::At(later)),
+        ..Default::default()
+    };
+    fs.setattr(&root, d.ino, &ch, None).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().mtime, future);
+    // Listed now: atime is newer than mtime and ctime: left alone.
+    let dir = fs.open(&root, d.ino, libc::O_RDONLY).unwrap();
+    fs.readdir(&dir, 0, &mut |_| false).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().atime, later);
+    fs.mknod(&root, d.ino, b"x", libc::S_IFREG | 0o644, 0, 0)
+        .unwrap();
+    let a = fs.getattr(d.ino).unwrap();
+    assert!(a.mtime < future && a.mtime >= now, "mtime {:?}", a.mtime);
+    assert_eq!(a.ctime, a.mtime);
+    assert_eq!(a.size, 3 * DIRENT_SIZE);
+    // Relatime: atime is still newer than the new times, so a listing
+    // leaves it; set it to the past and the next listing moves it.
+    fs.readdir(&dir, 0, &mut |_| false).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().atime, later);
+    let past = Timespec {
+        sec: now.sec - 3600,
+        nsec: 0,
+    };
+    let ch = SetAttr {
+        atime: Some(TimeSet::At(past)),
+        ..Default::default()
+    };
+    fs.setattr(&root, d.ino, &ch, None).unwrap();
+    fs.readdir(&dir, 0, &mut |_| false).unwrap();
+    assert!(fs.getattr(d.ino).unwrap().atime >= now);
+}
+
 /// A 06775 file owned by 1000:1000, opened for writing by root.
 fn special_file(fs: &Fs, name: &[u8]) -> (Ino, OpenFile) {
     let root = Cred::root();
