@@ -40,7 +40,7 @@ use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 use crate::dir_attr::DirChanges;
 use crate::inode::Meta;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-use crate::{Attr, DIRENT_SIZE};
+use crate::Attr;
 
 /// Words of the permission group: what a path walk's permission check
 /// reads (Linux's RCU walk reads `i_mode`/`i_uid`/`i_gid`), and `freed`.
@@ -149,17 +149,16 @@ impl AttrSnapshot {
             return self;
         }
         let w = &mut self.rest;
-        w[W_SIZE] = (w[W_SIZE] as i64 + c.entries * DIRENT_SIZE as i64).max(0) as u64;
-        if let Some(t) = c.changed {
-            // As `DirChanges::apply`: a change sets mtime; ctime never
-            // goes back.
-            let mtime = t;
-            let ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff).max(t);
-            w[W_MTIME_SEC] = mtime.sec as u64;
-            w[W_CTIME_SEC] = ctime.sec as u64;
-            w[W_AM_NSEC] = (w[W_AM_NSEC] & 0xffff_ffff) | (mtime.nsec as u64) << 32;
-            w[W_CB_NSEC] = (w[W_CB_NSEC] & !0xffff_ffff) | ctime.nsec as u64;
-        }
+        let (size, mtime, ctime) = c.applied(
+            w[W_SIZE],
+            time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32),
+            time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff),
+        );
+        w[W_SIZE] = size;
+        w[W_MTIME_SEC] = mtime.sec as u64;
+        w[W_CTIME_SEC] = ctime.sec as u64;
+        w[W_AM_NSEC] = (w[W_AM_NSEC] & 0xffff_ffff) | (mtime.nsec as u64) << 32;
+        w[W_CB_NSEC] = (w[W_CB_NSEC] & !0xffff_ffff) | ctime.nsec as u64;
         self
     }
 

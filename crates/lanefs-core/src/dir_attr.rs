@@ -117,24 +117,33 @@ impl DirChanges {
         self.entries == 0 && self.changed.is_none()
     }
 
-    /// Apply to attributes made from the base record.
-    pub fn apply_attr(&self, a: &mut crate::Attr) {
-        a.size = (a.size as i64 + self.entries * DIRENT_SIZE as i64).max(0) as u64;
-        if let Some(t) = self.changed {
-            a.mtime = t;
-            a.ctime = a.ctime.max(t);
+    /// Size, mtime and ctime of the directory from the base's (see the
+    /// module doc): the one rule every reader and the fold apply.
+    pub fn applied(
+        &self,
+        size: u64,
+        mtime: Timespec,
+        ctime: Timespec,
+    ) -> (u64, Timespec, Timespec) {
+        let size = (size as i64 + self.entries * DIRENT_SIZE as i64).max(0) as u64;
+        match self.changed {
+            Some(t) => (size, t, ctime.max(t)),
+            None => (size, mtime, ctime),
         }
     }
 
-    /// Apply to a record: size, mtime, ctime (see the module doc).
+    /// Apply to attributes made from the base record.
+    pub fn apply_attr(&self, a: &mut crate::Attr) {
+        (a.size, a.mtime, a.ctime) = self.applied(a.size, a.mtime, a.ctime);
+    }
+
+    /// Apply to a record.
     pub fn apply(&self, rec: &mut InodeRecord) {
-        let size = rec.size as i64 + self.entries * DIRENT_SIZE as i64;
-        debug_assert!(size >= 2 * DIRENT_SIZE as i64, "directory size underflow");
-        rec.size = size.max(0) as u64;
-        if let Some(t) = self.changed {
-            rec.mtime = t;
-            rec.ctime = rec.ctime.max(t);
-        }
+        debug_assert!(
+            rec.size as i64 + self.entries * DIRENT_SIZE as i64 >= 2 * DIRENT_SIZE as i64,
+            "directory size underflow"
+        );
+        (rec.size, rec.mtime, rec.ctime) = self.applied(rec.size, rec.mtime, rec.ctime);
     }
 }
 

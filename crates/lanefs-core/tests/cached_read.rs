@@ -112,6 +112,12 @@ fn run(read: ReadVariant) {
             }
         })
     };
+    // Readers first: on a loaded machine the writer could otherwise finish
+    // every round before any reader ran (seen in a run beside a build).
+    let start = std::time::Instant::now();
+    while reads.load(Ordering::Relaxed) == 0 && start.elapsed().as_secs() < 10 {
+        std::thread::yield_now();
+    }
     for round in 0..WRITER_ROUNDS {
         writer_round(&fs, &w, round);
     }
