@@ -175,6 +175,12 @@ impl DirIndex {
         self.next_cookie.load(Ordering::Relaxed)
     }
 
+    /// Fold the stripes' attribute changes (`StripeAttrs::fold`), giving
+    /// `apply` the next cookie too. The caller holds every stripe.
+    pub fn fold_with_next_cookie(&self, apply: impl FnOnce(Collect<'_>, u64)) {
+        self.fold(|collect| apply(collect, self.next_cookie()));
+    }
+
     /// Up to `max` entries with cookie > `after`, in cookie order,
     /// lock-free (see the module doc for the guarantee).
     pub fn list_after(&self, after: u64, max: usize, guard: &Guard) -> Vec<(Vec<u8>, Slot)> {
@@ -392,7 +398,7 @@ impl DirFrozen<'_> {
     /// fold when no index is loaded.
     pub fn fold(&self, apply: impl FnOnce(Collect<'_>, u64)) {
         if let Some(idx) = self.index {
-            idx.fold(|collect| apply(collect, idx.next_cookie()));
+            idx.fold_with_next_cookie(apply);
         }
     }
 }
@@ -471,7 +477,7 @@ impl DirLoad<'_> {
                 None => return false,
             }
         }
-        idx.fold(|collect| fold(collect, idx.next_cookie()));
+        idx.fold_with_next_cookie(fold);
         self.state.index.store(ptr::null_mut(), Ordering::Release);
         drop(held);
         let guard = crossbeam_epoch::pin();

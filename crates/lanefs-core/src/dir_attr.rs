@@ -112,6 +112,14 @@ pub(crate) struct DirChanges {
 }
 
 impl DirChanges {
+    /// `entries` and the latest change as `changed_ns` holds it (0: none).
+    fn from_parts(entries: i64, latest_ns: u64) -> DirChanges {
+        DirChanges {
+            entries,
+            changed: (latest_ns != 0).then(|| from_ns(latest_ns)),
+        }
+    }
+
     /// Whether there is anything to fold.
     pub fn is_empty(&self) -> bool {
         self.entries == 0 && self.changed.is_none()
@@ -160,7 +168,7 @@ pub(crate) trait StripeAttrs {
     fn snapshot<T>(&self, mut read_base: impl FnMut() -> T) -> (T, DirChanges) {
         let mut seqs = [0u64; crate::dir::STRIPES];
         'retry: loop {
-            let mut c = DirChanges::default();
+            let mut entries = 0i64;
             let mut latest = 0u64;
             for (i, a) in self.attrs().enumerate() {
                 let s = a.seq.load(Ordering::Acquire);
@@ -169,7 +177,7 @@ pub(crate) trait StripeAttrs {
                     continue 'retry;
                 }
                 seqs[i] = s;
-                c.entries += a.entries.load(Ordering::Relaxed);
+                entries += a.entries.load(Ordering::Relaxed);
                 latest = latest.max(a.changed_ns.load(Ordering::Relaxed));
             }
             let base = read_base();
@@ -179,8 +187,7 @@ pub(crate) trait StripeAttrs {
                 .enumerate()
                 .all(|(i, a)| a.seq.load(Ordering::Relaxed) == seqs[i])
             {
-                c.changed = (latest != 0).then(|| from_ns(latest));
-                return (base, c);
+                return (base, DirChanges::from_parts(entries, latest));
             }
             crate::sync::spin_hint();
         }
@@ -199,16 +206,14 @@ pub(crate) trait StripeAttrs {
         let mut collect = || {
             debug_assert!(!opened, "a fold opened twice");
             opened = true;
-            let mut c = DirChanges::default();
-            let mut latest = 0u64;
+            let (mut entries, mut latest) = (0i64, 0u64);
             for a in self.attrs() {
                 let (e, t) = a.begin_fold();
-                c.entries += e;
+                entries += e;
                 latest = latest.max(t);
             }
             fence(Ordering::Release);
-            c.changed = (latest != 0).then(|| from_ns(latest));
-            c
+            DirChanges::from_parts(entries, latest)
         };
         apply(&mut collect);
         if opened {

@@ -186,7 +186,7 @@ pub(crate) fn is_dot_or_dotdot(name: &[u8]) -> bool {
 
 /// Note that mtime or ctime moved past atime (a store only on a change:
 /// reads load this flag, and a store would take their cache line away).
-pub(crate) fn mark_atime_stale(inode: &Inode) {
+fn mark_atime_stale(inode: &Inode) {
     if !inode.atime_stale.load(Ordering::Relaxed) {
         inode.atime_stale.store(true, Ordering::Relaxed);
     }
