@@ -11,6 +11,7 @@
 //! pages from the store.
 
 use crate::sync::{Arc, Ordering};
+use crate::DirAt;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
@@ -286,7 +287,7 @@ impl Fs {
     pub fn open_at(
         &self,
         cred: &Cred,
-        parent: Ino,
+        parent: impl Into<DirAt>,
         name: &[u8],
         flags: i32,
         mode: u32,
@@ -295,22 +296,24 @@ impl Fs {
     ) -> Result<(Attr, OpenFile, bool)> {
         let fs = &self.inner;
         let creat = flags & libc::O_CREAT != 0;
-        let dir = fs.dir(parent)?;
-        dir.permission_unlocked(cred, MAY_EXEC)?;
-        let (file, created) = if is_dot_or_dotdot(name) {
-            if creat {
-                return Err(Errno::EISDIR);
+        let parent = parent.into();
+        let (file, created) = fs.with_dir(parent, |dir| {
+            dir.permission_unlocked(cred, MAY_EXEC)?;
+            if is_dot_or_dotdot(name) {
+                if creat {
+                    return Err(Errno::EISDIR);
+                }
+                let target = fs.lookup(cred, parent, name, false)?;
+                Ok((self.open(cred, target.ino, flags)?, false))
+            } else if !creat {
+                check_name(name)?;
+                let child = fs.lookup_child(dir, name)?.arc();
+                Ok((fs.open_inode(cred, child, flags, false, counted)?, false))
+            } else {
+                check_name(name)?;
+                self.open_or_create(cred, dir, name, flags, mode, umask, counted)
             }
-            let target = fs.lookup(cred, parent, name, false)?;
-            (self.open(cred, target.ino, flags)?, false)
-        } else if !creat {
-            check_name(name)?;
-            let child = fs.lookup_child(&dir, name)?.arc();
-            (fs.open_inode(cred, child, flags, false, counted)?, false)
-        } else {
-            check_name(name)?;
-            self.open_or_create(cred, &dir, name, flags, mode, umask, counted)?
-        };
+        })?;
         let attr = {
             let m = file.inode.meta.lock();
             file.inode.attr_locked(&m)

@@ -69,8 +69,8 @@ use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
-use crate::sync::{Arc, Mutex, Ordering, Weak};
-use crate::{Attr, Cred, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
+use crate::sync::{fence, Arc, Mutex, Ordering, Weak};
+use crate::{Attr, Cred, DirAt, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// The attributes of a directory that a create depends on: permission
 /// (mode and owner) and setgid inheritance. A create reads them, allocates,
@@ -557,6 +557,61 @@ impl FsInner {
         Ok(d)
     }
 
+    /// Run `op` on directory `at` — the parent of a create, link, unlink
+    /// or rename — without counting a reference on it, so that changes
+    /// of different names in one directory write no line of its own
+    /// (neither its `life` word nor its `meta`).
+    ///
+    /// The directory is found lock-free (`get_rcu`) and `op` runs under
+    /// the epoch guard that keeps its memory. Nothing keeps it cached: an
+    /// evictor may claim it (FREEING) meanwhile. So every change of a
+    /// directory happens under a stripe of its entry lock, and
+    /// [`dir_write`](Self::dir_write) answers `ESTALE` when, with the
+    /// stripe held, the directory is FREEING; the evictor, which claims
+    /// first and then needs every stripe (and the load lock) to take the
+    /// index out, gives the inode back when any is held. One side always
+    /// sees the other (both fence between their two steps, Dekker's
+    /// pattern): an op that found it LIVE under its stripe finishes before
+    /// any eviction, and one that finds it FREEING has changed nothing and
+    /// runs again here on a counted reference (which waits for the
+    /// eviction and reloads). Operations are written to change nothing
+    /// before their first `dir_write` of a directory and to undo all on
+    /// an error, so the first try's `ESTALE` is clean.
+    ///
+    /// `ENOENT` when `at`'s generation no longer matches (the directory a
+    /// caller found was freed and its number reused), `ENOTDIR` for a
+    /// non-directory.
+    pub fn with_dir<T>(&self, at: DirAt, mut op: impl FnMut(&Inode) -> Result<T>) -> Result<T> {
+        {
+            let guard = crossbeam_epoch::pin();
+            if let Some(dir) = self.iget_rcu(at.ino, &guard) {
+                // A hint (read only): FREEING or DEAD ones take the
+                // counted path, which waits for them.
+                if dir.life.state() == icache::State::Live {
+                    if !at.matches(dir.generation) {
+                        return Err(Errno::ENOENT);
+                    }
+                    if dir.kind != FileKind::Directory {
+                        return Err(Errno::ENOTDIR);
+                    }
+                    // `ESTALE`: the claim was seen (the evictor may have
+                    // given the inode back since; either way nothing was
+                    // changed, and the counted try decides). A store's own
+                    // `ESTALE`, if any, comes back from that try too.
+                    match op(dir) {
+                        Err(Errno::ESTALE) => {}
+                        r => return r,
+                    }
+                }
+            }
+        }
+        let dir = self.dir(at.ino)?;
+        if !at.matches(dir.generation) {
+            return Err(Errno::ENOENT);
+        }
+        op(&dir)
+    }
+
     /// Make a new inode owned by `cred` in a directory whose attributes
     /// are `parent_rec`, applying setgid-directory inheritance. Reserves an
     /// inode (`ENOSPC`); the caller links it into the directory. Call with
@@ -820,6 +875,11 @@ impl FsInner {
     /// could not be written back now (its data lock busy, a store error)
     /// goes back on the LRU, or nobody would ever offer it again.
     fn evict_claimed(&self, inode: &Arc<Inode>) -> bool {
+        // Pairs with the fence in `dir_write`: the claim (FREEING) is
+        // ordered before the try-locks of the stripes below, so a writer
+        // of an uncounted directory (`with_dir`) that took its stripe
+        // either sees FREEING or makes the take-out below fail.
+        fence(Ordering::SeqCst);
         {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked

@@ -97,6 +97,10 @@ impl<T> std::ops::Deref for OwnLine<T> {
 pub(crate) struct Inode {
     pub ino: Ino,
     pub kind: FileKind,
+    /// The record's generation, fixed for the inode's life (a reused
+    /// number gets a new one): lets a caller holding no reference check
+    /// that a number still names the inode it found (`DirAt`).
+    pub generation: u64,
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
@@ -116,6 +120,7 @@ impl Inode {
         Inode {
             ino: rec.ino,
             kind: rec.kind,
+            generation: rec.generation,
             meta: MetaLock::new(Meta {
                 rec,
                 dirty,

@@ -67,7 +67,7 @@ pub use reclaim::{
 pub use variants::{
     CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
 };
-pub use walk_rcu::{MAX_RCU_COMPONENTS, RCU_WALK_RETRIES};
+pub use walk_rcu::{Found, MAX_RCU_COMPONENTS, RCU_WALK_RETRIES};
 
 /// Counts from a cache shrink, for tests and stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

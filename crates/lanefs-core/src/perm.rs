@@ -57,8 +57,10 @@ pub(crate) fn owner_or_root(cred: &Cred, rec: &InodeRecord) -> bool {
 
 /// The sticky-directory rule of `may_delete`: in a sticky directory only the
 /// file's owner, the directory's owner or root may remove or rename it.
-pub(crate) fn sticky_denies(cred: &Cred, dir: &InodeRecord, victim: &InodeRecord) -> bool {
-    dir.perm & S_ISVTX != 0 && !cred.is_root() && cred.uid != victim.uid && cred.uid != dir.uid
+/// `dir_perm` and `dir_uid` are the directory's, `victim_uid` the owner of
+/// the entry's inode.
+pub(crate) fn sticky_denies(cred: &Cred, dir_perm: u16, dir_uid: u32, victim_uid: u32) -> bool {
+    dir_perm & S_ISVTX != 0 && !cred.is_root() && cred.uid != victim_uid && cred.uid != dir_uid
 }
 
 /// `fs.protected_hardlinks`: may `cred` hard-link `rec`?

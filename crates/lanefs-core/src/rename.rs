@@ -19,13 +19,15 @@
 //! removed one, the replaced inode's record and a moved directory's record
 //! — at most 4 operations.
 
-use crate::attr_seq::MetaGuard;
+use crate::attr_seq::{MetaGuard, PermSnapshot};
 use crate::dir::{DirWrite, Slot, Stripes};
 use crate::fs::{check_name, is_dot_or_dotdot, touch_c, IRef, SubdirLink};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
-use crate::{Cred, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
+use crate::{
+    Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
+};
 use lanefs_store::{
     DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
 };
@@ -35,9 +37,9 @@ impl Fs {
     pub fn rename(
         &self,
         cred: &Cred,
-        parent: Ino,
+        parent: impl Into<DirAt>,
         name: &[u8],
-        newparent: Ino,
+        newparent: impl Into<DirAt>,
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
@@ -51,8 +53,42 @@ impl Fs {
             return Err(Errno::EINVAL);
         }
         let fs = &*self.inner;
-        let odir = fs.dir(parent)?;
-        let ndir = fs.dir(newparent)?;
+        let (parent, newparent) = (parent.into(), newparent.into());
+        if parent.ino == newparent.ino {
+            let seen = match (parent.generation, newparent.generation) {
+                // The same number seen at two generations: one of them
+                // is gone.
+                (Some(a), Some(b)) if a != b => return Err(Errno::ENOENT),
+                (a, b) => a.or(b),
+            };
+            let dir_at = DirAt {
+                ino: parent.ino,
+                generation: seen,
+            };
+            return fs.with_dir(dir_at, |dir| {
+                self.rename_in(cred, dir, dir, name, newname, flags)
+            });
+        }
+        fs.with_dir(parent, |odir| {
+            fs.with_dir(newparent, |ndir| {
+                self.rename_in(cred, odir, ndir, name, newname, flags)
+            })
+        })
+    }
+
+    /// The body of rename in directories found (`odir` and `ndir` the same
+    /// inode for a rename within one directory): checks, locks, then
+    /// [`rename_locked`](Self::rename_locked).
+    fn rename_in(
+        &self,
+        cred: &Cred,
+        odir: &Inode,
+        ndir: &Inode,
+        name: &[u8],
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let fs = &*self.inner;
         odir.permission_unlocked(cred, MAY_EXEC)?;
         ndir.permission_unlocked(cred, MAY_EXEC)?;
         if is_dot_or_dotdot(name) {
@@ -67,9 +103,10 @@ impl Fs {
         }
         check_name(name)?;
         check_name(newname)?;
+        let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
-            let mut idx = fs.dir_write(&odir, Stripes::Of(&[name, newname]))?;
-            let victim = self.rename_locked(cred, &odir, &mut idx, None, name, newname, flags)?;
+            let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;
+            let victim = self.rename_locked(cred, odir, &mut idx, None, name, newname, flags)?;
             drop(idx);
             if let Some(v) = victim {
                 fs.maybe_free(&v);
@@ -86,17 +123,17 @@ impl Fs {
             parent < newparent
         };
         let (mut oidx, mut nidx) = if old_first {
-            let o = fs.dir_write(&odir, Stripes::Of(&[name]))?;
-            (o, fs.dir_write(&ndir, Stripes::Of(&[newname]))?)
+            let o = fs.dir_write(odir, Stripes::Of(&[name]))?;
+            (o, fs.dir_write(ndir, Stripes::Of(&[newname]))?)
         } else {
-            let n = fs.dir_write(&ndir, Stripes::Of(&[newname]))?;
-            (fs.dir_write(&odir, Stripes::Of(&[name]))?, n)
+            let n = fs.dir_write(ndir, Stripes::Of(&[newname]))?;
+            (fs.dir_write(odir, Stripes::Of(&[name]))?, n)
         };
         let victim = self.rename_locked(
             cred,
-            &odir,
+            odir,
             &mut oidx,
-            Some((&ndir, &mut nidx)),
+            Some((ndir, &mut nidx)),
             name,
             newname,
             flags,
@@ -177,34 +214,40 @@ impl Fs {
             Some(s) => Some(fs.iget(s.ino)?),
             None => None,
         };
-        // may_delete(old), then may_create / may_delete(new). Within one
-        // directory its `meta` is taken once for both; an inode's `meta`
-        // only when the directory is sticky.
-        let sticky_blocks = |dir: &InodeRecord, inode: &Inode| {
-            dir.perm & S_ISVTX != 0 && sticky_denies(cred, dir, &inode.meta.lock().rec)
+        // may_delete(old), then may_create / may_delete(new). The
+        // directories' mode and owner from their mirrors, exact under the
+        // stripes we hold (a chmod or chown of a directory takes every
+        // stripe): no directory `meta` is taken; an inode's `meta` only
+        // when the directory is sticky.
+        let may_change = |dir: &PermSnapshot| {
+            perm::permission_of(
+                cred,
+                FileKind::Directory,
+                dir.perm(),
+                dir.uid(),
+                dir.gid(),
+                MAY_WRITE | MAY_EXEC,
+            )
         };
-        let odm = odir.meta.lock();
-        perm::permission(cred, &odm.rec, MAY_WRITE | MAY_EXEC)?;
-        if sticky_blocks(&odm.rec, &old) {
+        let sticky_blocks = |dir: &PermSnapshot, inode: &Inode| {
+            dir.perm() & S_ISVTX != 0
+                && sticky_denies(cred, dir.perm(), dir.uid(), inode.meta.lock().rec.uid)
+        };
+        let oa = odir.meta.perm_attr();
+        may_change(&oa)?;
+        if sticky_blocks(&oa, &old) {
             return Err(Errno::EPERM);
         }
-        let odm = if cross {
-            drop(odm);
-            None
-        } else {
-            Some(odm)
-        };
         {
-            let ndm = match odm {
-                Some(same) => same,
-                None => {
-                    let ndm = ndir.meta.lock();
-                    perm::permission(cred, &ndm.rec, MAY_WRITE | MAY_EXEC)?;
-                    ndm
-                }
+            let na = if cross {
+                let na = ndir.meta.perm_attr();
+                may_change(&na)?;
+                na
+            } else {
+                oa
             };
             if let Some(t) = &target {
-                if sticky_blocks(&ndm.rec, t) {
+                if sticky_blocks(&na, t) {
                     return Err(Errno::EPERM);
                 }
                 // With RENAME_EXCHANGE any two kinds may swap.

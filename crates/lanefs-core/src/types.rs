@@ -76,6 +76,43 @@ impl Cred {
     }
 }
 
+/// A directory an operation works in: its number and, when the caller
+/// holds no reference that keeps the number from being reused (a path
+/// walk that counted nothing), the generation it saw. An operation on a
+/// `DirAt` whose generation no longer matches the inode at that number
+/// fails with `ENOENT`, as one on a directory removed meanwhile does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirAt {
+    pub ino: Ino,
+    pub generation: Option<u64>,
+}
+
+impl DirAt {
+    /// `ino` as long as it holds generation `generation`.
+    pub fn checked(ino: Ino, generation: u64) -> DirAt {
+        DirAt {
+            ino,
+            generation: Some(generation),
+        }
+    }
+
+    /// Whether an inode of generation `generation` is the one meant.
+    pub fn matches(&self, generation: u64) -> bool {
+        self.generation.is_none_or(|g| g == generation)
+    }
+}
+
+impl From<Ino> for DirAt {
+    /// A number the caller keeps from being reused (a lookup count held,
+    /// as the kernel holds one for every inode it names in a request).
+    fn from(ino: Ino) -> DirAt {
+        DirAt {
+            ino,
+            generation: None,
+        }
+    }
+}
+
 /// What `stat` shows of an inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attr {

@@ -44,7 +44,7 @@ use lanefs_store::{Errno, FileKind, Ino, Result};
 use crate::attr_seq::AttrSnapshot;
 use crate::fs::{check_name, FsInner};
 use crate::inode::{Body, Inode};
-use crate::{Attr, Cred, Fs, MAY_EXEC};
+use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC};
 
 /// Whole-walk retries after a failed validation before giving up.
 pub const RCU_WALK_RETRIES: usize = 4;
@@ -54,10 +54,34 @@ pub const MAX_RCU_COMPONENTS: usize = 64;
 
 /// A resolved path's final inode.
 pub(crate) struct Resolved {
-    pub ino: Ino,
-    pub kind: FileKind,
+    pub found: Found,
     /// Its attributes, when asked for.
     pub attr: Option<Attr>,
+}
+
+/// The inode a lock-free walk ended on: its number, kind and generation
+/// (which, with the number, names it even after a caller that took no
+/// reference let go: [`DirAt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub ino: Ino,
+    pub kind: FileKind,
+    pub generation: u64,
+}
+
+impl Found {
+    fn of(inode: &Inode) -> Found {
+        Found {
+            ino: inode.ino,
+            kind: inode.kind,
+            generation: inode.generation,
+        }
+    }
+
+    /// This inode as the directory of an operation, checked by generation.
+    pub fn at(&self) -> DirAt {
+        DirAt::checked(self.ino, self.generation)
+    }
 }
 
 /// What one attempt ended with.
@@ -78,14 +102,18 @@ impl FsInner {
     fn walk_rcu_once<'g>(
         &'g self,
         cred: &Cred,
-        start: Ino,
+        start: DirAt,
         comps: &[&[u8]],
         want_attr: bool,
         guard: &'g Guard,
     ) -> Attempt<'g> {
-        let Some(mut cur) = self.iget_rcu(start, guard) else {
+        let Some(mut cur) = self.iget_rcu(start.ino, guard) else {
             return Attempt::Bail;
         };
+        if !start.matches(cur.generation) {
+            // The directory the caller found is gone (its number reused).
+            return Attempt::Failed(Errno::ENOENT);
+        }
         for (i, &name) in comps.iter().enumerate() {
             let is_last = i + 1 == comps.len();
             if cur.kind != FileKind::Directory {
@@ -168,7 +196,7 @@ impl FsInner {
     pub fn walk_rcu(
         &self,
         cred: &Cred,
-        start: Ino,
+        start: DirAt,
         comps: &[&[u8]],
         counted: bool,
         want_attr: bool,
@@ -178,8 +206,7 @@ impl FsInner {
             match self.walk_rcu_once(cred, start, comps, want_attr, &guard) {
                 Attempt::Found(inode, attr) if !counted => {
                     return Some(Ok(Resolved {
-                        ino: inode.ino,
-                        kind: inode.kind,
+                        found: Found::of(inode),
                         attr: attr.map(|a| a.attr(inode.ino, inode.kind)),
                     }));
                 }
@@ -199,8 +226,7 @@ impl FsInner {
                     }
                     m.lookups += 1;
                     return Some(Ok(Resolved {
-                        ino: inode.ino,
-                        kind: inode.kind,
+                        found: Found::of(inode),
                         attr: want_attr.then(|| inode.attr_locked(&m)),
                     }));
                 }
@@ -224,23 +250,34 @@ impl Fs {
     /// changes — and the caller should walk with [`lookup`](Self::lookup) /
     /// [`lookup_counted`](Self::lookup_counted) instead. A final symlink is
     /// returned, not followed.
-    pub fn resolve_rcu(&self, cred: &Cred, start: Ino, comps: &[&[u8]]) -> Option<Result<Attr>> {
-        let r = self.inner.walk_rcu(cred, start, comps, false, true)?;
+    pub fn resolve_rcu(
+        &self,
+        cred: &Cred,
+        start: impl Into<DirAt>,
+        comps: &[&[u8]],
+    ) -> Option<Result<Attr>> {
+        let r = self
+            .inner
+            .walk_rcu(cred, start.into(), comps, false, true)?;
         Some(r.map(|r| r.attr.expect("asked for")))
     }
 
     /// As [`resolve_rcu`](Self::resolve_rcu), but only the final inode's
-    /// number and kind: it reads none of its times and size (for a
-    /// directory, the lines every change in it writes), as a walk to the
-    /// parent of a name to create or remove needs.
+    /// number, kind and generation: it reads none of its times and size
+    /// (for a directory, the lines every change in it writes), as a walk
+    /// to the parent of a name to create or remove needs. Nothing is
+    /// held: pass [`Found::at`] to the operation, which fails with
+    /// `ENOENT` if the directory was freed meanwhile.
     pub fn resolve_rcu_ino(
         &self,
         cred: &Cred,
-        start: Ino,
+        start: impl Into<DirAt>,
         comps: &[&[u8]],
-    ) -> Option<Result<(Ino, FileKind)>> {
-        let r = self.inner.walk_rcu(cred, start, comps, false, false)?;
-        Some(r.map(|r| (r.ino, r.kind)))
+    ) -> Option<Result<Found>> {
+        let r = self
+            .inner
+            .walk_rcu(cred, start.into(), comps, false, false)?;
+        Some(r.map(|r| r.found))
     }
 
     /// As [`resolve_rcu_ino`](Self::resolve_rcu_ino), adding one lookup
@@ -249,11 +286,13 @@ impl Fs {
     pub fn resolve_rcu_counted(
         &self,
         cred: &Cred,
-        start: Ino,
+        start: impl Into<DirAt>,
         comps: &[&[u8]],
-    ) -> Option<Result<(Ino, FileKind)>> {
-        let r = self.inner.walk_rcu(cred, start, comps, true, false)?;
-        Some(r.map(|r| (r.ino, r.kind)))
+    ) -> Option<Result<Found>> {
+        let r = self
+            .inner
+            .walk_rcu(cred, start.into(), comps, true, false)?;
+        Some(r.map(|r| r.found))
     }
 }
 

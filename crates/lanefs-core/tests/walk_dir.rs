@@ -104,7 +104,11 @@ fn rcu_walk_answers_as_lookups_do() {
     assert_eq!(walk(&r, &[b"a", b"..", b"a"]), None);
     // Counted: exactly one lookup reference on the final inode.
     let got = fs.resolve_rcu_counted(&r, ROOT_INO, &[b"a", b"b", b"f"]);
-    assert_eq!(got, Some(Ok((f.ino, f.kind))));
+    let found = got.unwrap().unwrap();
+    assert_eq!(
+        (found.ino, found.kind, found.generation),
+        (f.ino, f.kind, f.generation)
+    );
     fs.unlink(&r, b.ino, b"f").unwrap();
     assert_eq!(
         fs.getattr(f.ino).unwrap().nlink,

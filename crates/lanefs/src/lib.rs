@@ -445,7 +445,7 @@ impl Filesystem {
             return Err(Errno::EEXIST);
         };
         if p.trailing_slash && !dir {
-            return match self.core().lookup(&self.cred, p.dir.ino, name) {
+            return match self.core().lookup(&self.cred, p.dir.at(), name) {
                 Ok(_) => Err(Errno::EEXIST),
                 Err(e) => Err(e),
             };
@@ -467,7 +467,7 @@ impl Filesystem {
         let name = self.create_target(&p, true)?;
         let attr = self
             .core()
-            .mkdir(&self.cred, p.dir.ino, name, mode, self.umask)?;
+            .mkdir(&self.cred, p.dir.at(), name, mode, self.umask)?;
         self.core().forget(attr.ino, 1);
         Ok(())
     }
@@ -520,7 +520,7 @@ impl Filesystem {
             Last::Root => Err(Errno::EBUSY.into()),
             Last::Dot => Err(Errno::EINVAL.into()),
             Last::DotDot => Err(Errno::ENOTEMPTY.into()),
-            Last::Name(n) => Ok(self.core().rmdir(&self.cred, p.dir.ino, n)?),
+            Last::Name(n) => Ok(self.core().rmdir(&self.cred, p.dir.at(), n)?),
         }
     }
 
@@ -533,7 +533,7 @@ impl Filesystem {
         let Some(name) = p.name() else {
             return Err(Errno::EBUSY.into());
         };
-        let attr = self.core().lookup_counted(&self.cred, p.dir.ino, name)?;
+        let attr = self.core().lookup_counted(&self.cred, p.dir.at(), name)?;
         let ino = attr.ino;
         let result = match attr.kind {
             FileKind::Directory => self.remove_tree(ino),
@@ -543,8 +543,8 @@ impl Filesystem {
         self.core().forget(ino, 1);
         result?;
         match attr.kind {
-            FileKind::Directory => self.core().rmdir(&self.cred, p.dir.ino, name)?,
-            _ => self.core().unlink(&self.cred, p.dir.ino, name)?,
+            FileKind::Directory => self.core().rmdir(&self.cred, p.dir.at(), name)?,
+            _ => self.core().unlink(&self.cred, p.dir.at(), name)?,
         }
         Ok(())
     }
@@ -614,7 +614,7 @@ impl Filesystem {
             return Err(Errno::EISDIR.into());
         };
         if p.trailing_slash {
-            let attr = self.core().lookup(&self.cred, p.dir.ino, name)?;
+            let attr = self.core().lookup(&self.cred, p.dir.at(), name)?;
             return Err(if attr.kind == FileKind::Directory {
                 Errno::EISDIR
             } else {
@@ -622,7 +622,7 @@ impl Filesystem {
             }
             .into());
         }
-        Ok(self.core().unlink(&self.cred, p.dir.ino, name)?)
+        Ok(self.core().unlink(&self.cred, p.dir.at(), name)?)
     }
 
     /// `rename(from, to)`.
@@ -671,14 +671,14 @@ impl Filesystem {
         };
         if new_name.len() > NAME_MAX {
             // Linux looks the old name up first (ENOENT wins).
-            self.core().lookup(&self.cred, old.dir.ino, old_name)?;
+            self.core().lookup(&self.cred, old.dir.at(), old_name)?;
             return Err(Errno::ENAMETOOLONG.into());
         }
         if old.trailing_slash || new.trailing_slash {
             // Linux's do_renameat2: the slash rules need both entries' types.
             let core = self.core();
-            let src = core.lookup(&self.cred, old.dir.ino, old_name)?;
-            let dst = core.lookup(&self.cred, new.dir.ino, new_name);
+            let src = core.lookup(&self.cred, old.dir.at(), old_name)?;
+            let dst = core.lookup(&self.cred, new.dir.at(), new_name);
             if let Err(e) = dst {
                 if e != Errno::ENOENT || flags & RENAME_EXCHANGE != 0 {
                     return Err(e.into());
@@ -703,9 +703,9 @@ impl Filesystem {
         }
         Ok(self.core().rename(
             &self.cred,
-            old.dir.ino,
+            old.dir.at(),
             old_name,
-            new.dir.ino,
+            new.dir.at(),
             new_name,
             flags,
         )?)
@@ -732,7 +732,7 @@ impl Filesystem {
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
         let name = self.create_target(&p, false)?;
-        let attr = self.core().link(&self.cred, src.ino, p.dir.ino, name)?;
+        let attr = self.core().link(&self.cred, src.ino, p.dir.at(), name)?;
         self.core().forget(attr.ino, 1);
         Ok(())
     }
@@ -745,7 +745,7 @@ impl Filesystem {
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
         let name = self.create_target(&p, false)?;
-        let attr = self.core().symlink(&self.cred, p.dir.ino, name, target)?;
+        let attr = self.core().symlink(&self.cred, p.dir.at(), name, target)?;
         self.core().forget(attr.ino, 1);
         Ok(())
     }
@@ -774,7 +774,7 @@ impl Filesystem {
         let name = self.create_target(&p, false)?;
         let attr = self
             .core()
-            .mknod(&self.cred, p.dir.ino, name, mode, self.umask, rdev)?;
+            .mknod(&self.cred, p.dir.at(), name, mode, self.umask, rdev)?;
         self.core().forget(attr.ino, 1);
         Ok(())
     }
@@ -1115,7 +1115,7 @@ impl Filesystem {
                 return Err(Errno::EISDIR);
             }
             if !excl {
-                if let Ok(attr) = self.core().lookup(&self.cred, p.dir.ino, name) {
+                if let Ok(attr) = self.core().lookup(&self.cred, p.dir.at(), name) {
                     match attr.kind {
                         FileKind::Symlink if flags & libc::O_NOFOLLOW == 0 => {
                             p = w.follow_last(p, attr.ino)?;
@@ -1126,7 +1126,7 @@ impl Filesystem {
                         // implemented (docs/SEMANTICS.md).
                         FileKind::Regular | FileKind::Fifo => {}
                         _ => {
-                            self.may_create_in_sticky(p.dir.ino, &attr)?;
+                            self.may_create_in_sticky(p.dir.at(), &attr)?;
                             if attr.kind == FileKind::Symlink {
                                 return Err(Errno::ELOOP);
                             }
@@ -1137,7 +1137,7 @@ impl Filesystem {
             let core_flags = flags & (CORE_OPEN_FLAGS | libc::O_CREAT | libc::O_EXCL);
             let (attr, handle, _created) = self.core().open_at(
                 &self.cred,
-                p.dir.ino,
+                p.dir.at(),
                 name,
                 core_flags,
                 mode & 0o7777,
@@ -1153,8 +1153,11 @@ impl Filesystem {
     /// sticky world-writable directory, only the node's owner or the
     /// directory's owner may open it (root included: no capability
     /// overrides this rule).
-    fn may_create_in_sticky(&self, dir: Ino, node: &Attr) -> Result<()> {
-        let d = self.core().getattr(dir)?;
+    fn may_create_in_sticky(&self, dir: DirAt, node: &Attr) -> Result<()> {
+        let d = self.core().getattr(dir.ino)?;
+        if !dir.matches(d.generation) {
+            return Err(Errno::ENOENT);
+        }
         let dir_mode = d.perm as u32;
         if dir_mode & libc::S_ISVTX == 0 || node.uid == d.uid || node.uid == self.cred.uid {
             return Ok(());

@@ -7,8 +7,10 @@
 //!
 //! Two walks, as Linux's `LOOKUP_RCU` then ref-walk:
 //! * first the core's RCU-walk ([`Fs::resolve_rcu`]): no lock and no
-//!   reference on the way; a stat takes none at all, every other call one
-//!   counted lookup on the final inode. It answers only plain names (and
+//!   reference on the way; a stat takes none at all, a walk to the parent
+//!   of a name to create, remove or rename none either (it keeps the
+//!   parent's generation, which the call checks: [`DirAt`]), every other
+//!   call one counted lookup on the final inode. It answers only plain names (and
 //!   `.`); a symlink it must follow, `..`, a cache miss or repeated
 //!   concurrent changes hand the path to
 //! * the reference walk: every directory the walk stands in is pinned by a
@@ -25,7 +27,8 @@
 use std::collections::VecDeque;
 
 use lanefs_core::{
-    Attr, Cred, Errno, FileKind, Fs, Ino, Result, MAX_RCU_COMPONENTS, MAY_EXEC, ROOT_INO,
+    Attr, Cred, DirAt, Errno, FileKind, Found, Fs, Ino, Result, MAX_RCU_COMPONENTS, MAY_EXEC,
+    ROOT_INO,
 };
 
 /// Most symbolic links followed while resolving one path (Linux's
@@ -35,12 +38,28 @@ pub const MAXSYMLINKS: u32 = 40;
 /// one): longer paths give `ENAMETOOLONG`.
 pub const PATH_BYTES_MAX: usize = 4095;
 
-/// An inode pinned by one counted lookup (or the root, which needs none).
+/// An inode a walk stands in or ended on, and what keeps its number
+/// meaning that inode.
 pub(crate) struct Held<'a> {
     fs: &'a Fs,
     pub(crate) ino: Ino,
     pub(crate) kind: FileKind,
-    counted: bool,
+    pin: Pin,
+}
+
+/// How a [`Held`] number stays meaningful.
+#[derive(Clone, Copy)]
+enum Pin {
+    /// The root: never freed.
+    Root,
+    /// One counted lookup, given back with `forget` on drop.
+    Counted,
+    /// Nothing held (the walk to a parent counts nothing, so that
+    /// changes of names in one directory write no line of it): the
+    /// generation seen, which every call on it checks ([`DirAt`]) — a
+    /// directory freed meanwhile answers `ENOENT`, as Linux's dead
+    /// directory does.
+    Seen(u64),
 }
 
 impl<'a> Held<'a> {
@@ -49,7 +68,7 @@ impl<'a> Held<'a> {
             fs,
             ino: ROOT_INO,
             kind: FileKind::Directory,
-            counted: false,
+            pin: Pin::Root,
         }
     }
 
@@ -58,14 +77,32 @@ impl<'a> Held<'a> {
             fs,
             ino,
             kind,
-            counted: true,
+            pin: Pin::Counted,
+        }
+    }
+
+    fn seen(fs: &'a Fs, found: Found) -> Held<'a> {
+        Held {
+            fs,
+            ino: found.ino,
+            kind: found.kind,
+            pin: Pin::Seen(found.generation),
+        }
+    }
+
+    /// The inode as the directory of a call: checked by generation when
+    /// nothing holds it.
+    pub(crate) fn at(&self) -> DirAt {
+        match self.pin {
+            Pin::Seen(generation) => DirAt::checked(self.ino, generation),
+            Pin::Root | Pin::Counted => self.ino.into(),
         }
     }
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        if self.counted {
+        if let Pin::Counted = self.pin {
             self.fs.forget(self.ino, 1);
         }
     }
@@ -151,14 +188,16 @@ impl<'a> Walker<'a> {
         Ok(target)
     }
 
-    /// The RCU-walk of `comps` from `start` with one counted lookup on the
-    /// result; `None` when it cannot answer (the reference walk then does).
+    /// The RCU-walk of `comps` from `start`, with one counted lookup on the
+    /// result if `count` (else the result is [`Pin::Seen`]); `None` when it
+    /// cannot answer (the reference walk then does).
     fn walk_rcu(
         &self,
         start: &Held<'a>,
         comps: &VecDeque<Vec<u8>>,
         follow_last: bool,
         must_dir: bool,
+        count: bool,
     ) -> Option<Result<Held<'a>>> {
         if comps.is_empty() || comps.len() > MAX_RCU_COMPONENTS {
             return None;
@@ -168,11 +207,21 @@ impl<'a> Walker<'a> {
             *n = c;
         }
         let names = &names[..comps.len()];
-        let (ino, kind) = match self.fs.resolve_rcu_counted(self.cred, start.ino, names)? {
+        let resolved = if count {
+            self.fs.resolve_rcu_counted(self.cred, start.at(), names)?
+        } else {
+            self.fs.resolve_rcu_ino(self.cred, start.at(), names)?
+        };
+        let found = match resolved {
             Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
-        let held = Held::counted(self.fs, ino, kind);
+        let kind = found.kind;
+        let held = if count {
+            Held::counted(self.fs, found.ino, kind)
+        } else {
+            Held::seen(self.fs, found)
+        };
         if kind == FileKind::Symlink && (follow_last || must_dir) {
             return None;
         }
@@ -211,21 +260,24 @@ impl<'a> Walker<'a> {
     /// Walk `comps` starting in `start`. Every component but the last must
     /// lead to a directory (symlinks followed); the last is followed when
     /// `follow_last` or `must_dir`. With `must_dir` the result must be a
-    /// directory (`ENOTDIR`).
+    /// directory (`ENOTDIR`). `count`: the lock-free walk holds the result
+    /// by a counted lookup (else by its generation, [`Pin::Seen`]); the
+    /// reference walk always counts.
     fn walk(
         &mut self,
         start: Held<'a>,
         mut comps: VecDeque<Vec<u8>>,
         follow_last: bool,
         mut must_dir: bool,
+        count: bool,
     ) -> Result<Held<'a>> {
-        if let Some(r) = self.walk_rcu(&start, &comps, follow_last, must_dir) {
+        if let Some(r) = self.walk_rcu(&start, &comps, follow_last, must_dir, count) {
             return r;
         }
         let mut cur = start;
         while let Some(name) = comps.pop_front() {
             let is_last = comps.is_empty();
-            let attr = self.fs.lookup_counted(self.cred, cur.ino, &name)?;
+            let attr = self.fs.lookup_counted(self.cred, cur.at(), &name)?;
             let next = Held::counted(self.fs, attr.ino, attr.kind);
             if attr.kind == FileKind::Symlink && (!is_last || follow_last || must_dir) {
                 let target = self.follow(next.ino)?;
@@ -258,7 +310,13 @@ impl<'a> Walker<'a> {
     pub(crate) fn resolve(&mut self, path: &[u8], follow: bool) -> Result<Held<'a>> {
         check_path(path)?;
         let must_dir = path.ends_with(b"/");
-        self.walk(Held::root(self.fs), components(path), follow, must_dir)
+        self.walk(
+            Held::root(self.fs),
+            components(path),
+            follow,
+            must_dir,
+            true,
+        )
     }
 
     /// Resolve all but the last component (`filename_parentat`), starting at
@@ -281,8 +339,10 @@ impl<'a> Walker<'a> {
                 trailing_slash,
             });
         };
-        let dir = self.walk(start, comps, true, true)?;
+        let dir = self.walk(start, comps, true, true, false)?;
         if !self.cred.is_root() {
+            // By number alone: if it was reused meanwhile, the call on
+            // `dir.at()` that follows fails with ENOENT anyway.
             self.fs.access(self.cred, dir.ino, MAY_EXEC)?;
         }
         let last = match last.as_slice() {

@@ -19,7 +19,7 @@
 
 use super::{Backend, Meta, OpError, OpResult, OpenMode};
 use lanefs::{
-    Cred, Errno, FileKind, Fs, FsConfig, Ino, MemoryStore, OpenFile, SetAttr, Variants, ROOT_INO,
+    Cred, DirAt, Errno, FileKind, Fs, FsConfig, MemoryStore, OpenFile, SetAttr, Variants, ROOT_INO,
 };
 use lanefs::{ImageConfig, ImageStore};
 use std::sync::Arc;
@@ -106,11 +106,13 @@ impl Inproc {
         &self.fs
     }
 
-    /// Walk every component of `path`; the inode of the last one. First
-    /// the engine's RCU-walk (no lock, no reference, as the kernel's
-    /// `LOOKUP_RCU`; number and kind only, as `stat` asks `getattr` after); what it cannot answer (a cache miss, concurrent
-    /// changes) with one uncounted `lookup` per component.
-    fn walk(&self, op: &str, path: &str) -> OpResult<Ino> {
+    /// Walk every component of `path`; the last one's number, checked by
+    /// generation (nothing is held). First the engine's RCU-walk (no lock,
+    /// no reference, as the kernel's `LOOKUP_RCU`; number, kind and
+    /// generation only, as `stat` asks `getattr` after); what it cannot
+    /// answer (a cache miss, concurrent changes) with one uncounted
+    /// `lookup` per component.
+    fn walk(&self, op: &str, path: &str) -> OpResult<DirAt> {
         let mut names: [&[u8]; lanefs::MAX_RCU_COMPONENTS] = [&[]; lanefs::MAX_RCU_COMPONENTS];
         let mut n = 0;
         let mut fits = true;
@@ -123,25 +125,25 @@ impl Inproc {
         }
         if fits {
             if let Some(r) = self.fs.resolve_rcu_ino(&self.cred, ROOT_INO, &names[..n]) {
-                return r.map(|(ino, _)| ino).map_err(|e| err(op, path, e));
+                return r.map(|f| f.at()).map_err(|e| err(op, path, e));
             }
         }
-        let mut ino = ROOT_INO;
+        let mut at = DirAt::from(ROOT_INO);
         for comp in path.split('/').filter(|c| !c.is_empty()) {
-            ino = self
+            let a = self
                 .fs
-                .lookup(&self.cred, ino, comp.as_bytes())
-                .map_err(|e| err(op, path, e))?
-                .ino;
+                .lookup(&self.cred, at, comp.as_bytes())
+                .map_err(|e| err(op, path, e))?;
+            at = DirAt::checked(a.ino, a.generation);
         }
-        Ok(ino)
+        Ok(at)
     }
 
-    /// Walk to the parent of `path`; its inode and the last name.
-    fn walk_parent<'p>(&self, op: &str, path: &'p str) -> OpResult<(Ino, &'p str)> {
+    /// Walk to the parent of `path`; the directory and the last name.
+    fn walk_parent<'p>(&self, op: &str, path: &'p str) -> OpResult<(DirAt, &'p str)> {
         match path.rsplit_once('/') {
             Some((dir, name)) => Ok((self.walk(op, dir)?, name)),
-            None => Ok((ROOT_INO, path)),
+            None => Ok((ROOT_INO.into(), path)),
         }
     }
 
@@ -183,7 +185,7 @@ impl Backend for Inproc {
     }
 
     fn stat(&self, path: &str) -> OpResult<Meta> {
-        let ino = self.walk("stat", path)?;
+        let ino = self.walk("stat", path)?.ino;
         let attr = self.fs.getattr(ino).map_err(|e| err("stat", path, e))?;
         Ok(Meta {
             size: attr.size,
@@ -192,7 +194,7 @@ impl Backend for Inproc {
     }
 
     fn readdir(&self, path: &str) -> OpResult<usize> {
-        let ino = self.walk("readdir", path)?;
+        let ino = self.walk("readdir", path)?.ino;
         let dir = self
             .fs
             .open(&self.cred, ino, libc::O_RDONLY)
