@@ -39,13 +39,21 @@ use crate::store::{
 use crate::store_cache::CacheLimits;
 
 /// Format `path` (created if missing) as an empty image of `size` bytes.
+/// A regular file is truncated to `size` first, so it reads as zeros: its
+/// inode tables are not written and stay holes (a sparse image).
 pub fn mkfs(path: &Path, size: u64) -> Result<()> {
     let dev = FileDevice::create(path, size)?;
-    mkfs_device(&dev)
+    mkfs_zeroed(&dev, dev.zeroed())
 }
 
 /// Format a device as an empty image.
 pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
+    mkfs_zeroed(dev, false)
+}
+
+/// Format `dev`; `zeroed`: it reads as zeros already, so the inode tables
+/// need not be written (they must read as zeros: a full scan reads them).
+fn mkfs_zeroed(dev: &dyn Device, zeroed: bool) -> Result<()> {
     let geo = Geometry::for_size(dev.len() / BLOCK as u64)?;
     let bs = BLOCK as u64;
     let zero = vec![0u8; 64 * BLOCK];
@@ -60,7 +68,7 @@ pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
     };
     zero_range(0, 2)?;
     zero_range(geo.orphan_start, geo.orphan_blocks)?;
-    for g in 0..geo.groups {
+    for g in (0..geo.groups).filter(|_| !zeroed) {
         zero_range(geo.group_first_block(g), geo.itable_blocks)?;
     }
     // A sequence no earlier image on this device used, so none of its
