@@ -1,5 +1,6 @@
-//! mkfs, and loading an image: superblock choice, inode tables (read by
-//! `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
+//! mkfs, and loading an image: superblock choice (and whether its
+//! inode-table high-water marks are trusted), inode tables below the marks
+//! (read by `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
 //! count, next cookie; block counts) recomputed from the entries and pages,
 //! orphan processing, allocator and counter rebuild.
 //!

@@ -1,6 +1,9 @@
 //! Recovery of hand-made journals: format 1 images open (and become
-//! format 2), and the last batch of a format 2 journal is replayed only if
-//! the pages it maps landed.
+//! format 3), and the last batch of a format 2 journal is replayed only if
+//! the pages it maps landed. High-water marks: they cover what is written;
+//! a format 2 image (no marks) is read whole and gets them; slots above a
+//! mark are an fsck problem that repair fixes; an unsound superblock copy
+//! makes open read every table.
 
 use std::sync::Arc;
 
@@ -66,7 +69,7 @@ fn cfg() -> ImageConfig {
 }
 
 #[test]
-fn a_format_1_image_opens_and_is_rewritten_as_format_2() {
+fn a_format_1_image_opens_and_is_rewritten_in_the_current_format() {
     let page = vec![0x5a; BLOCK];
     let (dev, _) = image_with_batch(FORMAT_VERSION_MIN, &page, None);
     assert_eq!(read_super(&*dev).unwrap().version, 1);
@@ -77,7 +80,7 @@ fn a_format_1_image_opens_and_is_rewritten_as_format_2() {
     assert!(s.read_page(INO, 0, &mut got).unwrap());
     assert_eq!(&got[..], &page[..]);
     assert_eq!(s.read_inode(INO).unwrap().unwrap().size, BLOCK as u64);
-    // The open's checkpoint wrote a format 2 superblock.
+    // The open's checkpoint wrote a current (format 3) superblock.
     assert_eq!(read_super(&*dev).unwrap().version, FORMAT_VERSION);
     drop(s);
     let s = open_device(dev, &cfg()).unwrap();
