@@ -33,6 +33,9 @@ pub trait Device: Send + Sync + 'static {
 pub struct FileDevice {
     file: File,
     len: u64,
+    /// Made by `create` as a regular file truncated to its length: every
+    /// byte reads as zero (and is a hole) until written.
+    zeroed: bool,
 }
 
 impl FileDevice {
@@ -40,7 +43,11 @@ impl FileDevice {
     pub fn open(path: &Path) -> Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let len = device_len(&file)?;
-        Ok(FileDevice { file, len })
+        Ok(FileDevice {
+            file,
+            len,
+            zeroed: false,
+        })
     }
 
     /// Create (or truncate) a regular file of `len` bytes.
@@ -55,13 +62,27 @@ impl FileDevice {
         if meta.file_type().is_file() {
             file.set_len(0)?;
             file.set_len(len)?;
-            return Ok(FileDevice { file, len });
+            return Ok(FileDevice {
+                file,
+                len,
+                zeroed: true,
+            });
         }
         let have = device_len(&file)?;
         if have < len {
             return Err(Errno::ENOSPC);
         }
-        Ok(FileDevice { file, len })
+        Ok(FileDevice {
+            file,
+            len,
+            zeroed: false,
+        })
+    }
+
+    /// Whether every byte is known to read as zero: a regular file
+    /// `create` has just truncated, and nothing written since (mkfs).
+    pub(crate) fn zeroed(&self) -> bool {
+        self.zeroed
     }
 }
 

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, Result, Store};
 
 use crate::device::{Device, FileDevice};
+use crate::itable::pairs_above;
 use crate::object::{Entry, InodeObj};
-use crate::recover::{load, open_device};
+use crate::recover::{load, open_scanning};
 use crate::store::{shard, ImageConfig};
 
 /// What fsck found (and, with repair, did).
@@ -103,7 +104,7 @@ fn entry_problem(
 }
 
 fn check(dev: &dyn Device) -> Result<FsckReport> {
-    let l = load(dev, false, None)?;
+    let l = load(dev, false, None, false)?;
     let mut r = FsckReport {
         problems: l.report.problems.clone(),
         records_replayed: l.report.records_replayed,
@@ -112,6 +113,22 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         orphans_pending: l.orphans_pending.len() as u64,
         ..FsckReport::default()
     };
+    if let Some(marks) = &l.scan_marks {
+        // What open does not read must be all zero.
+        let above = pairs_above(dev, &l.sup.geo, marks)?;
+        const SHOWN: usize = 16;
+        for &ino in above.iter().take(SHOWN) {
+            r.problems.push(format!(
+                "inode {ino}: slot written above its group's high-water mark (open does not read it)"
+            ));
+        }
+        if above.len() > SHOWN {
+            r.problems.push(format!(
+                "{} more slots written above their group's high-water mark",
+                above.len() - SHOWN
+            ));
+        }
+    }
     if l.torn_slots > 0 {
         r.notes.push(format!(
             "{} torn inode slots (an interrupted checkpoint; the other copy is used)",
@@ -193,12 +210,15 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
 }
 
 fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
-    let store = open_device(
+    // Every table read whole: pairs above a high-water mark (a corrupted
+    // image) are loaded, and the open's checkpoint raises the mark.
+    let store = open_scanning(
         dev,
         &ImageConfig {
             commit_interval: None,
             cache_bytes: None,
         },
+        true,
     )?;
     let inner = &store.inner;
     let mut done = Vec::new();

@@ -1,6 +1,10 @@
-//! Loading the inode tables at open: every slot pair of every group,
-//! choosing each object's slot and loading its image, chain and entry
-//! blocks (claiming their blocks in the rebuilt allocator).
+//! Loading the inode tables at open: every slot pair of every group below
+//! the group's high-water mark (the whole table when there is none to
+//! trust: a format 1 or 2 image, a superblock copy that fails its checks,
+//! fsck --repair), choosing each object's slot and loading its image,
+//! chain and entry blocks (claiming their blocks in the rebuilt
+//! allocator). The pairs above the mark are all zero (never written) and
+//! are not read: open costs what the image uses, not its capacity.
 //!
 //! Groups are independent (an inode's slots lie in its group's table), so
 //! they are loaded by up to `available_parallelism()` threads under
@@ -37,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lanefs_store::{Ino, InodeRecord, Result};
 
-use crate::alloc::Groups;
+use crate::alloc::{set_bit_range, Groups};
 use crate::cache::{ObjMap, PER_OBJECT_BYTES};
 use crate::device::Device;
 use crate::layout::{Geometry, BLOCK, SLOT, SLOTS_PER_BLOCK};
@@ -77,10 +81,6 @@ impl Dropped {
         Dropped::test(&self.bits, geo, ino)
     }
 
-    pub fn is_live(&self, geo: &Geometry, ino: Ino) -> bool {
-        Dropped::test(&self.live, geo, ino)
-    }
-
     /// `ino` (dropped) was read back as `obj`: it no longer counts here.
     pub fn take_back(&mut self, geo: &Geometry, ino: Ino, obj: &InodeObj) {
         if let Some((g, w, m)) = Dropped::at(geo, ino) {
@@ -108,6 +108,9 @@ pub(crate) struct Tables {
     pub problems: Vec<String>,
     /// Torn or corrupt slots beside a good one.
     pub torn_slots: u64,
+    /// Per group: one above the highest inode index whose slot pair is not
+    /// all zero (0: none) among the pairs read.
+    pub seen: Vec<u64>,
 }
 
 /// One group's objects, split by store shard.
@@ -121,6 +124,7 @@ struct GroupOut {
     suspects: Vec<Ino>,
     problems: Vec<String>,
     torn_slots: u64,
+    seen: u64,
 }
 
 fn workers(n: usize) -> usize {
@@ -130,34 +134,42 @@ fn workers(n: usize) -> usize {
         .max(1)
 }
 
-/// Read every inode table of `geo` into a fresh allocator, which holds
-/// the blocks the objects use; keep at most about `budget` bytes of
-/// objects recovery does not need (`None`: keep all).
+/// Read the inode tables of `geo` into a fresh allocator, which holds the
+/// blocks the objects use: each group's pairs below its mark in `marks`
+/// (`None`: every pair). Keep at most about `budget` bytes of objects
+/// recovery does not need (`None`: keep all).
 pub(crate) fn load_tables(
     dev: &dyn Device,
     geo: &Geometry,
     budget: Option<u64>,
+    marks: Option<&[u64]>,
 ) -> Result<(Tables, Groups)> {
     let n = geo.groups as usize;
-    let t = workers(n);
+    let limits: Vec<u64> = match marks {
+        Some(m) => m.iter().map(|&x| x.min(geo.inodes_per_group)).collect(),
+        None => vec![geo.inodes_per_group; n],
+    };
+    let used = limits.iter().filter(|&&l| l > 0).count();
+    let t = workers(used);
     let groups = Groups::new(*geo);
-    let tables = load_with(dev, geo, &groups, t, budget)?;
+    let tables = load_with(dev, geo, &groups, t, budget, &limits)?;
     if t == 1 || tables.problems.is_empty() {
         return Ok((tables, groups));
     }
     drop(tables);
     let groups = Groups::new(*geo);
-    let tables = load_with(dev, geo, &groups, 1, budget)?;
+    let tables = load_with(dev, geo, &groups, 1, budget, &limits)?;
     Ok((tables, groups))
 }
 
-/// Load every table with `t` threads.
+/// Load every table, group `g` below `limits[g]`, with `t` threads.
 fn load_with(
     dev: &dyn Device,
     geo: &Geometry,
     groups: &Groups,
     t: usize,
     budget: Option<u64>,
+    limits: &[u64],
 ) -> Result<Tables> {
     let n = geo.groups as usize;
     let next_group = AtomicU64::new(0);
@@ -181,7 +193,10 @@ fn load_with(
                     false
                 }
             };
-            done.push((g, load_group(dev, geo, groups, g, &keep)));
+            done.push((
+                g,
+                load_group(dev, geo, groups, g, limits[g as usize], &keep),
+            ));
         }
     };
     let mut outs: Vec<Option<Result<GroupOut>>> = (0..n).map(|_| None).collect();
@@ -206,6 +221,7 @@ fn load_with(
         suspects: HashSet::new(),
         problems: Vec::new(),
         torn_slots: 0,
+        seen: Vec::with_capacity(n),
     };
     for out in outs {
         let out = out.expect("every group loaded")?;
@@ -220,6 +236,7 @@ fn load_with(
         tables.suspects.extend(out.suspects);
         tables.problems.extend(out.problems);
         tables.torn_slots += out.torn_slots;
+        tables.seen.push(out.seen);
     }
     let mut objs: Vec<ObjMap> = (0..SHARDS).map(|_| ObjMap::default()).collect();
     let fill = |maps: &mut [ObjMap], parts: &mut [Vec<Vec<(Ino, InodeObj)>>]| {
@@ -251,12 +268,15 @@ fn needed_by_recovery(o: &InodeObj) -> bool {
     !o.evictable() || o.nlink() == Some(0) || reservation || derived_record(o).is_some()
 }
 
-/// Load group `g`'s table, keeping the objects `keep` says.
+/// Load group `g`'s table below inode index `limit` (a multiple of 4:
+/// whole table blocks), keeping the objects `keep` says. The numbers at
+/// and above `limit` are never written.
 fn load_group(
     dev: &dyn Device,
     geo: &Geometry,
     groups: &Groups,
     g: u64,
+    limit: u64,
     keep: &dyn Fn(&InodeObj) -> bool,
 ) -> Result<GroupOut> {
     let bs = BLOCK as u64;
@@ -271,14 +291,21 @@ fn load_group(
         suspects: Vec::new(),
         problems: Vec::new(),
         torn_slots: 0,
+        seen: 0,
     };
     let inodes_per_block = SLOTS_PER_BLOCK / 2;
+    let table_blocks = limit.div_ceil(inodes_per_block).min(geo.itable_blocks);
+    set_bit_range(
+        &mut out.never_written,
+        table_blocks * inodes_per_block,
+        geo.inodes_per_group,
+    );
     let read_blocks = (READ_BYTES / BLOCK) as u64;
-    let mut buf = vec![0u8; READ_BYTES.min(geo.itable_blocks as usize * BLOCK)];
+    let mut buf = vec![0u8; READ_BYTES.min(table_blocks as usize * BLOCK)];
     let mut blk = 0;
     let claim = |b: u64| groups.claim(b);
-    while blk < geo.itable_blocks {
-        let nb = read_blocks.min(geo.itable_blocks - blk);
+    while blk < table_blocks {
+        let nb = read_blocks.min(table_blocks - blk);
         let table = &mut buf[..nb as usize * BLOCK];
         dev.read_at(table, (geo.group_first_block(g) + blk) * bs)?;
         for k in 0..nb * inodes_per_block {
@@ -296,6 +323,7 @@ fn load_group(
                 out.never_written[w] |= m;
                 continue;
             };
+            out.seen = index + 1;
             if pair.torn > 0 && !obj.bad && !pair.suspect {
                 // Rewritten by the open's checkpoint, so that a torn slot
                 // seen later (`read_home`) is always corruption.
@@ -316,6 +344,30 @@ fn load_group(
         blk += nb;
     }
     Ok(out)
+}
+
+/// The inode numbers whose slot pair is not all zero at or above their
+/// group's mark in `marks` (fsck: open does not read them).
+pub(crate) fn pairs_above(dev: &dyn Device, geo: &Geometry, marks: &[u64]) -> Result<Vec<Ino>> {
+    let inodes_per_block = SLOTS_PER_BLOCK / 2;
+    let read_blocks = (READ_BYTES / BLOCK) as u64;
+    let mut buf = vec![0u8; READ_BYTES.min(geo.itable_blocks as usize * BLOCK)];
+    let mut found = Vec::new();
+    for g in 0..geo.groups {
+        let mut blk = marks[g as usize].div_ceil(inodes_per_block);
+        while blk < geo.itable_blocks {
+            let nb = read_blocks.min(geo.itable_blocks - blk);
+            let table = &mut buf[..nb as usize * BLOCK];
+            dev.read_at(table, (geo.group_first_block(g) + blk) * BLOCK as u64)?;
+            for (k, pair) in table.chunks(2 * SLOT).enumerate() {
+                if pair.iter().any(|&b| b != 0) {
+                    found.push(geo.ino_of(g, blk * inodes_per_block + k as u64));
+                }
+            }
+            blk += nb;
+        }
+    }
+    Ok(found)
 }
 
 /// One slot pair, decoded.

@@ -29,9 +29,17 @@ pub const JOURNAL_BLOCKS_MAX: u64 = 16384;
 pub const ORPHAN_BLOCKS: u64 = 4;
 
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"LANEFSIM");
-/// The format this code writes: 2 (one device flush per commit; journal
-/// records that map new data pages carry the pages' CRC32C).
-pub const FORMAT_VERSION: u32 = 2;
+/// The format this code writes: 3 (the superblock carries each group's
+/// inode-table high-water mark, so open reads only the table in use). 2
+/// brought one device flush per commit (journal records that map new data
+/// pages carry the pages' CRC32C).
+pub const FORMAT_VERSION: u32 = 3;
+/// The first format whose superblock carries the high-water marks.
+pub const FORMAT_MARKS: u32 = 3;
+/// High-water marks count whole inode-table blocks (4 inode numbers):
+/// open reads exactly the blocks in use. Raising a mark costs a checkpoint
+/// one superblock write, with no flush of its own.
+pub const MARK_STEP: u64 = SLOTS_PER_BLOCK / 2;
 /// The oldest format this code opens: version 1 journals have no page
 /// checksums (their commits flushed data before the batch); the first
 /// checkpoint (the one every open makes) rewrites the image as version 2.
@@ -205,6 +213,11 @@ pub struct DiskSuper {
     pub sb_stamp: u64,
     pub sb: Superblock,
     pub usage: [UsageRec; USAGE_LANES],
+    /// Per group (format 3 on; `None` before): the high-water mark, a
+    /// bound on the inode indices of the group whose slots may have been
+    /// written (every slot pair at an index at or above it is all zero), a
+    /// multiple of 4 (whole table blocks) at most `inodes_per_group`.
+    pub marks: Option<Vec<u64>>,
 }
 
 fn put(b: &mut [u8], at: usize, v: u64) {
@@ -231,6 +244,19 @@ pub fn block_sealed(b: &[u8]) -> bool {
 }
 
 const USAGE_AT: usize = 160;
+/// Offset of the high-water marks (u64 per group, `GROUPS_MAX` of them).
+const MARKS_AT: usize = USAGE_AT + 24 * USAGE_LANES;
+
+impl Geometry {
+    /// The high-water mark covering inode index `index` of a group: the
+    /// next multiple of [`MARK_STEP`] above it, at most the group's size.
+    pub fn mark_for(&self, index: u64) -> u64 {
+        (index + 1)
+            .div_ceil(MARK_STEP)
+            .saturating_mul(MARK_STEP)
+            .min(self.inodes_per_group)
+    }
+}
 
 impl DiskSuper {
     pub fn encode(&self) -> Vec<u8> {
@@ -269,6 +295,13 @@ impl DiskSuper {
             put(&mut b, at, u.stamp);
             put(&mut b, at + 8, u.blocks as u64);
             put(&mut b, at + 16, u.inodes as u64);
+        }
+        if self.version >= FORMAT_MARKS {
+            let marks = self.marks.as_deref().unwrap_or_default();
+            debug_assert_eq!(marks.len() as u64, g.groups);
+            for (i, m) in marks.iter().enumerate() {
+                put(&mut b, MARKS_AT + 8 * i, *m);
+            }
         }
         seal_block(&mut b);
         b
@@ -316,6 +349,17 @@ impl DiskSuper {
                 inodes: get_u64(b, at + 16) as i64,
             };
         }
+        let marks = (version >= FORMAT_MARKS).then(|| {
+            (0..geo.groups as usize)
+                .map(|i| get_u64(b, MARKS_AT + 8 * i))
+                .collect::<Vec<u64>>()
+        });
+        if marks.as_ref().is_some_and(|m| {
+            m.iter()
+                .any(|&x| x > geo.inodes_per_group || x % (SLOTS_PER_BLOCK / 2) != 0)
+        }) {
+            return Err(Errno::EUCLEAN);
+        }
         let s = DiskSuper {
             version,
             generation: f(0),
@@ -330,6 +374,7 @@ impl DiskSuper {
                 used_inodes: f(17),
             },
             usage,
+            marks,
         };
         if s.journal_tail >= geo.journal_blocks
             || s.journal_tail_seq >= JOURNAL_SEQ_LIMIT
@@ -374,6 +419,11 @@ mod tests {
                     used_inodes: 8,
                 },
                 usage: [UsageRec::default(); USAGE_LANES],
+                marks: Some(
+                    (0..g.groups)
+                        .map(|i| if i == 0 { 0 } else { g.mark_for(i * 100) })
+                        .collect(),
+                ),
             };
             s.usage[63] = UsageRec {
                 stamp: 2,
@@ -385,10 +435,22 @@ mod tests {
             let mut bad = b.clone();
             bad[100] ^= 1;
             assert_eq!(DiskSuper::decode(&bad), Err(Errno::EUCLEAN));
+            // A mark past the group's table, or inside a table block.
+            for wrong in [g.inodes_per_group + 4, 2] {
+                let mut m = s.clone();
+                m.marks.as_mut().unwrap()[g.groups as usize - 1] = wrong;
+                assert_eq!(DiskSuper::decode(&m.encode()), Err(Errno::EUCLEAN));
+            }
+            let mut old = s.clone();
+            old.version = 2;
+            let back = DiskSuper::decode(&old.encode()).unwrap();
+            assert_eq!(back.marks, None, "format 2 has no marks");
             s.version = 1;
+            s.marks = None;
             assert_eq!(DiskSuper::decode(&s.encode()).unwrap().version, 1);
             assert_eq!(DiskSuper::newer_version(&s.encode()), None);
             s.version = FORMAT_VERSION + 1;
+            s.marks = Some(vec![0; g.groups as usize]);
             let newer = s.encode();
             assert_eq!(DiskSuper::decode(&newer), Err(Errno::EUCLEAN));
             assert_eq!(DiskSuper::newer_version(&newer), Some(FORMAT_VERSION + 1));

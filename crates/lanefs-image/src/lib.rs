@@ -1,7 +1,8 @@
 //! lanefs on disk: [`ImageStore`], a [`Store`](lanefs_store::Store) kept in
 //! one image file or block device, with [`mkfs`] and [`fsck`].
 //!
-//! * `layout`: geometry and the double-buffered superblock;
+//! * `layout`: geometry and the double-buffered superblock (with the
+//!   inode-table high-water marks that bound what open reads);
 //! * `object`: inode objects (record, page map, entry blocks) and their
 //!   slot, chain and entry-block encodings;
 //! * `cache`: one shard's objects, their byte estimate and CLOCK eviction;

@@ -1,5 +1,6 @@
-//! mkfs, and loading an image: superblock choice, inode tables (read by
-//! `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
+//! mkfs, and loading an image: superblock choice (and whether its
+//! inode-table high-water marks are trusted), inode tables below the marks
+//! (read by `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
 //! count, next cookie; block counts) recomputed from the entries and pages,
 //! orphan processing, allocator and counter rebuild.
 //!
@@ -17,7 +18,7 @@ use lanefs_store::{
 };
 use parking_lot::{Mutex, RwLock};
 
-use crate::alloc::Groups;
+use crate::alloc::{set_bit_range, Groups};
 use crate::cache::ObjMap;
 use crate::crc::crc32c;
 use crate::device::{Device, FileDevice};
@@ -33,19 +34,27 @@ use crate::layout::{
 use crate::object::{InodeObj, IntMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
 use crate::store::{
-    shard, timed, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport, SbState,
-    LOG_LANES,
+    shard, timed, CkptState, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport,
+    SbState, LOG_LANES,
 };
 use crate::store_cache::CacheLimits;
 
 /// Format `path` (created if missing) as an empty image of `size` bytes.
+/// A regular file is truncated to `size` first, so it reads as zeros: its
+/// inode tables are not written and stay holes (a sparse image).
 pub fn mkfs(path: &Path, size: u64) -> Result<()> {
     let dev = FileDevice::create(path, size)?;
-    mkfs_device(&dev)
+    mkfs_zeroed(&dev, dev.zeroed())
 }
 
 /// Format a device as an empty image.
 pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
+    mkfs_zeroed(dev, false)
+}
+
+/// Format `dev`; `zeroed`: it reads as zeros already, so the inode tables
+/// need not be written (they must read as zeros: a full scan reads them).
+fn mkfs_zeroed(dev: &dyn Device, zeroed: bool) -> Result<()> {
     let geo = Geometry::for_size(dev.len() / BLOCK as u64)?;
     let bs = BLOCK as u64;
     let zero = vec![0u8; 64 * BLOCK];
@@ -60,7 +69,7 @@ pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
     };
     zero_range(0, 2)?;
     zero_range(geo.orphan_start, geo.orphan_blocks)?;
-    for g in 0..geo.groups {
+    for g in (0..geo.groups).filter(|_| !zeroed) {
         zero_range(geo.group_first_block(g), geo.itable_blocks)?;
     }
     // A sequence no earlier image on this device used, so none of its
@@ -82,6 +91,8 @@ pub fn mkfs_device(dev: &dyn Device) -> Result<()> {
             used_inodes: 0,
         },
         usage: [UsageRec::default(); USAGE_LANES],
+        // Nothing written yet: open reads no inode table.
+        marks: Some(vec![0; geo.groups as usize]),
     };
     dev.write_at(&sup.encode(), bs)?;
     dev.flush()
@@ -104,6 +115,15 @@ pub(crate) struct Loaded {
     pub torn_slots: u64,
     /// Per group, one bit per inode: both slots zero (`itable::Dropped`).
     pub never_written: Vec<Vec<u64>>,
+    /// Per group: a high-water mark above every slot pair on disk that is
+    /// not all zero (the store's `CkptState::marks`).
+    pub marks: Vec<u64>,
+    /// The marks the next open would trust if no superblock were written
+    /// (`None`: it reads every table; `CkptState::durable_marks`).
+    pub durable_marks: Option<Vec<u64>>,
+    /// The marks below which this load read the tables (`None`: it read
+    /// them whole); fsck checks that the pairs above are all zero.
+    pub scan_marks: Option<Vec<u64>>,
 }
 
 impl Loaded {
@@ -112,11 +132,22 @@ impl Loaded {
     }
 }
 
+#[cfg(test)]
 fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
+    read_supers(dev).map(|(s, _)| s)
+}
+
+/// The superblock copy in use (the valid one with the higher generation),
+/// and whether the other copy is sound too (valid, or all zero: never
+/// written). Only then are the high-water marks trusted: a copy that
+/// fails its checks may be a newer superblock whose marks covered slots
+/// that the older copy's do not (docs/FORMAT.md, "High-water marks").
+fn read_supers(dev: &dyn Device) -> Result<(DiskSuper, bool)> {
     if dev.len() < 2 * BLOCK as u64 {
         return Err(Errno::EUCLEAN);
     }
     let mut best: Option<DiskSuper> = None;
+    let mut sound = true;
     for copy in 0..2u64 {
         let mut b = vec![0u8; BLOCK];
         dev.read_at(&mut b, copy * BLOCK as u64)?;
@@ -124,10 +155,13 @@ fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
             // Never fall back to the other copy: it may be older state.
             return Err(Errno::EUCLEAN);
         }
-        if let Ok(s) = DiskSuper::decode(&b) {
-            if best.as_ref().is_none_or(|x| s.generation > x.generation) {
-                best = Some(s);
+        match DiskSuper::decode(&b) {
+            Ok(s) => {
+                if best.as_ref().is_none_or(|x| s.generation > x.generation) {
+                    best = Some(s);
+                }
             }
+            Err(_) => sound &= b.iter().all(|&x| x == 0),
         }
     }
     let sup = best.ok_or(Errno::EUCLEAN)?;
@@ -140,7 +174,7 @@ fn read_super(dev: &dyn Device) -> Result<DiskSuper> {
     {
         return Err(Errno::EUCLEAN);
     }
-    Ok(sup)
+    Ok((sup, sound))
 }
 
 /// One-line explanation of why an image could not be opened.
@@ -160,7 +194,7 @@ pub fn describe_open_error(dev: &dyn Device) -> String {
             }
         }
     }
-    match read_super(dev) {
+    match read_supers(dev) {
         Err(_) => {
             let sizes = (0..2u64)
                 .filter_map(|c| {
@@ -183,12 +217,32 @@ pub fn describe_open_error(dev: &dyn Device) -> String {
 
 /// Read an image and replay its journal in memory, keeping about `budget`
 /// bytes of objects recovery does not need (`None`: every object; see
-/// `itable.rs`).
-pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>) -> Result<Loaded> {
-    let sup = read_super(dev)?;
+/// `itable.rs`). The inode tables are read below the superblock's
+/// high-water marks when they are trusted (format 3, both copies sound)
+/// and `full_scan` is not asked for; else whole.
+pub(crate) fn load(
+    dev: &dyn Device,
+    process_orphans: bool,
+    budget: Option<u64>,
+    full_scan: bool,
+) -> Result<Loaded> {
+    let (sup, sound) = read_supers(dev)?;
     let geo = sup.geo;
     let mut report = RecoveryReport::default();
-    let (tables, groups) = load_tables(dev, &geo, budget)?;
+    let durable_marks = sup.marks.clone().filter(|_| sound);
+    let scan_marks = durable_marks.clone().filter(|_| !full_scan);
+    let (tables, groups) = load_tables(dev, &geo, budget, scan_marks.as_deref())?;
+    // Above every pair seen and every mark on disk.
+    let marks: Vec<u64> = tables
+        .seen
+        .iter()
+        .enumerate()
+        .map(|(g, &seen)| {
+            let on_disk = sup.marks.as_ref().map_or(0, |m| m[g]);
+            let seen = seen.checked_sub(1).map_or(0, |i| geo.mark_for(i));
+            on_disk.max(seen)
+        })
+        .collect();
     let mut objs = tables.objs;
     let mut dropped = tables.dropped;
     let suspects = tables.suspects;
@@ -274,13 +328,31 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>)
     if process_orphans {
         report.orphans_freed = orphans_pending.len() as u64;
     }
-    groups.set_free_inos(|ino| {
-        ino != ROOT_INO
-            && match objs[shard(ino)].get(&ino) {
-                Some(o) => o.rec.is_none() && !o.bad,
-                None => !dropped.is_live(&geo, ino),
+    // Free: every number but the root, those dropped live, and those held
+    // live or bad (replay's creates past the marks among them).
+    let words = geo.inodes_per_group.div_ceil(64) as usize;
+    let mut free: Vec<Vec<u64>> = (0..geo.groups as usize)
+        .map(|g| {
+            let mut bits = vec![0u64; words];
+            set_bit_range(&mut bits, 0, geo.inodes_per_group);
+            if let Some(live) = dropped.live.get(g) {
+                bits.iter_mut().zip(live).for_each(|(b, l)| *b &= !l);
             }
-    });
+            bits
+        })
+        .collect();
+    let mut not_free = |ino: Ino| {
+        if let Some((g, i)) = geo.ino_place(ino) {
+            free[g as usize][(i / 64) as usize] &= !(1 << (i % 64));
+        }
+    };
+    not_free(ROOT_INO);
+    for (&ino, o) in objs.iter().flat_map(|m| m.iter()) {
+        if o.rec.is_some() || o.bad {
+            not_free(ino);
+        }
+    }
+    groups.set_free_inos(free);
     let live = objs
         .iter()
         .flat_map(|m| m.values())
@@ -319,6 +391,9 @@ pub(crate) fn load(dev: &dyn Device, process_orphans: bool, budget: Option<u64>)
         orphans_pending,
         torn_slots,
         never_written: std::mem::take(&mut dropped.never_written),
+        marks,
+        durable_marks,
+        scan_marks,
     })
 }
 
@@ -586,14 +661,30 @@ fn replay(
 /// checkpoint. Errors are `EUCLEAN` (not an image, corrupt superblocks,
 /// truncated) or the device's error.
 pub fn open_device(dev: Arc<dyn Device>, cfg: &ImageConfig) -> Result<ImageStore> {
-    let (loaded, took) = timed(|| load(&*dev, true, cfg.cache_bytes));
+    open_scanning(dev, cfg, false)
+}
+
+/// [`open_device`], reading every inode table whole if `full_scan` (fsck
+/// --repair: pairs written above a mark are loaded, and the mark raised
+/// over them).
+pub(crate) fn open_scanning(
+    dev: Arc<dyn Device>,
+    cfg: &ImageConfig,
+    full_scan: bool,
+) -> Result<ImageStore> {
+    let (loaded, took) = timed(|| load(&*dev, true, cfg.cache_bytes, full_scan));
     let l = loaded?;
     let geo = l.sup.geo;
     let orphans = OrphanFile::new(geo.orphan_blocks as usize);
     let inner = Inner {
         dev,
         geo,
-        ckpt: Mutex::new(l.sup.generation),
+        ckpt: Mutex::new(CkptState {
+            generation: l.sup.generation,
+            durable: l.sup.clone(),
+            marks: l.marks,
+            durable_marks: l.durable_marks,
+        }),
         gates: (0..LOG_LANES).map(|_| Gate(RwLock::new(()))).collect(),
         commit: Mutex::new(CommitState {
             head: l.head,

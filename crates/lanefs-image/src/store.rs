@@ -11,9 +11,11 @@
 //! commit").
 //!
 //! Locking rules (and the lock order, outermost first):
-//! * `ckpt` (mutex): one checkpoint at a time; protects the superblock
-//!   generation. Taken by `checkpoint`, and by `list_inodes` under a
-//!   memory budget for its scan of the tables (no home moves meanwhile).
+//! * `ckpt` (mutex): one checkpoint at a time; protects [`CkptState`]: the
+//!   superblock generation, the durable superblock and the inode-table
+//!   high-water marks. Taken by `checkpoint`, and by `list_inodes` under a
+//!   memory budget for its scan of the tables (no home or mark moves
+//!   meanwhile).
 //! * `gates[l]` (rwlock, own cache line, one per lane class): every call
 //!   holds its lane's gate for reading while it changes objects and appends
 //!   its record; a checkpoint takes every gate for writing (in index order)
@@ -166,6 +168,25 @@ pub(crate) struct CommitState {
     pub carry: Vec<u8>,
 }
 
+/// What the checkpoints keep between them (under `ckpt`).
+pub(crate) struct CkptState {
+    /// Generation of the newest superblock written.
+    pub generation: u64,
+    /// The newest durable superblock: a checkpoint that must raise a
+    /// high-water mark before writing its slots rewrites it with the
+    /// raised marks (and the next generation) first.
+    pub durable: DiskSuper,
+    /// Per group: the high-water mark the next superblock carries. Every
+    /// slot pair on disk at or above it is all zero.
+    pub marks: Vec<u64>,
+    /// The marks the next open would trust, if no other superblock were
+    /// written (`None`: it reads every table whole, as for a format 1 or 2
+    /// superblock or a superblock copy that fails its checks). A slot at or
+    /// above one of them may be written only once a durable superblock has
+    /// raised it (docs/FORMAT.md, "High-water marks").
+    pub durable_marks: Option<Vec<u64>>,
+}
+
 pub(crate) struct SbState {
     pub stamp: u64,
     pub sb: Superblock,
@@ -174,7 +195,7 @@ pub(crate) struct SbState {
 pub(crate) struct Inner {
     pub dev: Arc<dyn Device>,
     pub geo: Geometry,
-    pub ckpt: Mutex<u64>,
+    pub ckpt: Mutex<CkptState>,
     pub gates: Box<[Gate]>,
     pub commit: Mutex<CommitState>,
     pub shards: Box<[Mutex<ObjMap>]>,
@@ -504,7 +525,7 @@ impl Inner {
     /// new journal tail. See docs/FORMAT.md, "Checkpoint".
     pub fn checkpoint(&self) -> Result<()> {
         self.check_ok()?;
-        let mut generation = self.ckpt.lock();
+        let mut st = self.ckpt.lock();
         let gates: Vec<_> = self.gates.iter().map(|g| g.0.write()).collect();
         let mut cs = self.commit.lock();
         self.commit_locked(&mut cs)?;
@@ -528,15 +549,7 @@ impl Inner {
         let pending = self.groups.take_pending();
         drop(cs);
         drop(gates);
-        let r = self.write_homes(
-            &mut generation,
-            snaps,
-            usage,
-            sb_stamp,
-            sb,
-            orphan_blocks,
-            new_tail,
-        );
+        let r = self.write_homes(&mut st, snaps, usage, sb_stamp, sb, orphan_blocks, new_tail);
         let written = self.io(r)?;
         // The new tail is durable: no replay reaches those records.
         self.journaled.forget_old();
@@ -578,7 +591,7 @@ impl Inner {
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn write_homes(
         &self,
-        generation: &mut u64,
+        st: &mut CkptState,
         snaps: Vec<Snap>,
         usage: Vec<UsageRec>,
         sb_stamp: u64,
@@ -654,26 +667,58 @@ impl Inner {
             self.dev
                 .write_at(b, (self.geo.orphan_start + *bi as u64) * bs)?;
         }
+        // The marks over every slot this checkpoint writes. If one rises
+        // above what the next open would trust, the durable superblock is
+        // rewritten with them (old tail, next generation) before any slot:
+        // made durable by this phase's flush.
+        let mut marks = st.marks.clone();
+        for (ino, _, _) in &slots {
+            let (g, i) = self.geo.ino_place(*ino).expect("checked at submit");
+            marks[g as usize] = marks[g as usize].max(self.geo.mark_for(i));
+        }
+        let raise = st
+            .durable_marks
+            .as_ref()
+            .is_some_and(|d| d.iter().zip(&marks).any(|(d, m)| m > d));
+        let raised = raise.then(|| DiskSuper {
+            generation: st.generation + 1,
+            marks: Some(marks.clone()),
+            ..st.durable.clone()
+        });
+        if let Some(sup) = &raised {
+            self.dev
+                .write_at(&sup.encode(), (sup.generation % 2) * bs)?;
+        }
         self.dev.flush()?;
+        if let Some(sup) = raised {
+            st.generation = sup.generation;
+            st.durable = sup;
+            st.durable_marks = Some(marks.clone());
+        }
+        st.marks = marks.clone();
         // Phase 2: the slots (each names blocks made durable above).
         self.write_slots(&slots)?;
         self.dev.flush()?;
         // Phase 3: the superblock, older copy first overwritten.
-        *generation += 1;
         let mut u = [UsageRec::default(); USAGE_LANES];
         u.copy_from_slice(&usage);
         let sup = DiskSuper {
             version: FORMAT_VERSION,
-            generation: *generation,
+            generation: st.generation + 1,
             geo: self.geo,
             journal_tail: new_tail.0,
             journal_tail_seq: new_tail.1,
             sb_stamp,
             sb,
             usage: u,
+            marks: Some(marks.clone()),
         };
-        self.dev.write_at(&sup.encode(), (*generation % 2) * bs)?;
+        self.dev
+            .write_at(&sup.encode(), (sup.generation % 2) * bs)?;
         self.dev.flush()?;
+        st.generation = sup.generation;
+        st.durable = sup;
+        st.durable_marks = Some(marks);
         Ok(out)
     }
 

@@ -243,9 +243,12 @@ impl Inner {
     }
 
     /// Every live inode: held objects as they are, the others as their
-    /// homes say (the newer valid slot is live and holds a record).
+    /// homes say (the newer valid slot is live and holds a record). Only
+    /// the tables below the high-water marks are read (the pairs above
+    /// are all zero); held objects above them (created since the last
+    /// checkpoint) are listed from the shards.
     pub fn list_live(&self) -> Result<Vec<Ino>> {
-        let _homes_stay = self.ckpt.lock();
+        let st = self.ckpt.lock();
         let geo = &self.geo;
         let bs = BLOCK as u64;
         let inodes_per_block = SLOTS_PER_BLOCK / 2;
@@ -254,8 +257,9 @@ impl Inner {
         let mut live = Vec::new();
         for g in 0..geo.groups {
             let mut blk = 0;
-            while blk < geo.itable_blocks {
-                let nb = chunk_blocks.min(geo.itable_blocks - blk);
+            let table_blocks = st.marks[g as usize].div_ceil(inodes_per_block);
+            while blk < table_blocks {
+                let nb = chunk_blocks.min(table_blocks - blk);
                 let table = &mut buf[..nb as usize * BLOCK];
                 self.dev
                     .read_at(table, (geo.group_first_block(g) + blk) * bs)?;
@@ -274,6 +278,16 @@ impl Inner {
                 blk += nb;
             }
         }
+        for s in self.shards.iter() {
+            let m = s.lock();
+            live.extend(m.iter().filter_map(|(&ino, o)| {
+                let (g, i) = geo.ino_place(ino)?;
+                (i >= st.marks[g as usize].div_ceil(inodes_per_block) * inodes_per_block
+                    && o.rec.is_some())
+                .then_some(ino)
+            }));
+        }
+        drop(st);
         Ok(live)
     }
 }
