@@ -402,6 +402,21 @@ impl DerefMut for MetaGuard<'_> {
     }
 }
 
+impl MetaGuard<'_> {
+    /// The lookup count, writable without republishing the mirror (it is
+    /// not in the mirror): opening, closing, looking up and forgetting an
+    /// inode write only `meta`'s lock word and this, no mirror line that
+    /// lock-free readers load.
+    pub fn lookups_mut(&mut self) -> &mut u64 {
+        &mut self.guard.lookups
+    }
+
+    /// The open count, as [`lookups_mut`](Self::lookups_mut).
+    pub fn opens_mut(&mut self) -> &mut u64 {
+        &mut self.guard.opens
+    }
+}
+
 impl Drop for MetaGuard<'_> {
     fn drop(&mut self) {
         if self.changed {

@@ -68,7 +68,7 @@ impl OpenFile {
             if m.freed {
                 return Err(Errno::ENOENT);
             }
-            m.opens += 1;
+            *m.opens_mut() += 1;
         }
         Ok(OpenFile {
             fs: self.fs.clone(),
@@ -128,7 +128,7 @@ impl Drop for OpenFile {
         {
             let mut m = self.inode.meta.lock();
             debug_assert!(m.opens > 0, "open count underflow");
-            m.opens -= 1;
+            *m.opens_mut() -= 1;
         }
         self.fs.maybe_free(&self.inode);
     }
@@ -194,9 +194,9 @@ impl FsInner {
             if flags & libc::O_NOATIME != 0 && !owner_or_root(cred, &m.rec) {
                 return Err(Errno::EPERM);
             }
-            m.opens += 1;
+            *m.opens_mut() += 1;
             if counted {
-                m.lookups += 1;
+                *m.lookups_mut() += 1;
             }
         }
         let file = OpenFile {

@@ -422,7 +422,7 @@ impl Fs {
             // Excess counts are ignored by contract (an unheld number may
             // have been reused): clamp explicitly, never wrap.
             let n = n.min(m.lookups);
-            m.lookups -= n;
+            *m.lookups_mut() -= n;
         }
         self.inner.maybe_free(&inode);
     }

@@ -359,7 +359,7 @@ impl FsInner {
                 return Err(Errno::ENOENT);
             }
             if counted {
-                m.lookups += 1;
+                *m.lookups_mut() += 1;
             }
             Ok(inode.attr_locked(&m))
         };

@@ -224,7 +224,7 @@ impl FsInner {
                         crate::sync::yield_now();
                         continue;
                     }
-                    m.lookups += 1;
+                    *m.lookups_mut() += 1;
                     return Some(Ok(Resolved {
                         found: Found::of(inode),
                         attr: want_attr.then(|| inode.attr_locked(&m)),
