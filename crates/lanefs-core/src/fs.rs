@@ -69,7 +69,7 @@ use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
-use crate::sync::{fence, Arc, Mutex, Ordering, Weak};
+use crate::sync::{Arc, Mutex, Ordering, Weak};
 use crate::{Attr, Cred, DirAt, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// The attributes of a directory that a create depends on: permission
@@ -565,14 +565,16 @@ impl FsInner {
     /// The directory is found lock-free (`get_rcu`) and `op` runs under
     /// the epoch guard that keeps its memory. Nothing keeps it cached: an
     /// evictor may claim it (FREEING) meanwhile. So every change of a
-    /// directory happens under a stripe of its entry lock, and
+    /// directory happens under a stripe of its entry lock (taken after
+    /// its load lock when the index must be loaded), and
     /// [`dir_write`](Self::dir_write) answers `ESTALE` when, with the
-    /// stripe held, the directory is FREEING; the evictor, which claims
-    /// first and then needs every stripe (and the load lock) to take the
-    /// index out, gives the inode back when any is held. One side always
-    /// sees the other (both fence between their two steps, Dekker's
-    /// pattern): an op that found it LIVE under its stripe finishes before
-    /// any eviction, and one that finds it FREEING has changed nothing and
+    /// stripe held, the directory is FREEING; the evictor claims first,
+    /// then needs the load lock and every stripe free (`evict_claimed`),
+    /// and gives the inode back if any is busy. The locks order the two:
+    /// an evictor that got them released them before the op took its
+    /// stripe, so the op sees the claim; an op that holds one when the
+    /// evictor tries makes the eviction fail, so the LIVE it saw stays
+    /// true until it ends. One that sees FREEING has changed nothing and
     /// runs again here on a counted reference (which waits for the
     /// eviction and reloads). Operations are written to change nothing
     /// before their first `dir_write` of a directory and to undo all on
@@ -875,11 +877,6 @@ impl FsInner {
     /// could not be written back now (its data lock busy, a store error)
     /// goes back on the LRU, or nobody would ever offer it again.
     fn evict_claimed(&self, inode: &Arc<Inode>) -> bool {
-        // Pairs with the fence in `dir_write`: the claim (FREEING) is
-        // ordered before the try-locks of the stripes below, so a writer
-        // of an uncounted directory (`with_dir`) that took its stripe
-        // either sees FREEING or makes the take-out below fail.
-        fence(Ordering::SeqCst);
         {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
@@ -889,14 +886,30 @@ impl FsInner {
                 return false;
             }
         }
-        let (_, index_dropped) = self.drop_caches_of(inode);
         if let Body::Dir(d) = &inode.body {
-            // An index left holds changes of its size and times
-            // (`dir_attr`) not folded into the record.
-            if !index_dropped && d.is_loaded() {
+            // Its load lock and, with an index loaded, every stripe must be
+            // free now: a change of the directory holds one of them from
+            // before it checks the claim (`dir_write`, for a directory
+            // nobody counted: `with_dir`) to its end, so a busy lock means
+            // a change may be running on the strength of a LIVE it saw;
+            // a free one means any later change takes the lock after us
+            // and so sees the claim. Either way no fence is needed. An
+            // index left (a take-out that failed, or one a reader installed
+            // since) holds changes of size and times (`dir_attr`) not
+            // folded into the record: give the inode back.
+            let taken = match d.try_lock_load() {
+                Some(mut load) => {
+                    load.index().is_none()
+                        || load.try_take(|c, next| fold_dir_changes(inode, c, next))
+                }
+                None => false,
+            };
+            if !taken || d.is_loaded() {
                 self.unclaim_to_lru(inode);
                 return false;
             }
+        } else {
+            self.drop_caches_of(inode);
         }
         if let Body::File(d) = &inode.body {
             // Dirty pages left: their writeback failed.

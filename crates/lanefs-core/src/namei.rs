@@ -25,7 +25,6 @@ use crate::fs::{
 use crate::icache::State;
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
-use crate::sync::{fence, Ordering};
 use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{
     DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
@@ -113,9 +112,9 @@ impl FsInner {
             return Err(Errno::ENOTDIR);
         };
         let w = state.write(which, || self.load_index(dir))?;
-        // Pairs with the fence in `evict_claimed` (see `with_dir`). A
-        // counted directory is never FREEING: a claim needs no references.
-        fence(Ordering::SeqCst);
+        // Ordered against an evictor by the locks just taken (see
+        // `with_dir`). A counted directory is never FREEING: a claim needs
+        // no references.
         if dir.life.state() == State::Freeing {
             return Err(Errno::ESTALE);
         }
