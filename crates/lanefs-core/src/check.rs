@@ -41,6 +41,13 @@ fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
             ));
         }
         let m = inode.meta.lock();
+        let parent = inode.parent.load(crate::sync::Ordering::Acquire);
+        if parent != m.rec.parent {
+            bad.push(format!(
+                "inode {}: parent copy {parent}, record's {}",
+                inode.ino, m.rec.parent
+            ));
+        }
         let pinned = m.lookups != 0 || m.opens != 0 || m.rec.nlink == 0;
         if life.on_lru() {
             on_lru += 1;

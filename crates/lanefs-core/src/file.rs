@@ -626,7 +626,7 @@ impl Fs {
             off = 1;
         }
         if off == 1 {
-            let parent = dir.meta.lock().rec.parent;
+            let parent = dir.parent.load(Ordering::Acquire);
             let up = DirEntry {
                 ino: parent,
                 kind: FileKind::Directory,

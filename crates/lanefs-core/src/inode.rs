@@ -38,7 +38,7 @@
 //! then, under `meta`, `lookups == opens == 0`; it is written back before it
 //! leaves the hash.
 
-use crate::sync::AtomicBool;
+use crate::sync::{AtomicBool, AtomicU64};
 use std::cell::Cell;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
@@ -101,6 +101,11 @@ pub(crate) struct Inode {
     /// number gets a new one): lets a caller holding no reference check
     /// that a number still names the inode it found (`DirAt`).
     pub generation: u64,
+    /// A directory's parent: a copy of `rec.parent`, stored under `meta`
+    /// and the rename lock whenever a rename moves the directory, so that
+    /// `is_ancestor` (under the rename lock, where it cannot change) and
+    /// the `..` of a listing read it without `meta`.
+    pub parent: AtomicU64,
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
@@ -121,6 +126,7 @@ impl Inode {
             ino: rec.ino,
             kind: rec.kind,
             generation: rec.generation,
+            parent: AtomicU64::new(rec.parent),
             meta: MetaLock::new(Meta {
                 rec,
                 dirty,

@@ -25,6 +25,7 @@ use crate::fs::{
 use crate::icache::State;
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
+use crate::sync::Ordering;
 use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{
     DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
@@ -383,8 +384,12 @@ impl FsInner {
     }
 
     /// Is directory `ancestor` equal to `dir` or above it? Walks parents;
-    /// call under `rename_lock` so the shape cannot change.
+    /// call under `rename_lock` so the shape cannot change. Lock-free and
+    /// uncounted for cached directories (their `parent` copy), so that a
+    /// rename between directories writes nothing of the directories above
+    /// them.
     pub(crate) fn is_ancestor(&self, ancestor: Ino, mut dir: Ino) -> Result<bool> {
+        let guard = crossbeam_epoch::pin();
         for _ in 0..100_000 {
             if dir == ancestor {
                 return Ok(true);
@@ -392,7 +397,10 @@ impl FsInner {
             if dir == lanefs_store::ROOT_INO {
                 return Ok(false);
             }
-            dir = self.iget(dir)?.meta.lock().rec.parent;
+            dir = match self.iget_rcu(dir, &guard) {
+                Some(d) => d.parent.load(Ordering::Acquire),
+                None => self.iget(dir)?.meta.lock().rec.parent,
+            };
         }
         Err(Errno::ELOOP)
     }

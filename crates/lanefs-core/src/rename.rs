@@ -25,6 +25,7 @@ use crate::fs::{check_name, is_dot_or_dotdot, touch_c, IRef, SubdirLink};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
+use crate::sync::Ordering;
 use crate::{
     Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
 };
@@ -323,6 +324,7 @@ impl Fs {
             for (m, inode, to) in [(&mut om, &*old, ndir), (&mut tm, &*t, odir)] {
                 if let Some(m) = m {
                     m.rec.parent = to.ino;
+                    inode.parent.store(to.ino, Ordering::Release);
                     touch_c(inode, m, now);
                 }
             }
@@ -407,6 +409,7 @@ impl Fs {
             }
             if let Some(m) = om.as_mut() {
                 m.rec.parent = ndir.ino;
+                old.parent.store(ndir.ino, Ordering::Release);
                 touch_c(&old, m, now);
             }
         }
