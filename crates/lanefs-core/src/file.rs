@@ -124,13 +124,23 @@ impl OpenFile {
 }
 
 impl Drop for OpenFile {
+    /// The last close of an unlinked inode frees it (`maybe_free`); any
+    /// other close decides under the one `meta` section that drops its
+    /// count (a close of a linked file or directory, the common case,
+    /// takes `meta` once, not twice).
     fn drop(&mut self) {
-        {
+        let (freeable, unpinned) = {
             let mut m = self.inode.meta.lock();
             debug_assert!(m.opens > 0, "open count underflow");
             *m.opens_mut() -= 1;
+            let unpinned = !m.freed && m.lookups == 0 && m.opens == 0;
+            (unpinned && m.rec.nlink == 0, unpinned)
+        };
+        if freeable {
+            self.fs.maybe_free(&self.inode);
+        } else if unpinned {
+            self.fs.reoffer_to_lru(&self.inode);
         }
-        self.fs.maybe_free(&self.inode);
     }
 }
 

@@ -782,7 +782,7 @@ impl FsInner {
     /// The last lookup or open count of a linked inode went: if nothing
     /// references it, put it back on the LRU (eviction took it off while it
     /// was pinned). Called with no lock held.
-    fn reoffer_to_lru(&self, inode: &Inode) {
+    pub(crate) fn reoffer_to_lru(&self, inode: &Inode) {
         if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
             return;
         }
