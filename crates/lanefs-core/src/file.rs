@@ -280,8 +280,18 @@ impl Fs {
     /// read-only; symlinks give `ELOOP`; device, fifo and socket nodes
     /// `ENXIO`.
     pub fn open(&self, cred: &Cred, ino: Ino, flags: i32) -> Result<OpenFile> {
+        self.open_checked(cred, ino.into(), flags)
+    }
+
+    /// As [`open`](Self::open), for a caller that holds no reference on
+    /// the inode (a path walk that counted nothing): `ENOENT` unless the
+    /// number still names the generation `at` saw.
+    pub fn open_checked(&self, cred: &Cred, at: DirAt, flags: i32) -> Result<OpenFile> {
         // The counted reference is held until the open count pins the inode.
-        let inode = self.inner.iget(ino)?;
+        let inode = self.inner.iget(at.ino)?;
+        if !at.matches(inode.generation) {
+            return Err(Errno::ENOENT);
+        }
         self.inner
             .open_inode(cred, inode.arc(), flags, false, false)
     }

@@ -1086,7 +1086,9 @@ impl Filesystem {
         if flags & libc::O_CREAT != 0 {
             return Ok(self.open_create(path, flags, mode)?);
         }
-        let h = self.resolve(path, flags & libc::O_NOFOLLOW == 0)?;
+        let h = self
+            .walker()
+            .resolve_seen(path, flags & libc::O_NOFOLLOW == 0)?;
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         // Linux's do_open: O_DIRECTORY first, then may_open's type checks.
         match h.kind {
@@ -1098,7 +1100,7 @@ impl Filesystem {
         }
         let handle = self
             .core()
-            .open(&self.cred, h.ino, flags & CORE_OPEN_FLAGS)?;
+            .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
         Ok(File::new(self.clone(), handle, h.kind, flags))
     }
 

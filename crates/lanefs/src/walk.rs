@@ -308,6 +308,18 @@ impl<'a> Walker<'a> {
     /// `O_CREAT`). A trailing slash follows a final symlink and requires a
     /// directory.
     pub(crate) fn resolve(&mut self, path: &[u8], follow: bool) -> Result<Held<'a>> {
+        self.resolve_counting(path, follow, true)
+    }
+
+    /// As [`resolve`](Self::resolve), holding the result by the generation
+    /// seen when the lock-free walk answers (`Pin::Seen`): for a call that
+    /// checks it (an open by `Held::at`), so that an open by path writes
+    /// no lookup count of the file.
+    pub(crate) fn resolve_seen(&mut self, path: &[u8], follow: bool) -> Result<Held<'a>> {
+        self.resolve_counting(path, follow, false)
+    }
+
+    fn resolve_counting(&mut self, path: &[u8], follow: bool, count: bool) -> Result<Held<'a>> {
         check_path(path)?;
         let must_dir = path.ends_with(b"/");
         self.walk(
@@ -315,7 +327,7 @@ impl<'a> Walker<'a> {
             components(path),
             follow,
             must_dir,
-            true,
+            count,
         )
     }
 
