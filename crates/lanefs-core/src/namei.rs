@@ -80,6 +80,14 @@ impl FsInner {
     /// unlink, free and create could hand back an unrelated inode). The
     /// lookup's epoch guard stays pinned across `iget` (which may wait for
     /// a loading or evicted inode) so that the node's identity holds.
+    ///
+    /// In a directory nobody counted (`with_dir`) that was evicted
+    /// meanwhile, the index is a private copy no change reaches any more
+    /// (changes go to the directory's new cache object), so a name
+    /// unlinked and its number reused since would still validate: a
+    /// FREEING directory answers `ESTALE` instead (its caller reruns on a
+    /// counted reference). A directory still hashed when the check passes
+    /// had this index installed at validation, where the answer holds.
     pub fn lookup_child(&self, dir: &Inode, name: &[u8]) -> Result<IRef<'_>> {
         let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
@@ -91,6 +99,9 @@ impl FsInner {
             };
             let child = self.iget(e.slot().ino);
             if r.still_linked(state, &e) {
+                if dir.life.state() == State::Freeing {
+                    return Err(Errno::ESTALE);
+                }
                 return child;
             }
         }

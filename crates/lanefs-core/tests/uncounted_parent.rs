@@ -112,6 +112,19 @@ fn changes_in_an_unreferenced_directory_beside_eviction() {
                             fs.forget(f.ino, 1);
                             fs.rename(&r, at, a.as_bytes(), at, b.as_bytes(), 0)
                                 .unwrap();
+                            // A lookup of an existing name through the
+                            // directory (open by name), then a create of
+                            // one that exists (open, no O_EXCL).
+                            let (_, h, _) = fs
+                                .open_at(&r, at, b.as_bytes(), libc::O_RDONLY, 0, 0, false)
+                                .unwrap();
+                            drop(h);
+                            let flags = libc::O_RDWR | libc::O_CREAT;
+                            let (_, h, made) = fs
+                                .open_at(&r, at, b.as_bytes(), flags, 0o644, 0, false)
+                                .unwrap();
+                            assert!(!made, "{b} exists");
+                            drop(h);
                             if i % 2 == 0 {
                                 fs.unlink(&r, at, b.as_bytes()).unwrap();
                             }
