@@ -274,10 +274,7 @@ impl Fs {
         start: impl Into<DirAt>,
         comps: &[&[u8]],
     ) -> Option<Result<Found>> {
-        let r = self
-            .inner
-            .walk_rcu(cred, start.into(), comps, false, false)?;
-        Some(r.map(|r| r.found))
+        self.resolve_found(cred, start.into(), comps, false)
     }
 
     /// As [`resolve_rcu_ino`](Self::resolve_rcu_ino), adding one lookup
@@ -289,9 +286,17 @@ impl Fs {
         start: impl Into<DirAt>,
         comps: &[&[u8]],
     ) -> Option<Result<Found>> {
-        let r = self
-            .inner
-            .walk_rcu(cred, start.into(), comps, true, false)?;
+        self.resolve_found(cred, start.into(), comps, true)
+    }
+
+    fn resolve_found(
+        &self,
+        cred: &Cred,
+        start: DirAt,
+        comps: &[&[u8]],
+        counted: bool,
+    ) -> Option<Result<Found>> {
+        let r = self.inner.walk_rcu(cred, start, comps, counted, false)?;
         Some(r.map(|r| r.found))
     }
 }
