@@ -548,15 +548,6 @@ impl FsInner {
         }
     }
 
-    /// A directory inode, or `ENOTDIR`.
-    pub fn dir(&self, ino: Ino) -> Result<IRef<'_>> {
-        let d = self.iget(ino)?;
-        if d.kind != FileKind::Directory {
-            return Err(Errno::ENOTDIR);
-        }
-        Ok(d)
-    }
-
     /// Run `op` on directory `at` — the parent of a create, link, unlink
     /// or rename — without counting a reference on it, so that changes
     /// of different names in one directory write no line of its own
@@ -607,11 +598,22 @@ impl FsInner {
                 }
             }
         }
-        let dir = self.dir(at.ino)?;
-        if !at.matches(dir.generation) {
+        let dir = self.dir_checked(at)?;
+        op(&dir)
+    }
+
+    /// The directory `at`, counted: `ENOENT` if its generation no longer
+    /// matches (checked before the kind: a number reused by a file is a
+    /// directory gone, not `ENOTDIR`).
+    pub fn dir_checked(&self, at: DirAt) -> Result<IRef<'_>> {
+        let d = self.iget(at.ino)?;
+        if !at.matches(d.generation) {
             return Err(Errno::ENOENT);
         }
-        op(&dir)
+        if d.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(d)
     }
 
     /// Make a new inode owned by `cred` in a directory whose attributes

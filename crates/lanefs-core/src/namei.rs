@@ -359,10 +359,7 @@ impl FsInner {
         if let Some(r) = self.walk_rcu(cred, parent, &[name], counted, true) {
             return r.map(|r| r.attr.expect("asked for"));
         }
-        let dir = self.dir(parent.ino)?;
-        if !parent.matches(dir.generation) {
-            return Err(Errno::ENOENT);
-        }
+        let dir = self.dir_checked(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
         let attr_of = |inode: &Inode| {
             let mut m = inode.meta.lock();
