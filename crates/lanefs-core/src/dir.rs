@@ -170,6 +170,9 @@ struct Listed {
 pub(crate) struct DirIndex {
     names: NameTable<Stripe>,
     by_cookie: SkipList<u64, Listed>,
+    /// The bound every cookie was below at load (immutable): every
+    /// stripe's counter started at or above it.
+    loaded_top: u64,
 }
 
 impl DirIndex {
@@ -183,6 +186,7 @@ impl DirIndex {
         let d = DirIndex {
             names: NameTable::new(),
             by_cookie: SkipList::new(crossbeam_epoch::default_collector().clone()),
+            loaded_top: top,
         };
         for (s, st) in d.names.stripes().enumerate() {
             st.next_cookie
@@ -221,15 +225,28 @@ impl DirIndex {
             .sum()
     }
 
-    /// A bound above every cookie handed out, the largest of the stripes'
-    /// next cookies (exact for a holder of every stripe: cookies are
+    /// A bound above every cookie in use or handed out since the load:
+    /// the load's bound, or one more than the largest cookie a stripe has
+    /// handed out since (exact for a holder of every stripe: cookies are
     /// handed out under a stripe). An index loaded with it starts every
-    /// stripe at or above it.
+    /// stripe at or above it. A stripe that handed out nothing adds
+    /// nothing, so taking out and reloading an unchanged index leaves its
+    /// directory's `next_cookie` as it was (no record to write back).
     pub fn next_cookie(&self) -> u64 {
+        let top = self.loaded_top;
         self.names
             .stripes()
-            .map(|s| s.next_cookie.load(Ordering::Relaxed))
-            .fold(FIRST_COOKIE, u64::max)
+            .enumerate()
+            .map(|(s, st)| {
+                let next = st.next_cookie.load(Ordering::Relaxed);
+                if next == first_cookie_of_stripe(top, s) {
+                    top
+                } else {
+                    // One more than the last cookie the stripe handed out.
+                    next - (STRIPES as u64 - 1)
+                }
+            })
+            .fold(top, u64::max)
     }
 
     /// Fold the stripes' attribute changes (`StripeAttrs::fold`), giving
@@ -563,7 +580,7 @@ impl DirLoad<'_> {
 /// Stripes of a directory held with its index loaded: their only writer.
 pub(crate) struct DirWrite<'a> {
     index: &'a DirIndex,
-    /// (stripe, its lock), ascending; never read, held while this lives.
+    /// (stripe, its lock), ascending; held while this lives.
     held: SmallVec<[(usize, MutexGuard<'a, ()>); 2]>,
 }
 
@@ -592,11 +609,13 @@ impl DirWrite<'_> {
     /// A new cookie for `name`, from its stripe's range.
     pub fn new_cookie(&mut self, name: &[u8]) -> u64 {
         self.debug_check_held(name);
-        let next = &self
-            .index
-            .names
-            .aux(self.index.names.stripe_of(name))
-            .next_cookie;
+        // One stripe held: it is `name`'s (checked above in debug builds;
+        // a cookie is unique whatever held stripe's range it comes from).
+        let s = match self.held.as_slice() {
+            [(s, _)] => *s,
+            _ => self.index.names.stripe_of(name),
+        };
+        let next = &self.index.names.aux(s).next_cookie;
         let c = next.load(Ordering::Relaxed);
         next.store(c + STRIPES as u64, Ordering::Relaxed);
         c
@@ -756,6 +775,44 @@ mod tests {
                 );
                 assert_eq!(c % STRIPES as u64, s as u64, "top {top}, stripe {s}");
             }
+        }
+    }
+
+    #[test]
+    fn the_next_cookie_moves_only_with_cookies_handed_out() {
+        let rec = |name: &str, cookie: u64| DirEntryRecord {
+            name: name.into(),
+            ino: 10,
+            kind: FileKind::Regular,
+            cookie,
+        };
+        // Unchanged since the load: the record's bound, or one more than
+        // the largest loaded cookie — never a stripe's unused start.
+        assert_eq!(
+            DirIndex::from_records(vec![rec("a", 7)], 40).next_cookie(),
+            40
+        );
+        assert_eq!(
+            DirIndex::from_records(vec![rec("a", 50)], 40).next_cookie(),
+            51
+        );
+        assert_eq!(
+            DirIndex::from_records(Vec::new(), 0).next_cookie(),
+            FIRST_COOKIE
+        );
+        let d = DirState::default();
+        d.lock_load()
+            .install(DirIndex::from_records(vec![rec("a", 7)], 40));
+        let mut last = 0;
+        for i in 0..40 {
+            let name = format!("n{i}");
+            let mut w = d
+                .write(Stripes::Of(&[name.as_bytes()]), || Err::<DirIndex, ()>(()))
+                .expect("loaded");
+            let c = w.new_cookie(name.as_bytes());
+            w.insert(name.as_bytes(), slot(100 + i, c));
+            last = last.max(c);
+            assert_eq!(w.index.next_cookie(), last + 1, "after {name}");
         }
     }
 
