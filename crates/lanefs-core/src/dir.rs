@@ -72,11 +72,13 @@
 //! every stripe's counter starts at the least cookie of its range that is
 //! at or above the directory's `next_cookie` and above every loaded cookie
 //! (`first_cookie_of_stripe`); the `next_cookie` folded back into the
-//! record (`fold_with_next_cookie`) is the largest of the stripes'
-//! counters, so it bounds every stripe, and a new cookie never repeats one
-//! handed out before, even one of an entry removed since (the shuttle
-//! model `model_dir_stripes_writers_vs_take` fails if a reload ignores
-//! it). New entries can land before older ones in cookie order (a stripe
+//! record (`fold_with_next_cookie`) is one more than the largest cookie
+//! any stripe handed out since, or the load's bound if larger
+//! (`DirIndex::next_cookie`), so it bounds every stripe's cookies, and a
+//! new cookie never repeats one handed out before, even one of an entry
+//! removed since (the shuttle model `model_dir_stripes_writers_vs_take`
+//! fails if a reload ignores it), while an index reloaded without changes
+//! folds back the bound it was loaded with. New entries can land before older ones in cookie order (a stripe
 //! behind another hands out smaller cookies), as in a hash-ordered
 //! directory; nothing below depends on the order. This was tried once
 //! with the striped table and given up: with the kernel's listing cache
