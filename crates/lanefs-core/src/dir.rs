@@ -130,8 +130,10 @@
 //! that copy and 22% the node load after it; f348014's code generation had
 //! no such copy. Only the walk moved: with `Range` (which keeps its position
 //! inside itself) CPU time per MRDL operation went from 2.14 µs to
-//! 1.27 µs, back at f348014's speed; the stored hash and an inline compare
-//! of short names (`dir_hash::same_name`) took it to 1.16 µs.
+//! 1.27 µs, a little under f348014's 1.29 µs; the stored hash and an
+//! inline compare of short names (`dir_hash::same_name`) took it to
+//! 1.16-1.18 µs (`lanefs bench -t inproc`, 1 thread, medians of
+//! interleaved invocations of the builds on a 2-core EPYC VM).
 
 use std::ops::Bound;
 use std::ptr;
