@@ -428,10 +428,11 @@ fn bytemuck_bytes(words: &[u64]) -> &[u8] {
 
 /// A name removed before a listing began is never in it, also when
 /// another descriptor's cache fill straddles the removal: descriptor A
-/// starts filling the kernel's cached listing (its first chunk includes
-/// the victim, a name in it), the victim is unlinked, descriptor B opens and takes a small first
-/// chunk (not from the cache: the fill is incomplete, so the kernel does
-/// not check the cache's version), A finishes the fill, and B reads the
+/// starts filling the kernel's cached listing (its chunks so far include
+/// the victim, the 51st name it read), the victim is unlinked, descriptor
+/// B opens and takes a small first chunk (not from the cache: the fill is
+/// incomplete, so the kernel does not check the cache's version), A
+/// finishes the fill, and B reads the
 /// rest — from the now complete cache, whose first chunk predates the
 /// unlink (docs/FUSE.md, `FOPEN_CACHE_DIR`). Without the daemon's guard
 /// (`dircache.rs` in lanefs-fuse) B lists the victim. Afterwards listings
