@@ -148,6 +148,27 @@ unsafe fn free_slot(slot: &AtomicPtr<Node>) {
     }
 }
 
+/// `a == b`, inline for names of up to 16 bytes (`==` on slices calls
+/// `bcmp`, a call per lookup that cost as much as the rest of a check in a
+/// listing): two overlapping words cover every byte of a name of 4 to 16
+/// bytes, three bytes every byte of a shorter one.
+#[inline]
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_ne_bytes(s[i..i + 8].try_into().unwrap());
+    let w4 = |s: &[u8], i: usize| u32::from_ne_bytes(s[i..i + 4].try_into().unwrap());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// An entry as a lookup found it: its slot, and (for [`NameTable::holds`])
 /// the node that held it. Valid while the guard of the lookup is pinned.
 #[derive(Clone, Copy)]
@@ -226,7 +247,7 @@ impl<A> NameTable<A> {
             // SAFETY: nodes reachable from the table are freed only
             // through `defer` after being unlinked, after `_guard`.
             let node = unsafe { &*p };
-            if node.hash == hash && *node.name == *name {
+            if node.hash == hash && same_name(&node.name, name) {
                 return Some((link, node));
             }
             link = &node.next;
@@ -237,6 +258,20 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
+        self.find(hash, name, guard).map(|(_, n)| n.slot)
+    }
+
+    /// The hash [`get_hashed`](Self::get_hashed) takes for `name`.
+    #[inline]
+    pub fn hash_of(&self, name: &[u8]) -> u64 {
+        self.hasher.hash_one(name)
+    }
+
+    /// The entry `name`, whose [`hash_of`](Self::hash_of) is `hash`,
+    /// lock-free.
+    #[inline]
+    pub fn get_hashed(&self, hash: u64, name: &[u8], guard: &Guard) -> Option<Slot> {
+        debug_assert_eq!(hash, self.hash_of(name), "a hash of another name");
         self.find(hash, name, guard).map(|(_, n)| n.slot)
     }
 
@@ -453,6 +488,25 @@ mod tests {
         for i in 0..n {
             let want = (i % 2 == 1).then(|| slot(i + n));
             assert_eq!(t.get(format!("f{i}").as_bytes(), &guard), want);
+        }
+    }
+
+    #[test]
+    fn same_name_agrees_with_slice_equality() {
+        // Every length around the word boundaries, equal names and names
+        // differing in exactly one byte at each position, or in length.
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i % 26).collect();
+            assert!(same_name(&a, &a.clone()), "len {n}");
+            for i in 0..n {
+                let mut b = a.clone();
+                b[i] ^= 0x20;
+                assert!(!same_name(&a, &b), "len {n}, byte {i}");
+                assert!(!same_name(&b, &a), "len {n}, byte {i}");
+            }
+            let mut longer = a.clone();
+            longer.push(b'a');
+            assert!(!same_name(&a, &longer), "len {n} vs {}", n + 1);
         }
     }
 
