@@ -249,21 +249,32 @@ fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
             o.rec.as_ref()?;
             Some((o.bad, record_kind(o)))
         };
-        let dirs: Vec<(Ino, Vec<Entry>)> = inner
+        type Listed = (Ino, Option<FileKind>, Vec<Entry>);
+        let dirs: Vec<Listed> = inner
             .shards
             .iter()
             .flat_map(|s| {
                 s.lock()
                     .iter()
                     .filter_map(|(&i, o)| {
-                        o.dir.as_ref().map(|d| (i, d.entries().cloned().collect()))
+                        o.dir
+                            .as_ref()
+                            .map(|d| (i, record_kind(o), d.entries().cloned().collect()))
                     })
                     .collect::<Vec<_>>()
             })
             .collect();
-        for (dir, entries) in dirs {
+        for (dir, kind, entries) in dirs {
             for (name, v) in entries {
-                if let Some(p) = entry_problem(&live, dir, &name, &v) {
+                // Entries of an inode that is not a directory (its record
+                // says another kind) name nothing anyone can reach: dropped,
+                // as `check` reports them.
+                let problem = if kind != Some(FileKind::Directory) {
+                    Some(format!("inode {dir}: has entries but is {kind:?}"))
+                } else {
+                    entry_problem(&live, dir, &name, &v)
+                };
+                if let Some(p) = problem {
                     doomed.push((dir, name, p));
                 }
             }
