@@ -36,6 +36,12 @@
 //!   instead of replacing the entry (which made `cached_inodes` drift).
 //! * `iget` and `IRef` drops must not happen with any `meta` held: they may
 //!   wait on a FREEING inode whose evictor takes that inode's `meta`.
+//! * The directory of a create, link, unlink or rename is not counted
+//!   ([`FsInner::with_dir`]): it is used under an epoch guard and kept
+//!   cached by its entry locks — an evictor gives a directory back when its
+//!   load lock or any stripe is busy after its claim, and every change
+//!   checks the claim once it holds its stripe (`dir_write`: `ESTALE`,
+//!   then the operation reruns on a counted reference).
 //!
 //! The whole lock order (outermost first), repeated in docs/ARCHITECTURE.md:
 //! 1. `rename_lock`
