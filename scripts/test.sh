@@ -20,7 +20,7 @@ cargo test --workspace --all-features --release
 
 echo "== model checks (shuttle; LANEFS_SHUTTLE_ITERS=${LANEFS_SHUTTLE_ITERS:-1000} per check)"
 RUSTFLAGS="--cfg lanefs_shuttle" CARGO_TARGET_DIR=target/shuttle \
-    cargo test -p lanefs-core --lib --release -- model_
+    cargo test -p lanefs-core --lib --release -- model_ --test-threads=1
 
 # The fuzz corpus and deterministic mutations of it already ran inside
 # `cargo test` (crates/lanefs-image/tests/fuzz_corpus.rs); a real libFuzzer

@@ -557,7 +557,7 @@ mod model {
     /// write sets size == uid == gid == nlink, so a torn copy would differ.
     #[test]
     fn model_seqlock_reader_never_sees_a_torn_record() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let mut r = InodeRecord {
                     ino: 2,

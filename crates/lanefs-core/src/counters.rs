@@ -424,7 +424,7 @@ mod model {
     /// exact once quiet.
     #[test]
     fn model_reservations_never_below_zero() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let c = Arc::new(PercpuCounter::new(10, 4));
                 let threads: Vec<_> = [(0, 6), (1, 6), (1, 3), (2, 2)]
@@ -457,7 +457,7 @@ mod model {
     /// first lets at most one.
     #[test]
     fn model_two_large_reservations() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let c = Arc::new(PercpuCounter::new(1000, 4));
                 let threads: Vec<_> = (0..2)
@@ -477,7 +477,7 @@ mod model {
     /// The shared-atomic design under the same schedule explorer.
     #[test]
     fn model_atomic_reservations_exact() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let c = Arc::new(AtomicCounter::new(10));
                 let threads: Vec<_> = [6u64, 6, 3]

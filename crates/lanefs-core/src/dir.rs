@@ -1018,7 +1018,7 @@ mod model {
     /// remove returned; a changed name is found with an old or new value.
     #[test]
     fn model_dir_lookup_vs_insert_remove_drop() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let d = Arc::new(DirState::default());
                 {
@@ -1099,7 +1099,7 @@ mod model {
     /// folded next cookie) — each from its name's stripe's range.
     #[test]
     fn model_dir_stripes_writers_vs_take() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let d = Arc::new(DirState::default());
                 d.lock_load().install(DirIndex::from_records(

@@ -350,7 +350,7 @@ mod model {
     /// twice or not at all).
     #[test]
     fn model_stripe_attrs_snapshot_vs_note_and_fold() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let s = Arc::new(Two(Default::default()));
                 let stripes = Arc::new([Mutex::new(()), Mutex::new(())]);

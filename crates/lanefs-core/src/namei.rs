@@ -782,7 +782,7 @@ mod model {
     /// and link count are exact, also once reloaded from the store.
     #[test]
     fn model_create_in_uncounted_dir_vs_eviction() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let fs = Fs::new_in_memory();
                 let r = Cred::root();

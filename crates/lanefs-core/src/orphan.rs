@@ -389,7 +389,7 @@ mod model {
     /// handed out twice, nothing is lost, the free counts stay exact.
     #[test]
     fn model_add_vs_remove() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let t = Arc::new(SlotOrphanTable::with_geometry(2, 2));
                 let pre = t.add_from(0, 100);

@@ -123,6 +123,31 @@ mod model_locks {
     }
 }
 
+/// Run a model check: `shuttle::check_random` of `f`, each iteration
+/// ending with the epoch's garbage collected *inside* the execution.
+/// Deferred frees of the engine's structures (icache nodes, directory
+/// indexes, page indexes) load model atomics in their `Drop`; run later by
+/// another test's thread, or by a test thread's exit (crossbeam finalizes
+/// its thread-local handle then), they touch a model atomic outside any
+/// execution and shuttle aborts the process. Model checks also run one at
+/// a time (`--test-threads=1` in scripts/test.sh), so no other thread's
+/// pin holds the epoch back while an iteration drains it.
+#[cfg(all(test, lanefs_shuttle))]
+pub(crate) fn check_random<F: Fn() + Send + Sync + 'static>(f: F, iterations: usize) {
+    shuttle::check_random(
+        move || {
+            f();
+            // Each flush seals the local bag, tries to advance the global
+            // epoch and runs the bags two epochs old: a few rounds empty
+            // them when nobody else is pinned.
+            for _ in 0..4 {
+                crossbeam_epoch::pin().flush();
+            }
+        },
+        iterations,
+    );
+}
+
 /// Iterations for one model check: `LANEFS_SHUTTLE_ITERS`, default 1000.
 #[cfg(lanefs_shuttle)]
 pub(crate) fn model_iterations() -> usize {

@@ -314,7 +314,7 @@ mod model {
     /// parking_lot mutex, which a model thread must not block on.)
     #[test]
     fn model_walk_vs_rename_unlink() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let fs = Fs::new_in_memory();
                 let r = Cred::root();

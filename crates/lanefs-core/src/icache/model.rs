@@ -143,7 +143,7 @@ fn miss_vs_insert_new(variant: IcacheVariant) {
 #[test]
 fn model_lookup_evict_load() {
     for v in ALL {
-        shuttle::check_random(
+        crate::sync::check_random(
             move || lookup_evict_load(v),
             crate::sync::model_iterations(),
         );
@@ -153,7 +153,7 @@ fn model_lookup_evict_load() {
 #[test]
 fn model_miss_vs_insert_new() {
     for v in ALL {
-        shuttle::check_random(
+        crate::sync::check_random(
             move || miss_vs_insert_new(v),
             crate::sync::model_iterations(),
         );

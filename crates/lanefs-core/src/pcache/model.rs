@@ -69,7 +69,7 @@ fn check_reads(design: &'static dyn PageCache) {
 
 #[test]
 fn model_lockless_read_vs_write_truncate_punch_drop() {
-    shuttle::check_random(
+    crate::sync::check_random(
         || check_reads(&LocklessRead),
         crate::sync::model_iterations(),
     );
@@ -77,7 +77,7 @@ fn model_lockless_read_vs_write_truncate_punch_drop() {
 
 #[test]
 fn model_locked_read_vs_write_truncate_punch_drop() {
-    shuttle::check_random(
+    crate::sync::check_random(
         || check_reads(&LockedRead),
         crate::sync::model_iterations() / 4,
     );

@@ -460,7 +460,7 @@ mod model {
     /// no later scan calls it.
     #[test]
     fn model_scan_vs_unregister() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let r = Arc::new(DeferredRegistry::new());
                 let (p, _freed, calls, unreg) = probe(true);
@@ -503,7 +503,7 @@ mod model {
     /// afterwards every registered shrinker is found exactly once.
     #[test]
     fn model_scan_vs_block_append() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let r = Arc::new(DeferredRegistry::new());
                 let (p, _freed, _calls, _unreg) = probe(false);

@@ -202,7 +202,7 @@ mod model {
     /// period), however the phases interleave.
     #[test]
     fn model_scan_vs_unregister_waits_a_grace_period() {
-        shuttle::check_random(
+        crate::sync::check_random(
             || {
                 let r = Arc::new(SyncGraceRegistry::new());
                 let unregistered = Arc::new(AtomicBool::new(false));
