@@ -7,9 +7,11 @@
 //!   is a scheduling point. Each lock-free module keeps its model checks in
 //!   a `#[cfg(all(test, lanefs_shuttle))]` module of tests named `model_*`,
 //!   which explore interleavings of the real structure; `scripts/test.sh`
-//!   runs them (`cargo test -p lanefs-core --lib model_`) in their own
-//!   target directory, with [`model_iterations`] as the budget
-//!   (`LANEFS_SHUTTLE_ITERS`, default 1000).
+//!   runs them (`cargo test -p lanefs-core --lib model_ --test-threads=1`)
+//!   in their own target directory, with [`model_iterations`] as the
+//!   budget (`LANEFS_SHUTTLE_ITERS`, default 1000), each through
+//!   `check_random` here, which collects the epoch's garbage inside the
+//!   execution (see there).
 //!
 //! * `--features audit` (not with shuttle): thin wrappers over the normal
 //!   types that, while the current thread's recorder is on, log every
