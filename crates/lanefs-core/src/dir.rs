@@ -173,6 +173,18 @@ pub(crate) struct Slot {
     pub cookie: u64,
 }
 
+impl Slot {
+    /// The store's entry for `name → self`.
+    pub fn record(&self, name: &[u8]) -> DirEntryRecord {
+        DirEntryRecord {
+            name: name.to_vec(),
+            ino: self.ino,
+            kind: self.kind,
+            cookie: self.cookie,
+        }
+    }
+}
+
 /// One stripe's lock and counters (on its root slot's line).
 #[derive(Default)]
 pub(crate) struct Stripe {
@@ -890,13 +902,8 @@ mod tests {
             .index(&g)
             .unwrap()
             .list_after(0, usize::MAX, &g)
-            .into_iter()
-            .map(|(name, s)| DirEntryRecord {
-                name,
-                ino: s.ino,
-                kind: s.kind,
-                cookie: s.cookie,
-            })
+            .iter()
+            .map(|(name, s)| s.record(name))
             .collect();
         drop(g);
         let mut next = 0;
@@ -1000,13 +1007,8 @@ mod model {
             assert!(w.take(|_, next| next_cookie = next));
             let records = old
                 .list_after(0, usize::MAX, &g)
-                .into_iter()
-                .map(|(name, s)| DirEntryRecord {
-                    name,
-                    ino: s.ino,
-                    kind: s.kind,
-                    cookie: s.cookie,
-                })
+                .iter()
+                .map(|(name, s)| s.record(name))
                 .collect();
             w.install(DirIndex::from_records(records, next_cookie));
         })

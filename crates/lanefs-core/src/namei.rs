@@ -27,9 +27,7 @@ use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
 use crate::sync::Ordering;
 use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
-use lanefs_store::{
-    DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
-};
+use lanefs_store::{Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp};
 
 /// What a new node is made of.
 pub(crate) struct NewNode<'a> {
@@ -179,18 +177,14 @@ impl FsInner {
         kind: FileKind,
         mut txn: Txn,
     ) -> Result<()> {
-        let cookie = idx.new_cookie(name);
-        txn.push(TxnOp::PutEntry(
-            dir.ino,
-            DirEntryRecord {
-                name: name.to_vec(),
-                ino,
-                kind,
-                cookie,
-            },
-        ))?;
+        let slot = Slot {
+            ino,
+            kind,
+            cookie: idx.new_cookie(name),
+        };
+        txn.push(TxnOp::PutEntry(dir.ino, slot.record(name)))?;
         self.store.commit(&txn)?;
-        idx.insert(name, Slot { ino, kind, cookie });
+        idx.insert(name, slot);
         Ok(())
     }
 

@@ -29,9 +29,7 @@ use crate::sync::Ordering;
 use crate::{
     Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
 };
-use lanefs_store::{
-    DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp,
-};
+use lanefs_store::{Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp};
 
 impl Fs {
     /// `renameat2` with [`RENAME_NOREPLACE`] or [`RENAME_EXCHANGE`].
@@ -299,8 +297,8 @@ impl Fs {
                 ..oslot
             };
             let mut txn = Txn::new();
-            txn.push(TxnOp::PutEntry(odir.ino, entry_record(name, o_new)))?;
-            txn.push(TxnOp::PutEntry(ndir.ino, entry_record(newname, n_new)))?;
+            txn.push(TxnOp::PutEntry(odir.ino, o_new.record(name)))?;
+            txn.push(TxnOp::PutEntry(ndir.ino, n_new.record(newname)))?;
             // A directory moving to the other parent takes its record (its
             // `..`) along; the metas of the records committed are held
             // across the commit. Only directories are locked together here
@@ -371,7 +369,7 @@ impl Fs {
         let cookie = nidx!().new_cookie(newname);
         let moved = Slot { cookie, ..oslot };
         let mut txn = Txn::new();
-        txn.push(TxnOp::PutEntry(ndir.ino, entry_record(newname, moved)))?;
+        txn.push(TxnOp::PutEntry(ndir.ino, moved.record(newname)))?;
         txn.push(TxnOp::RemoveEntry(odir.ino, name.to_vec()))?;
         // The replaced inode's new link count (0: an orphan until freed)
         // and a moved directory's new parent go with the entries. If both,
@@ -444,16 +442,6 @@ impl Fs {
         }
         drop(t_idx);
         Ok(target)
-    }
-}
-
-/// The store's entry for `name → s`.
-fn entry_record(name: &[u8], s: Slot) -> DirEntryRecord {
-    DirEntryRecord {
-        name: name.to_vec(),
-        ino: s.ino,
-        kind: s.kind,
-        cookie: s.cookie,
     }
 }
 
