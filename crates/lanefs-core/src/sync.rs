@@ -57,6 +57,19 @@ pub(crate) use shuttle::sync::Arc;
 #[cfg(lanefs_shuttle)]
 pub(crate) use std::sync::{OnceLock, Weak};
 
+/// Report to the conflict audit an access it cannot see, made inside a
+/// crate that does not go through this seam (crossbeam-skiplist): a read
+/// or write of `at`'s cache line, named by the caller's `file:line`. Other
+/// builds: nothing.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn note_opaque<T>(at: &T, write: bool) {
+    #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+    audit::record_opaque(at, write);
+    #[cfg(not(all(feature = "audit", not(lanefs_shuttle))))]
+    let _ = (at, write);
+}
+
 /// A hint inside a retry loop: lets a model checker run another thread.
 #[inline]
 pub(crate) fn spin_hint() {

@@ -12,7 +12,12 @@
 //! * lock acquisitions (`lock`, `read`, `write`, `try_*`): a write of the
 //!   lock word's line — a read lock also read-modify-writes the word;
 //! * anything else a caller reports with [`record_key`] (the audit's store
-//!   wrapper logs store keys this way, in a name space of their own).
+//!   wrapper logs store keys this way, in a name space of their own), and
+//!   accesses inside crates that do not use the seam, reported as a read
+//!   or write of one object's line with [`record_opaque`] (the directory's
+//!   listing partitions, crossbeam-skiplist: an insert or remove writes
+//!   the list's own line — its length and height seed — a listing reads
+//!   it).
 //!
 //! What is not recorded: plain loads and stores under a lock (the lock's
 //! line stands for them), `Arc`/`Weak` reference counts (`Arc` stays
@@ -21,7 +26,7 @@
 //! them, which a newtype cannot do on stable Rust), `OnceLock` (a
 //! read-mostly global), `fence`s, crossbeam-epoch internals (a pin touches
 //! the thread's own participant; the global epoch is read-mostly),
-//! crossbeam-skiplist internals, the allocator, and page bytes copied by
+//! crossbeam-skiplist's nodes (its list's line stands for them), the allocator, and page bytes copied by
 //! the read path's inline-assembly copy (the file's sequence count, an
 //! audited atomic, is read around it).
 //!
@@ -113,6 +118,13 @@ pub fn record_key(key: String, write: bool, call: &'static str) {
             site: Site::Store(call),
         });
     }
+}
+
+/// Record an access to `at`'s line made by code that does not go through
+/// the seam (`sync::note_opaque`), as `what = "opaque"`.
+#[track_caller]
+pub fn record_opaque<T>(at: *const T, write: bool) {
+    line(at, write, "opaque");
 }
 
 #[inline(always)]
