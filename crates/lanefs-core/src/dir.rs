@@ -226,6 +226,8 @@ struct Listed {
 
 /// One partition of the listing order: cookie to name.
 type CookieList = SkipList<u64, Listed>;
+/// An entry of a partition, borrowed under a guard.
+type ListEntry<'g> = crossbeam_skiplist::base::Entry<'g, 'g, u64, Listed>;
 
 /// The partition of the listing order that holds `cookie`.
 #[inline]
@@ -371,24 +373,38 @@ impl DirIndex {
                 continue;
             };
             crate::sync::note_opaque(list, false);
-            // One walk of each partition through its `Range` iterator,
-            // which keeps its position in itself. Not `lower_bound` then
-            // `Entry::next` in a loop: that returns each entry through
-            // memory, and the copy the loop made of it (one 16-byte load
-            // of two 8-byte stores) could not be forwarded from the
-            // stores, stalling every step of the walk — MRDL/MRDM lost 41%
-            // to it (module doc).
-            for entry in list.range((from, Bound::Unbounded), guard) {
-                let cookie = *entry.key();
-                let name = entry.value();
-                if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
-                    if slot.cookie == cookie {
-                        out.push((name.name.to_vec(), slot));
-                        if out.len() >= max {
-                            return out;
+            // One walk of each partition through an iterator that keeps
+            // its position in itself. Not `lower_bound` then `Entry::next`
+            // in a loop: that returns each entry through memory, and the
+            // copy the loop made of it (one 16-byte load of two 8-byte
+            // stores) could not be forwarded from the stores, stalling
+            // every step of the walk — MRDL/MRDM lost 41% to it (module
+            // doc). A partition walked from its start takes `iter`, which
+            // begins at the head's first link, where `range` would search
+            // down every level of the list for an unbounded start.
+            let full = matches!(from, Bound::Unbounded);
+            let mut walk = |entries: &mut dyn Iterator<Item = ListEntry<'_>>| {
+                for entry in entries {
+                    let cookie = *entry.key();
+                    let name = entry.value();
+                    if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
+                        if slot.cookie == cookie {
+                            out.push((name.name.to_vec(), slot));
+                            if out.len() >= max {
+                                return true;
+                            }
                         }
                     }
                 }
+                false
+            };
+            let filled = if full {
+                walk(&mut list.iter(guard))
+            } else {
+                walk(&mut list.range((from, Bound::Unbounded), guard))
+            };
+            if filled {
+                return out;
             }
             from = Bound::Unbounded;
         }
