@@ -260,7 +260,7 @@ impl AttrSeq {
     /// Publish `rec`. Callers are serialised by `meta` (the only caller is
     /// [`MetaGuard`]'s drop, which runs under it). Only the groups whose
     /// words changed are written: a change of life-cycle fields alone
-    /// (lookup counts, opens, dirty) writes nothing. When both change, both
+    /// (lookup counts, dirty) writes nothing. When both change, both
     /// sequences go odd before any word is stored, so a whole read sees
     /// both changes or neither.
     fn publish(&self, rec: &InodeRecord, freed: bool) {
@@ -410,11 +410,6 @@ impl MetaGuard<'_> {
     pub fn lookups_mut(&mut self) -> &mut u64 {
         &mut self.guard.lookups
     }
-
-    /// The open count, as [`lookups_mut`](Self::lookups_mut).
-    pub fn opens_mut(&mut self) -> &mut u64 {
-        &mut self.guard.opens
-    }
 }
 
 impl Drop for MetaGuard<'_> {
@@ -494,7 +489,6 @@ mod tests {
             rec,
             dirty: false,
             lookups: 0,
-            opens: 0,
             freed: false,
             orphan_slot: std::cell::Cell::new(None),
         }
@@ -571,7 +565,6 @@ mod model {
                     rec: r,
                     dirty: false,
                     lookups: 0,
-                    opens: 0,
                     freed: false,
                     orphan_slot: std::cell::Cell::new(None),
                 }));

@@ -64,11 +64,12 @@ impl OpenFile {
     /// here too. Fails with `ENOENT` if the inode is already freed.
     pub fn reopen_unchecked(&self, flags: i32) -> Result<OpenFile> {
         {
-            let mut m = self.inode.meta.lock();
+            let m = self.inode.meta.lock();
             if m.freed {
                 return Err(Errno::ENOENT);
             }
-            *m.opens_mut() += 1;
+            // Raised under `meta`, where `freed` was checked (inode doc).
+            self.inode.opens.fetch_add(1, Ordering::AcqRel);
         }
         Ok(OpenFile {
             fs: self.fs.clone(),
@@ -124,16 +125,22 @@ impl OpenFile {
 }
 
 impl Drop for OpenFile {
-    /// The last close of an unlinked inode frees it (`maybe_free`); any
-    /// other close decides under the one `meta` section that drops its
-    /// count (a close of a linked file or directory, the common case,
-    /// takes `meta` once, not twice).
+    /// A close that leaves other handles open only lowers the open count,
+    /// without `meta`: two closes of one file, or a close beside a write or
+    /// a rename of it, share only that count. The last close decides under
+    /// `meta` (the inode doc says why a count lowered before it is safe):
+    /// an unlinked inode is freed (`maybe_free`), any other goes back to
+    /// the LRU when nothing else pins it.
     fn drop(&mut self) {
+        let before = self.inode.opens.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "open count underflow");
+        if before != 1 {
+            return;
+        }
         let (freeable, unpinned) = {
-            let mut m = self.inode.meta.lock();
-            debug_assert!(m.opens > 0, "open count underflow");
-            *m.opens_mut() -= 1;
-            let unpinned = !m.freed && m.lookups == 0 && m.opens == 0;
+            let m = self.inode.meta.lock();
+            let unopened = self.inode.opens.load(Ordering::Acquire) == 0;
+            let unpinned = !m.freed && m.lookups == 0 && unopened;
             (unpinned && m.rec.nlink == 0, unpinned)
         };
         if freeable {
@@ -204,7 +211,8 @@ impl FsInner {
             if flags & libc::O_NOATIME != 0 && !owner_or_root(cred, &m.rec) {
                 return Err(Errno::EPERM);
             }
-            *m.opens_mut() += 1;
+            // Raised under `meta`, where `freed` was checked (inode doc).
+            inode.opens.fetch_add(1, Ordering::AcqRel);
             if counted {
                 *m.lookups_mut() += 1;
             }
@@ -805,5 +813,77 @@ impl Fs {
             touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
         }
         Ok(inode.attr_locked(&m))
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model {
+    use crate::{Cred, Fs};
+    use lanefs_store::ROOT_INO;
+    use shuttle::thread;
+
+    /// Closes lower the open count without `meta` unless they are the last
+    /// (`OpenFile::drop`). Two handles closed on two threads while a third
+    /// unlinks the file and a fourth opens a second handle from the first
+    /// (`reopen_unchecked`, which fails once the inode is freed): the
+    /// inode is freed exactly once, after its last handle, and never while
+    /// a handle is open — the free counts come back exactly, no orphan is
+    /// left, and the engine's check passes.
+    #[test]
+    fn model_closes_vs_unlink_and_reopen() {
+        crate::sync::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let free_before = fs.statfs().unwrap().files_free;
+                let (_, a, _) = fs
+                    .open_at(
+                        &r,
+                        ROOT_INO,
+                        b"f",
+                        libc::O_CREAT | libc::O_RDWR,
+                        0o644,
+                        0,
+                        false,
+                    )
+                    .unwrap();
+                let (_, b, _) = fs
+                    .open_at(&r, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
+                    .unwrap();
+                let reopener = thread::spawn(move || {
+                    // `a` is open until this thread drops it: the reopen
+                    // finds the inode alive.
+                    let c = a
+                        .reopen_unchecked(libc::O_RDONLY)
+                        .expect("reopen of an open file");
+                    drop(a);
+                    c
+                });
+                let closer = thread::spawn(move || drop(b));
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap())
+                };
+                closer.join().unwrap();
+                unlinker.join().unwrap();
+                let c = reopener.join().unwrap();
+                // One handle is left: the unlinked inode must still be
+                // there, counted as used.
+                assert_eq!(
+                    fs.statfs().unwrap().files_free,
+                    free_before - 1,
+                    "freed while open"
+                );
+                fs.check().unwrap();
+                drop(c);
+                assert_eq!(
+                    fs.statfs().unwrap().files_free,
+                    free_before,
+                    "not freed once"
+                );
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
     }
 }

@@ -686,7 +686,7 @@ impl FsInner {
         {
             let mut m = inode.meta.lock();
             m.lookups = n.lookups;
-            m.opens = n.opens;
+            inode.opens.store(n.opens, Ordering::Relaxed);
         }
         debug_assert_eq!(
             crate::attr_seq::metas_held(),
@@ -721,15 +721,18 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
+        // `opens` only falls while `meta` is held (raised under it).
+        let unopened = || inode.opens.load(Ordering::Acquire) == 0;
         let freeable = |m: &Meta| {
-            !m.freed && m.rec.nlink == 0 && m.lookups == 0 && m.opens == 0 && inode.ino != ROOT_INO
+            !m.freed && m.rec.nlink == 0 && m.lookups == 0 && unopened() && inode.ino != ROOT_INO
         };
         {
             let m = inode.meta.lock();
             if !freeable(&m) {
-                let unpinned = !m.freed && m.lookups == 0 && m.opens == 0;
+                // Whether it is still open is asked last, by the offer.
+                let unlooked = !m.freed && m.lookups == 0;
                 drop(m);
-                if unpinned {
+                if unlooked {
                     self.reoffer_to_lru(inode);
                 }
                 return;
@@ -789,9 +792,15 @@ impl FsInner {
 
     /// The last lookup or open count of a linked inode went: if nothing
     /// references it, put it back on the LRU (eviction took it off while it
-    /// was pinned). Called with no lock held.
+    /// was pinned). Called with no lock held. The open count is read last
+    /// (a forget beside a close of one file then reads it only for an inode
+    /// off the LRU); read without `meta`, it may be stale, which only offers
+    /// an inode that eviction finds pinned under `meta` and takes off again.
     pub(crate) fn reoffer_to_lru(&self, inode: &Inode) {
         if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
+            return;
+        }
+        if inode.opens.load(Ordering::Acquire) != 0 {
             return;
         }
         // A counted reference's drop does the offer (`iput`). The number may
@@ -804,8 +813,10 @@ impl FsInner {
     /// After a link count reached zero: record the orphan if the inode lives
     /// on (looked up or open), keeping its slot in `meta` for `maybe_free`.
     /// Called under `meta`; once per inode (a recorded orphan is skipped).
-    pub fn note_unlinked(&self, ino: Ino, m: &Meta) {
-        if m.rec.nlink == 0 && (m.lookups > 0 || m.opens > 0) && m.orphan_slot.get().is_none() {
+    pub fn note_unlinked(&self, inode: &Inode, m: &Meta) {
+        let ino = inode.ino;
+        let open = || inode.opens.load(Ordering::Acquire) > 0;
+        if m.rec.nlink == 0 && (m.lookups > 0 || open()) && m.orphan_slot.get().is_none() {
             m.orphan_slot.set(Some(self.orphans.add(ino)));
         }
     }
@@ -889,7 +900,8 @@ impl FsInner {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
             // (being freed by `maybe_free`, which must find it hashed).
-            if m.lookups != 0 || m.opens != 0 || m.freed || m.rec.nlink == 0 {
+            let open = inode.opens.load(Ordering::Acquire) != 0;
+            if m.lookups != 0 || open || m.freed || m.rec.nlink == 0 {
                 inode.life.unclaim();
                 return false;
             }

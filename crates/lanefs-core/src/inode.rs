@@ -4,7 +4,7 @@
 //!
 //! Inode locking rules:
 //! * `meta` (mutex) protects the record (attributes, link count, size,
-//!   xattrs, symlink target), `dirty`, `lookups`, `opens` and `freed`.
+//!   xattrs, symlink target), `dirty`, `lookups` and `freed`.
 //!   A directory's size, mtime and ctime are its record's (the base) plus
 //!   what changes of names recorded in its stripes since the last fold
 //!   (`dir_attr`); read them with [`Inode::attr_snapshot`] or
@@ -26,6 +26,17 @@
 //!   `false` only delays an atime update. Not used for a directory: the
 //!   changes of its entries move its times in its stripes (`dir_attr`),
 //!   and a listing compares atime with them lock-free instead.
+//!
+//! * `opens` (atomic, on a line of its own): open handles. Raised only
+//!   under `meta` (an open checks `freed` in the same section, so no
+//!   handle is made to a freed inode); lowered by a close *without*
+//!   `meta` while other handles remain — a close then writes nothing but
+//!   this line — and, for the last handle, lowered to 0 and then decided
+//!   under `meta` (free the inode if unlinked, re-offer it to the LRU).
+//!   Every decision that reads it (free, evict, orphan, check) holds
+//!   `meta`: it can only see a count fall, never rise, between its read
+//!   and its decision, and a close that takes it to 0 takes `meta` after
+//!   it and decides again.
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -58,8 +69,6 @@ pub(crate) struct Meta {
     pub dirty: bool,
     /// Lookup references (FUSE lookup counts).
     pub lookups: u64,
-    /// Open file handles.
-    pub opens: u64,
     /// Storage released; the inode is dead.
     pub freed: bool,
     /// Where the orphan table records this inode while it is unlinked but
@@ -91,8 +100,8 @@ impl<T> std::ops::Deref for OwnLine<T> {
 }
 
 /// Field layout is by who writes what: `life` (written by every counted
-/// reference) and `atime_stale` (by every change of the times) each on a
-/// line of their own, so that a lock-free walk or read, which reads the
+/// reference), `atime_stale` (by every change of the times) and `opens`
+/// (by every open and close) each on a line of their own, so that a lock-free walk or read, which reads the
 /// attribute mirror, the kind and the body, shares no line with them.
 pub(crate) struct Inode {
     pub ino: Ino,
@@ -109,6 +118,9 @@ pub(crate) struct Inode {
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
+    /// Open handles (see the module doc: raised under `meta`, lowered
+    /// without it).
+    pub opens: OwnLine<AtomicU64>,
     /// Cache life cycle: state, counted references, LRU membership.
     pub life: OwnLine<Life>,
 }
@@ -131,12 +143,12 @@ impl Inode {
                 rec,
                 dirty,
                 lookups: 0,
-                opens: 0,
                 freed: false,
                 orphan_slot: Cell::new(None),
             }),
             body,
             atime_stale: OwnLine(AtomicBool::new(atime_stale)),
+            opens: OwnLine(AtomicU64::new(0)),
             // The loader's or creator's reference.
             life: OwnLine(Life::new_live(1)),
         }

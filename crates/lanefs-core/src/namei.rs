@@ -689,7 +689,7 @@ impl Fs {
             fs.remove_entry(dir, &mut idx, name, txn)?;
             cm.rec.nlink = nlink;
             touch_c(&child, &mut cm, now);
-            fs.note_unlinked(child.ino, &cm);
+            fs.note_unlinked(&child, &cm);
             drop(cm);
             fs.entry_removed(dir, &mut idx, name, is_dir);
         }

@@ -403,7 +403,7 @@ impl Fs {
             if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
                 m.rec.nlink = n;
                 touch_c(t, m, now);
-                fs.note_unlinked(t.ino, m);
+                fs.note_unlinked(t, m);
             }
             if let Some(m) = om.as_mut() {
                 m.rec.parent = ndir.ino;
