@@ -367,8 +367,16 @@ impl Fs {
         let fs = &self.inner;
         let exclusive = flags & libc::O_EXCL != 0;
         loop {
-            match fs.lookup_child(dir, name) {
-                Ok(_) if exclusive => return Err(Errno::EEXIST),
+            let found = if exclusive {
+                // EEXIST needs no reference on what is there.
+                if fs.child_exists(dir, name)? {
+                    return Err(Errno::EEXIST);
+                }
+                Err(Errno::ENOENT)
+            } else {
+                fs.lookup_child(dir, name)
+            };
+            match found {
                 Ok(child) => {
                     if child.kind == FileKind::Directory {
                         return Err(Errno::EISDIR);

@@ -105,6 +105,19 @@ impl FsInner {
         }
     }
 
+    /// Whether `name` is linked in `dir` now: lock-free, taking no lock
+    /// and no reference (an `O_EXCL` create that finds the name answers
+    /// `EEXIST`, a rename whose source is missing `ENOENT`, at the instant
+    /// of the look). `ESTALE` as [`lookup_child`](Self::lookup_child): the
+    /// index of a directory evicted meanwhile may miss names made since.
+    pub fn child_exists(&self, dir: &Inode, name: &[u8]) -> Result<bool> {
+        let found = self.dir_read(dir)?.get(name).is_some();
+        if dir.life.state() == State::Freeing {
+            return Err(Errno::ESTALE);
+        }
+        Ok(found)
+    }
+
     /// The directory's index as the store has it (under its load lock, so
     /// before `meta`: the record's next cookie bounds the new ones).
     fn load_index(&self, dir: &Inode) -> Result<DirIndex> {
