@@ -10,9 +10,11 @@
 //! Stripes (sv6's per-bucket directory): a name belongs to one of
 //! [`STRIPES`] stripes, the root slot of the index's hash trie it hashes to
 //! (`dir_hash`). Each stripe has, on the root slot's own cache line, a
-//! lock, its entry count and its share of the directory's size and change
-//! times (`dir_attr`: a change of names writes no directory-wide line, not
-//! even the directory's `meta`). A change of names takes
+//! lock, its entry count and its share of the directory's size, change
+//! times and subdirectory links (`dir_attr`: a change of names writes no
+//! directory-wide line, not even the directory's `meta`; a new
+//! subdirectory takes `meta` only when its stripe's room of links runs
+//! out, once per up to `fs::LINK_GRANT` of them). A change of names takes
 //! the stripes of the names it changes, so creates, unlinks and renames of
 //! different names in one directory take different locks and write
 //! different lines (two names share a stripe with probability 1/16).
@@ -21,15 +23,19 @@
 //! * `Stripe::lock` (mutex): the *directory entry lock* of the mount's lock
 //!   order, per stripe: held by every change of the stripe's entries. A
 //!   holder is the stripe's only writer of the trie below its root slot,
-//!   of its `len` and of its `attr`. Several stripes of one directory are taken
+//!   of its `len` and of its `attr` (with its room of subdirectory
+//!   links). Several stripes of one directory are taken
 //!   in ascending index; "all stripes" (an rmdir victim, taking the index
-//!   out, a directory's own mode or owner changing) is every one of them.
-//!   (A new subdirectory's link is reserved in the parent's `meta`
-//!   instead, `fs::SubdirLink`.)
+//!   out, a directory's own mode or owner changing, a new subdirectory
+//!   whose stripe found no room and the directory's `meta` no link left
+//!   to grant, `fs::reserve_subdir_link`) is every one of them.
 //!   Lookups and listings take none.
 //! * `DirState::load` (mutex): held to install an index and to take one
 //!   out (which first folds the stripes' attribute changes into the
-//!   directory's record, `dir_attr`); taken before any stripe lock. A writer that finds no index takes
+//!   directory's record, `dir_attr`); taken before any stripe lock. A new
+//!   index gets its stripes' first rooms of subdirectory links before it
+//!   is installed (under `load`, then the directory's `meta`:
+//!   `namei::load_index`). A writer that finds no index takes
 //!   it to load one, then takes its stripes and re-checks that the index it
 //!   locked is still installed (a take-out needs every stripe, so once the
 //!   check passes the index stays until the writer unlocks).
@@ -57,7 +63,9 @@
 //!   (`Stripe::listed`, on stripe `p`'s line) is null until first used,
 //!   set once by compare-and-swap, freed with the index. `Stripe::len` is
 //!   written by the stripe's holder only (Relaxed); other stripes' values
-//!   are snapshots.
+//!   are snapshots. (It is a `u32`, so that the stripe's line also holds
+//!   its subdirectory count and room, `dir_attr`: at most 2^32 - 1
+//!   entries per stripe.)
 //! * `Stripe::next_cookie` (atomic, on the stripe's line): the stripe's
 //!   next cookie, read and advanced (a load and a store, Relaxed) only by
 //!   the stripe's holder, by every insert of a new entry in the stripe;
@@ -152,7 +160,7 @@ use smallvec::SmallVec;
 
 use crate::dir_attr::{Collect, DirChanges, StripeAttr, StripeAttrs};
 use crate::dir_hash::{EntryRef, NameTable, FANOUT};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
@@ -197,12 +205,13 @@ pub(crate) struct Stripe {
     listed: AtomicPtr<CookieList>,
     lock: Mutex<()>,
     /// Entries in the stripe.
-    len: AtomicUsize,
+    len: AtomicU32,
     /// The stripe's next cookie, `≡ stripe (mod STRIPES)`: written by the
     /// stripe's holder only (Relaxed), read exactly by a holder of every
     /// stripe (module doc, "Readdir cookies").
     next_cookie: AtomicU64,
-    /// The stripe's share of the directory's size and times (`dir_attr`).
+    /// The stripe's share of the directory's size, times and subdirectory
+    /// links, and its room of links (`dir_attr`).
     attr: StripeAttr,
 }
 
@@ -286,7 +295,7 @@ impl DirIndex {
     pub fn len(&self) -> usize {
         self.names
             .stripes()
-            .map(|s| s.len.load(Ordering::Relaxed))
+            .map(|s| s.len.load(Ordering::Relaxed) as usize)
             .sum()
     }
 
@@ -312,6 +321,15 @@ impl DirIndex {
                 }
             })
             .fold(top, u64::max)
+    }
+
+    /// Give each stripe of an index not installed yet the room of
+    /// subdirectory links `room(stripe)` returns (its first grant,
+    /// `dir_attr`).
+    pub fn grant_rooms(&mut self, mut room: impl FnMut(usize) -> u32) {
+        for (s, st) in self.names.stripes().enumerate() {
+            st.attr.add_room(room(s));
+        }
     }
 
     /// Fold the stripes' attribute changes (`StripeAttrs::fold`), giving
@@ -746,14 +764,45 @@ impl DirWrite<'_> {
     }
 
     /// Record in `name`'s stripe that the directory's entries changed by
-    /// `entries` at `now` (its size and times, `dir_attr`).
-    pub fn note(&mut self, name: &[u8], entries: i64, now: Timespec) {
+    /// `entries` and its subdirectories by `subdirs` at `now` (its size,
+    /// times and link count, `dir_attr`). A subdirectory added used a link
+    /// reserved before ([`take_link_room`](Self::take_link_room)); one
+    /// removed gives its link to the stripe's room.
+    pub fn note(&mut self, name: &[u8], entries: i64, subdirs: i32, now: Timespec) {
+        self.stripe_attr(name).note(entries, subdirs, now);
+    }
+
+    fn stripe_attr(&self, name: &[u8]) -> &StripeAttr {
         self.debug_check_held(name);
+        &self.index.names.aux(self.index.names.stripe_of(name)).attr
+    }
+
+    /// Use one subdirectory link of `name`'s stripe's room; false when it
+    /// has none (`dir_attr`).
+    pub fn take_link_room(&mut self, name: &[u8]) -> bool {
+        self.stripe_attr(name).take_room()
+    }
+
+    /// Add `n` subdirectory links to `name`'s stripe's room: a grant, or a
+    /// reserved link given back unused.
+    pub fn add_link_room(&mut self, name: &[u8], n: u32) {
+        self.stripe_attr(name).add_room(n);
+    }
+
+    /// Whether this writer holds every stripe.
+    pub fn holds_all(&self) -> bool {
+        self.held.len() == STRIPES
+    }
+
+    /// Empty every stripe's room of subdirectory links, returning what
+    /// they held. Only a holder of every stripe may.
+    pub fn reclaim_link_rooms(&mut self) -> u64 {
+        assert!(self.holds_all(), "reclaiming rooms without every stripe");
         self.index
             .names
-            .aux(self.index.names.stripe_of(name))
-            .attr
-            .note(entries, now);
+            .stripes()
+            .map(|st| st.attr.take_all_room() as u64)
+            .sum()
     }
 
     /// Remove `name`.
