@@ -369,6 +369,13 @@ impl MetaLock {
         self.attr.read_perm()
     }
 
+    /// How many times the mirror's times, size and links were republished
+    /// (tests: a change that writes none of them leaves it alone).
+    #[cfg(test)]
+    pub fn rest_writes(&self) -> u64 {
+        self.attr.rest.seq.load(Ordering::Relaxed) / 2
+    }
+
     /// Note a lock-free lookup of this inode for the LRU (Linux's
     /// `I_REFERENCED`): lock-free walks take no reference, so without this
     /// an inode only ever reached by them — a directory every path goes
@@ -427,7 +434,7 @@ impl MetaGuard<'_> {
     /// A directory's subdirectory links granted to its stripes
     /// (`dir_attr`), as [`lookups_mut`](Self::lookups_mut): a grant
     /// writes no mirror line.
-    pub fn links_granted_mut(&mut self) -> &mut u32 {
+    pub fn links_granted_mut(&mut self) -> &mut i64 {
         &mut self.guard.links_granted
     }
 }

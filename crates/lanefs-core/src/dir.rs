@@ -1059,6 +1059,52 @@ mod tests {
         assert!(in_listing_order(&listed));
     }
 
+    /// A stripe's room of subdirectory links: granted to a new index, used
+    /// and given back by its holder, kept across a fold (writeback), and
+    /// taken back whole only by a holder of every stripe. A snapshot and
+    /// the fold see the subdirectories the stripes noted.
+    #[test]
+    fn stripes_rooms_of_links_and_subdirectories() {
+        let d = DirState::default();
+        let mut idx = DirIndex::from_records(Vec::new(), 0);
+        idx.grant_rooms(|s| s as u32);
+        d.lock_load().install(idx);
+        let name = (0..64)
+            .map(|i| format!("n{i}").into_bytes())
+            .find(|n| {
+                let g = crossbeam_epoch::pin();
+                d.index(&g).unwrap().names.stripe_of(n) == 3
+            })
+            .expect("a name in stripe 3");
+        {
+            let mut w = d
+                .write(Stripes::Of(&[&name]), || Err::<DirIndex, ()>(()))
+                .expect("loaded");
+            assert!(!w.holds_all());
+            for _ in 0..3 {
+                assert!(w.take_link_room(&name));
+                w.note(&name, 1, 1, Timespec { sec: 1, nsec: 0 });
+            }
+            assert!(!w.take_link_room(&name), "stripe 3 had 3 links");
+            w.note(&name, -1, -1, Timespec { sec: 2, nsec: 0 });
+            w.add_link_room(&name, 4);
+        }
+        let (_, c) = d.attr_snapshot(|| ());
+        assert_eq!((c.entries, c.subdirs), (2, 2));
+        let mut folded = None;
+        d.freeze().fold(|collect, _| folded = Some(collect()));
+        assert_eq!(folded.map(|c| c.subdirs), Some(2));
+        assert!(d.attr_snapshot(|| ()).1.is_empty());
+        let mut w = wr(&d);
+        assert!(w.holds_all());
+        // Stripes 0..16 were granted 0 + 1 + … + 15; stripe 3 used 3, got 1
+        // back from a removal and 4 more.
+        let granted: u64 = (0..STRIPES as u64).sum();
+        assert_eq!(w.reclaim_link_rooms(), granted - 3 + 1 + 4);
+        assert_eq!(w.reclaim_link_rooms(), 0);
+        assert!(!w.take_link_room(&name));
+    }
+
     #[test]
     fn splitting_keeps_every_entry_and_entries_validate_by_identity() {
         let d = loaded();
@@ -1371,6 +1417,149 @@ mod model {
                     handed.iter().all(|&c| c < idx.next_cookie()),
                     "the next cookie bounds every stripe's"
                 );
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model_links {
+    use super::*;
+    use crate::fs::{first_link_grants, fold_dir_changes, reserve_subdir_link, NoLinkRoom};
+    use crate::inode::{Body, Inode};
+    use crate::sync::Arc;
+    use lanefs_store::InodeRecord;
+    use shuttle::thread;
+
+    const NOW: Timespec = Timespec { sec: 1, nsec: 0 };
+
+    fn state(dir: &Inode) -> &DirState {
+        match &dir.body {
+            Body::Dir(d) => d,
+            _ => unreachable!("a directory"),
+        }
+    }
+
+    /// An index as `namei::load_index` makes one: the stripes' first
+    /// rooms granted under `meta`.
+    fn load(dir: &Inode) -> DirIndex {
+        let rooms = first_link_grants(&mut dir.meta.lock());
+        let mut idx = DirIndex::from_records(Vec::new(), 0);
+        idx.grant_rooms(rooms);
+        idx
+    }
+
+    /// A mkdir's link, as `create_in` takes it: in `name`'s stripe, or
+    /// holding every stripe when that is needed. Whether it was made.
+    fn mkdir_like(dir: &Inode, name: &[u8]) -> bool {
+        let names = [name];
+        let mut all = false;
+        loop {
+            let which = if all {
+                Stripes::All
+            } else {
+                Stripes::Of(&names)
+            };
+            let mut w = state(dir)
+                .write(which, || Ok::<_, ()>(load(dir)))
+                .expect("loads");
+            match reserve_subdir_link(dir, &mut w, name) {
+                Ok(()) => {
+                    w.note(name, 1, 1, NOW);
+                    return true;
+                }
+                Err(NoLinkRoom::Full) => return false,
+                Err(NoLinkRoom::NeedAllStripes) => all = true,
+            }
+        }
+    }
+
+    /// Two writers make two subdirectories each, in different stripes
+    /// (model builds: 2), in a directory three links short of `LINK_MAX`
+    /// whose first grant went to stripe 0 alone, while a thread folds the
+    /// stripes (writeback: rooms kept) and then takes the index out (rooms
+    /// gone; the next writer reloads it with fresh grants), and readers
+    /// stat it lock-free and under `meta`: the link count never passes
+    /// `LINK_MAX`, exactly three are made (no spurious `EMLINK` while
+    /// stripe 1 has no room and stripe 0 has), and the record ends with
+    /// exactly `LINK_MAX`.
+    #[test]
+    fn model_subdir_links_two_stripes_near_the_limit_vs_fold() {
+        crate::sync::check_random(
+            || {
+                let base = crate::LINK_MAX - 3;
+                let dir = Arc::new(Inode::new(
+                    InodeRecord {
+                        ino: 9,
+                        generation: 1,
+                        kind: FileKind::Directory,
+                        nlink: base,
+                        size: 2 * crate::DIRENT_SIZE,
+                        next_cookie: FIRST_COOKIE,
+                        ..InodeRecord::default()
+                    },
+                    false,
+                ));
+                {
+                    let mut l = state(&dir).lock_load();
+                    l.install(load(&dir));
+                }
+                // A name in each stripe of the index loaded first.
+                let names: Vec<Vec<u8>> = {
+                    let g = crossbeam_epoch::pin();
+                    let idx = state(&dir).index(&g).unwrap();
+                    (0..STRIPES)
+                        .map(|s| {
+                            (0..64)
+                                .map(|i| format!("d{i}").into_bytes())
+                                .find(|n| idx.names.stripe_of(n) == s)
+                                .expect("a name in each stripe")
+                        })
+                        .collect()
+                };
+                let writers: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        let (dir, name) = (dir.clone(), name.clone());
+                        thread::spawn(move || (0..2).filter(|_| mkdir_like(&dir, &name)).count())
+                    })
+                    .collect();
+                let folder = {
+                    let dir = dir.clone();
+                    thread::spawn(move || {
+                        state(&dir)
+                            .freeze()
+                            .fold(|c, next| fold_dir_changes(&dir, c, next, true));
+                        state(&dir)
+                            .lock_load()
+                            .take(|c, next| fold_dir_changes(&dir, c, next, false));
+                    })
+                };
+                let reader = {
+                    let dir = dir.clone();
+                    thread::spawn(move || {
+                        for _ in 0..2 {
+                            let n = dir.attr_snapshot().nlink();
+                            assert!((base..=crate::LINK_MAX).contains(&n), "nlink {n}");
+                        }
+                    })
+                };
+                for _ in 0..2 {
+                    let m = dir.meta.lock();
+                    let n = dir.attr_locked(&m).nlink;
+                    assert!((base..=crate::LINK_MAX).contains(&n), "nlink {n}");
+                }
+                let made: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+                folder.join().unwrap();
+                reader.join().unwrap();
+                assert_eq!(made, 3, "links made out of 3 left");
+                assert_eq!(dir.attr_snapshot().nlink(), crate::LINK_MAX);
+                state(&dir)
+                    .lock_load()
+                    .take(|c, next| fold_dir_changes(&dir, c, next, false));
+                let m = dir.meta.lock();
+                assert_eq!((m.rec.nlink, m.links_granted), (crate::LINK_MAX, 0));
             },
             crate::sync::model_iterations(),
         );

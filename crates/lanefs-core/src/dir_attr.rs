@@ -23,7 +23,9 @@
 //! A stripe with no room asks the directory's `meta` for a grant out of
 //! what is left, `LINK_MAX - (rec.nlink + granted)`, where `granted` (in
 //! `Meta`, not in the mirror) is Σ over stripes of `subdirs + room` (plus
-//! reservations in flight, held under their stripe); when nothing is
+//! reservations in flight, held under their stripe; negative when
+//! subdirectories the base counts were removed since the last fold, their
+//! links then in rooms); when nothing is
 //! left but other stripes may hold room, the holder of every stripe
 //! reclaims the rooms and decides exactly (`fs::reserve_subdir_link`).
 //! So `rec.nlink + Σ subdirs ≤ rec.nlink + granted ≤ LINK_MAX` at every
@@ -382,9 +384,49 @@ mod tests {
         assert!(c.is_empty());
     }
 
+    #[test]
+    fn subdirectories_fold_into_the_link_count_and_rooms_stay() {
+        let s = Four(Default::default());
+        // Stripe 0 was granted 2 links: one mkdir uses one.
+        s.0[0].add_room(2);
+        assert!(s.0[0].take_room());
+        s.0[0].note(1, 1, t(10));
+        // Stripe 1 has none to use; an rmdir there (of a subdirectory the
+        // base counts) gives its link to the stripe.
+        assert!(!s.0[1].take_room());
+        s.0[1].note(-1, -1, t(11));
+        s.0[2].note(1, 1, t(12));
+        s.0[2].note(1, 1, t(13));
+        let (_, c) = s.snapshot(|| ());
+        assert_eq!((c.entries, c.subdirs), (2, 2));
+        let base = DirAttrs {
+            nlink: 3,
+            size: 3 * DIRENT_SIZE,
+            mtime: t(1),
+            ctime: t(1),
+        };
+        assert_eq!(c.applied(base).nlink, 5);
+        // A removed directory has no links, whatever its stripes hold.
+        assert_eq!(c.applied(DirAttrs { nlink: 0, ..base }).nlink, 0);
+        let mut rec = InodeRecord {
+            nlink: 3,
+            size: 3 * DIRENT_SIZE,
+            ..Default::default()
+        };
+        s.fold(|collect| collect().apply(&mut rec));
+        assert_eq!((rec.nlink, rec.size), (5, 5 * DIRENT_SIZE));
+        let (_, c) = s.snapshot(|| ());
+        assert!(c.is_empty(), "{c:?}");
+        // The rooms are the holders' and outlive the fold.
+        assert_eq!(s.0[0].take_all_room(), 1);
+        assert_eq!(s.0[1].take_all_room(), 1);
+        assert_eq!(s.0[2].take_all_room(), 0);
+    }
+
     /// A reader racing writers and folds never sees a size the directory
-    /// did not have: each writer adds then removes one entry, so every
-    /// consistent state has base + entries in {2, 3, 4} entries × size.
+    /// did not have: each writer adds then removes one entry (a
+    /// subdirectory), so every consistent state has base + entries in
+    /// {2, 3, 4} entries × size, and as many subdirectories as entries.
     #[test]
     fn snapshots_racing_writers_and_folds_are_consistent() {
         use std::sync::Mutex;
@@ -398,8 +440,10 @@ mod tests {
             hs.push(std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let _g = locks[k].lock().unwrap();
-                    s.0[k].note(1, 0, t(1));
-                    s.0[k].note(-1, 0, t(1));
+                    // Each entry a subdirectory: entries and subdirs move
+                    // together in every state the directory has.
+                    s.0[k].note(1, 1, t(1));
+                    s.0[k].note(-1, -1, t(1));
                 }
             }));
         }
@@ -410,7 +454,9 @@ mod tests {
                     let _g: Vec<_> = locks.iter().map(|l| l.lock().unwrap()).collect();
                     s.fold(|collect| {
                         let mut b = base.lock().unwrap();
-                        *b += collect().entries;
+                        let c = collect();
+                        assert_eq!(c.entries, c.subdirs);
+                        *b += c.entries;
                     });
                 }
             }));
@@ -425,6 +471,7 @@ mod tests {
                 s.snapshot(|| *held)
             };
             assert!((0..=2).contains(&(b + c.entries)), "{b} + {}", c.entries);
+            assert_eq!(c.entries, c.subdirs, "a stripe's change seen in part");
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for h in hs {

@@ -224,12 +224,13 @@ pub(crate) fn fold_dir_changes(
         return;
     }
     let c = collect();
+    // Kept: Σ subdirs + rooms less the subdirs folded, the rooms.
     let granted = if index_stays {
         debug_assert!(
-            m.links_granted as i64 >= c.subdirs,
+            m.links_granted >= c.subdirs,
             "subdirectories beyond the grants"
         );
-        (m.links_granted as i64 - c.subdirs).max(0) as u32
+        m.links_granted - c.subdirs
     } else {
         0
     };
@@ -1100,7 +1101,7 @@ pub(crate) fn first_link_grants(m: &mut MetaGuard<'_>) -> impl FnMut(usize) -> u
         granted += g;
         g
     });
-    *m.links_granted_mut() = granted;
+    *m.links_granted_mut() = granted as i64;
     move |s| rooms[s]
 }
 
@@ -1125,22 +1126,26 @@ pub(crate) fn reserve_subdir_link(
         return Ok(());
     }
     let mut m = dir.meta.lock();
+    // Never above `LINK_GRANT`, so the cast is exact.
     let left = |m: &MetaGuard<'_>| {
-        crate::LINK_MAX.saturating_sub(m.rec.nlink.saturating_add(m.links_granted))
+        (crate::LINK_MAX as i64 - (m.rec.nlink as i64 + m.links_granted))
+            .clamp(0, LINK_GRANT as i64) as u32
     };
     if left(&m) == 0 {
         if !idx.holds_all() {
             return Err(NoLinkRoom::NeedAllStripes);
         }
-        let rooms = idx.reclaim_link_rooms() as u32;
-        debug_assert!(rooms <= m.links_granted, "rooms beyond the grants");
-        *m.links_granted_mut() -= rooms;
+        // Every link granted is now used (`subdirs`) or back in a room:
+        // with the rooms taken back, `rec.nlink + links_granted` is the
+        // link count.
+        let rooms = idx.reclaim_link_rooms();
+        *m.links_granted_mut() -= rooms as i64;
         if left(&m) == 0 {
             return Err(NoLinkRoom::Full);
         }
     }
-    let g = left(&m).min(LINK_GRANT);
-    *m.links_granted_mut() += g;
+    let g = left(&m);
+    *m.links_granted_mut() += g as i64;
     drop(m);
     idx.add_link_room(name, g - 1);
     Ok(())
@@ -1243,6 +1248,53 @@ mod tests {
         }
         assert_eq!(missed, 0, "the lock-free walk missed after evictions");
         assert!(fs.cache_counts().0 <= BUDGET + EVICT_BATCH_MIN + 4);
+    }
+
+    /// mkdir, rmdir and renames moving directories in and out of a loaded
+    /// directory count its subdirectories in the names' stripes
+    /// (`dir_attr`): its `meta` mirror, which every link-count change
+    /// under `meta` republished, is not written, and its link count stays
+    /// exact, folded into the record at writeback and kept across a
+    /// reload.
+    #[test]
+    fn subdirectory_changes_leave_the_directory_mirror_alone() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+        let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
+        // Loads both indexes (with their stripes' first rooms of links).
+        fs.mknod(&r, d.ino, b"f", 0o644, 0, 0).unwrap();
+        fs.mknod(&r, e.ino, b"f", 0o644, 0, 0).unwrap();
+        let (dir, other) = (fs.inner.iget(d.ino).unwrap(), fs.inner.iget(e.ino).unwrap());
+        let before = (dir.meta.rest_writes(), other.meta.rest_writes());
+        for i in 0..40 {
+            fs.mkdir(&r, d.ino, format!("s{i}").as_bytes(), 0o755, 0)
+                .unwrap();
+        }
+        for i in 0..10 {
+            fs.rmdir(&r, d.ino, format!("s{i}").as_bytes()).unwrap();
+        }
+        for i in 10..15 {
+            let name = format!("s{i}");
+            fs.rename(&r, d.ino, name.as_bytes(), e.ino, name.as_bytes(), 0)
+                .unwrap();
+        }
+        fs.rename(&r, d.ino, b"s15", e.ino, b"f", crate::RENAME_EXCHANGE)
+            .unwrap();
+        assert_eq!(
+            (dir.meta.rest_writes(), other.meta.rest_writes()),
+            before,
+            "a directory-wide line written"
+        );
+        assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2 + 40 - 10 - 5 - 1);
+        assert_eq!(fs.getattr(e.ino).unwrap().nlink, 2 + 5 + 1);
+        fs.sync().unwrap();
+        assert_eq!(dir.meta.lock().rec.nlink, 2 + 24, "folded at writeback");
+        drop((dir, other));
+        fs.shrink();
+        assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2 + 24);
+        assert_eq!(fs.getattr(e.ino).unwrap().nlink, 2 + 6);
+        fs.check().unwrap();
     }
 
     /// `iget_rcu` finds the root and live cached inodes, without a reference.

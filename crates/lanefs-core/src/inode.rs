@@ -67,8 +67,10 @@ pub(crate) struct Meta {
     /// A directory's subdirectory links granted to the stripes of its
     /// loaded index: Σ over stripes of `subdirs + room`, plus reservations
     /// in flight (`dir_attr`). `rec.nlink + links_granted ≤ LINK_MAX`.
+    /// Negative when subdirectories counted in `rec.nlink` were removed
+    /// since the last fold (`subdirs` below 0, their links now in rooms).
     /// Not in the mirror (changed through `MetaGuard::links_granted_mut`).
-    pub links_granted: u32,
+    pub links_granted: i64,
     /// Where the orphan table records this inode while it is unlinked but
     /// alive. A `Cell` so that `note_unlinked` can fill it through the
     /// `&Meta` its callers pass; only ever touched under `meta`.
