@@ -102,7 +102,7 @@ fn racing_mkdir_rmdir_rename_keep_the_link_count_exact() {
             s.spawn(move || {
                 let mut i = 0u32;
                 while !stop.load(Ordering::SeqCst) {
-                    if i % 2 == 0 {
+                    if i.is_multiple_of(2) {
                         fs.sync().unwrap();
                     } else {
                         fs.shrink();
@@ -145,7 +145,7 @@ fn emlink_comes_exactly_at_link_max_from_many_threads() {
                 s.spawn(move || {
                     let r = Cred::root();
                     let mut made = 0;
-                    for i in 0.. {
+                    for i in 0u32.. {
                         let name = format!("t{t}-{i}");
                         match fs.mkdir(&r, p.ino, name.as_bytes(), 0o755, 0) {
                             Ok(a) => {
@@ -157,7 +157,7 @@ fn emlink_comes_exactly_at_link_max_from_many_threads() {
                                 break;
                             }
                         }
-                        if i % 5000 == 0 && t == 0 {
+                        if i.is_multiple_of(5000) && t == 0 {
                             // A fold in the middle (rooms stay granted).
                             fs.sync().unwrap();
                         }
