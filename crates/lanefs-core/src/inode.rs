@@ -153,7 +153,7 @@ impl Inode {
     }
 
     /// The whole attribute mirror read lock-free, a directory's with its
-    /// stripes' size and time changes folded in (`dir_attr`).
+    /// stripes' link count, size and time changes folded in (`dir_attr`).
     #[inline]
     pub fn attr_snapshot(&self) -> AttrSnapshot {
         match &self.body {
