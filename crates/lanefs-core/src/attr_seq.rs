@@ -37,7 +37,7 @@ use std::ops::{Deref, DerefMut};
 
 use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 
-use crate::dir_attr::DirChanges;
+use crate::dir_attr::{DirAttrs, DirChanges};
 use crate::inode::Meta;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Attr;
@@ -143,17 +143,25 @@ impl AttrSnapshot {
         self.rest[W_NLINK] as u32
     }
 
-    /// With a directory's stripe changes folded in (`dir_attr`).
+    /// With a directory's stripe changes (size, times, subdirectories)
+    /// folded in (`dir_attr`).
     pub fn folded(mut self, c: DirChanges) -> AttrSnapshot {
         if c.is_empty() {
             return self;
         }
         let w = &mut self.rest;
-        let (size, mtime, ctime) = c.applied(
-            w[W_SIZE],
-            time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32),
-            time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff),
-        );
+        let DirAttrs {
+            nlink,
+            size,
+            mtime,
+            ctime,
+        } = c.applied(DirAttrs {
+            nlink: w[W_NLINK] as u32,
+            size: w[W_SIZE],
+            mtime: time(w[W_MTIME_SEC], w[W_AM_NSEC] >> 32),
+            ctime: time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff),
+        });
+        w[W_NLINK] = nlink as u64;
         w[W_SIZE] = size;
         w[W_MTIME_SEC] = mtime.sec as u64;
         w[W_CTIME_SEC] = ctime.sec as u64;
@@ -361,6 +369,13 @@ impl MetaLock {
         self.attr.read_perm()
     }
 
+    /// How many times the mirror's times, size and links were republished
+    /// (tests: a change that writes none of them leaves it alone).
+    #[cfg(test)]
+    pub fn rest_writes(&self) -> u64 {
+        self.attr.rest.seq.load(Ordering::Relaxed) / 2
+    }
+
     /// Note a lock-free lookup of this inode for the LRU (Linux's
     /// `I_REFERENCED`): lock-free walks take no reference, so without this
     /// an inode only ever reached by them — a directory every path goes
@@ -409,6 +424,13 @@ impl MetaGuard<'_> {
     /// lock-free readers load.
     pub fn lookups_mut(&mut self) -> &mut u64 {
         &mut self.guard.lookups
+    }
+
+    /// A directory's subdirectory links granted to its stripes
+    /// (`dir_attr`), as [`lookups_mut`](Self::lookups_mut): a grant
+    /// writes no mirror line.
+    pub fn links_granted_mut(&mut self) -> &mut i64 {
+        &mut self.guard.links_granted
     }
 }
 
@@ -490,6 +512,7 @@ mod tests {
             dirty: false,
             lookups: 0,
             freed: false,
+            links_granted: 0,
             orphan_slot: std::cell::Cell::new(None),
         }
     }
@@ -566,6 +589,7 @@ mod model {
                     dirty: false,
                     lookups: 0,
                     freed: false,
+                    links_granted: 0,
                     orphan_slot: std::cell::Cell::new(None),
                 }));
                 let writers: Vec<_> = (1..=2u32)

@@ -10,9 +10,11 @@
 //! Stripes (sv6's per-bucket directory): a name belongs to one of
 //! [`STRIPES`] stripes, the root slot of the index's hash trie it hashes to
 //! (`dir_hash`). Each stripe has, on the root slot's own cache line, a
-//! lock, its entry count and its share of the directory's size and change
-//! times (`dir_attr`: a change of names writes no directory-wide line, not
-//! even the directory's `meta`). A change of names takes
+//! lock, its entry count and its share of the directory's size, change
+//! times and subdirectory links (`dir_attr`: a change of names writes no
+//! directory-wide line, not even the directory's `meta`; a new
+//! subdirectory takes `meta` only when its stripe's room of links runs
+//! out, once per up to `fs::LINK_GRANT` of them). A change of names takes
 //! the stripes of the names it changes, so creates, unlinks and renames of
 //! different names in one directory take different locks and write
 //! different lines (two names share a stripe with probability 1/16).
@@ -21,15 +23,19 @@
 //! * `Stripe::lock` (mutex): the *directory entry lock* of the mount's lock
 //!   order, per stripe: held by every change of the stripe's entries. A
 //!   holder is the stripe's only writer of the trie below its root slot,
-//!   of its `len` and of its `attr`. Several stripes of one directory are taken
+//!   of its `len` and of its `attr` (with its room of subdirectory
+//!   links). Several stripes of one directory are taken
 //!   in ascending index; "all stripes" (an rmdir victim, taking the index
-//!   out, a directory's own mode or owner changing) is every one of them.
-//!   (A new subdirectory's link is reserved in the parent's `meta`
-//!   instead, `fs::SubdirLink`.)
+//!   out, a directory's own mode or owner changing, a new subdirectory
+//!   whose stripe found no room and the directory's `meta` no link left
+//!   to grant, `fs::reserve_subdir_link`) is every one of them.
 //!   Lookups and listings take none.
 //! * `DirState::load` (mutex): held to install an index and to take one
 //!   out (which first folds the stripes' attribute changes into the
-//!   directory's record, `dir_attr`); taken before any stripe lock. A writer that finds no index takes
+//!   directory's record, `dir_attr`); taken before any stripe lock. A new
+//!   index gets its stripes' first rooms of subdirectory links before it
+//!   is installed (under `load`, then the directory's `meta`:
+//!   `namei::load_index`). A writer that finds no index takes
 //!   it to load one, then takes its stripes and re-checks that the index it
 //!   locked is still installed (a take-out needs every stripe, so once the
 //!   check passes the index stays until the writer unlocks).
@@ -57,7 +63,9 @@
 //!   (`Stripe::listed`, on stripe `p`'s line) is null until first used,
 //!   set once by compare-and-swap, freed with the index. `Stripe::len` is
 //!   written by the stripe's holder only (Relaxed); other stripes' values
-//!   are snapshots.
+//!   are snapshots. (It is a `u32`, so that the stripe's line also holds
+//!   its subdirectory count and room, `dir_attr`: at most 2^32 - 1
+//!   entries per stripe.)
 //! * `Stripe::next_cookie` (atomic, on the stripe's line): the stripe's
 //!   next cookie, read and advanced (a load and a store, Relaxed) only by
 //!   the stripe's holder, by every insert of a new entry in the stripe;
@@ -152,7 +160,7 @@ use smallvec::SmallVec;
 
 use crate::dir_attr::{Collect, DirChanges, StripeAttr, StripeAttrs};
 use crate::dir_hash::{EntryRef, NameTable, FANOUT};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
@@ -197,12 +205,13 @@ pub(crate) struct Stripe {
     listed: AtomicPtr<CookieList>,
     lock: Mutex<()>,
     /// Entries in the stripe.
-    len: AtomicUsize,
+    len: AtomicU32,
     /// The stripe's next cookie, `≡ stripe (mod STRIPES)`: written by the
     /// stripe's holder only (Relaxed), read exactly by a holder of every
     /// stripe (module doc, "Readdir cookies").
     next_cookie: AtomicU64,
-    /// The stripe's share of the directory's size and times (`dir_attr`).
+    /// The stripe's share of the directory's size, times and subdirectory
+    /// links, and its room of links (`dir_attr`).
     attr: StripeAttr,
 }
 
@@ -288,7 +297,7 @@ impl DirIndex {
     pub fn len(&self) -> usize {
         self.names
             .stripes()
-            .map(|s| s.len.load(Ordering::Relaxed))
+            .map(|s| s.len.load(Ordering::Relaxed) as usize)
             .sum()
     }
 
@@ -314,6 +323,15 @@ impl DirIndex {
                 }
             })
             .fold(top, u64::max)
+    }
+
+    /// Give each stripe of an index not installed yet the room of
+    /// subdirectory links `room(stripe)` returns (its first grant,
+    /// `dir_attr`).
+    pub fn grant_rooms(&mut self, mut room: impl FnMut(usize) -> u32) {
+        for (s, st) in self.names.stripes().enumerate() {
+            st.attr.add_room(room(s));
+        }
     }
 
     /// Fold the stripes' attribute changes (`StripeAttrs::fold`), giving
@@ -762,14 +780,45 @@ impl DirWrite<'_> {
     }
 
     /// Record in `name`'s stripe that the directory's entries changed by
-    /// `entries` at `now` (its size and times, `dir_attr`).
-    pub fn note(&mut self, name: &[u8], entries: i64, now: Timespec) {
+    /// `entries` and its subdirectories by `subdirs` at `now` (its size,
+    /// times and link count, `dir_attr`). A subdirectory added used a link
+    /// reserved before ([`take_link_room`](Self::take_link_room)); one
+    /// removed gives its link to the stripe's room.
+    pub fn note(&mut self, name: &[u8], entries: i64, subdirs: i32, now: Timespec) {
+        self.stripe_attr(name).note(entries, subdirs, now);
+    }
+
+    fn stripe_attr(&self, name: &[u8]) -> &StripeAttr {
         self.debug_check_held(name);
+        &self.index.names.aux(self.index.names.stripe_of(name)).attr
+    }
+
+    /// Use one subdirectory link of `name`'s stripe's room; false when it
+    /// has none (`dir_attr`).
+    pub fn take_link_room(&mut self, name: &[u8]) -> bool {
+        self.stripe_attr(name).take_room()
+    }
+
+    /// Add `n` subdirectory links to `name`'s stripe's room: a grant, or a
+    /// reserved link given back unused.
+    pub fn add_link_room(&mut self, name: &[u8], n: u32) {
+        self.stripe_attr(name).add_room(n);
+    }
+
+    /// Whether this writer holds every stripe.
+    pub fn holds_all(&self) -> bool {
+        self.held.len() == STRIPES
+    }
+
+    /// Empty every stripe's room of subdirectory links, returning what
+    /// they held. Only a holder of every stripe may.
+    pub fn reclaim_link_rooms(&mut self) -> u64 {
+        assert!(self.holds_all(), "reclaiming rooms without every stripe");
         self.index
             .names
-            .aux(self.index.names.stripe_of(name))
-            .attr
-            .note(entries, now);
+            .stripes()
+            .map(|st| st.attr.take_all_room() as u64)
+            .sum()
     }
 
     /// Remove `name`.
@@ -1024,6 +1073,52 @@ mod tests {
         let listed = d.index(&g).unwrap().list_after(0, usize::MAX, &g);
         assert_eq!(listed.len(), 350);
         assert!(in_listing_order(&listed));
+    }
+
+    /// A stripe's room of subdirectory links: granted to a new index, used
+    /// and given back by its holder, kept across a fold (writeback), and
+    /// taken back whole only by a holder of every stripe. A snapshot and
+    /// the fold see the subdirectories the stripes noted.
+    #[test]
+    fn stripes_rooms_of_links_and_subdirectories() {
+        let d = DirState::default();
+        let mut idx = DirIndex::from_records(Vec::new(), 0);
+        idx.grant_rooms(|s| s as u32);
+        d.lock_load().install(idx);
+        let name = (0..64)
+            .map(|i| format!("n{i}").into_bytes())
+            .find(|n| {
+                let g = crossbeam_epoch::pin();
+                d.index(&g).unwrap().names.stripe_of(n) == 3
+            })
+            .expect("a name in stripe 3");
+        {
+            let mut w = d
+                .write(Stripes::Of(&[&name]), || Err::<DirIndex, ()>(()))
+                .expect("loaded");
+            assert!(!w.holds_all());
+            for _ in 0..3 {
+                assert!(w.take_link_room(&name));
+                w.note(&name, 1, 1, Timespec { sec: 1, nsec: 0 });
+            }
+            assert!(!w.take_link_room(&name), "stripe 3 had 3 links");
+            w.note(&name, -1, -1, Timespec { sec: 2, nsec: 0 });
+            w.add_link_room(&name, 4);
+        }
+        let (_, c) = d.attr_snapshot(|| ());
+        assert_eq!((c.entries, c.subdirs), (2, 2));
+        let mut folded = None;
+        d.freeze().fold(|collect, _| folded = Some(collect()));
+        assert_eq!(folded.map(|c| c.subdirs), Some(2));
+        assert!(d.attr_snapshot(|| ()).1.is_empty());
+        let mut w = wr(&d);
+        assert!(w.holds_all());
+        // Stripes 0..16 were granted 0 + 1 + … + 15; stripe 3 used 3, got 1
+        // back from a removal and 4 more.
+        let granted: u64 = (0..STRIPES as u64).sum();
+        assert_eq!(w.reclaim_link_rooms(), granted - 3 + 1 + 4);
+        assert_eq!(w.reclaim_link_rooms(), 0);
+        assert!(!w.take_link_room(&name));
     }
 
     #[test]
@@ -1338,6 +1433,149 @@ mod model {
                     handed.iter().all(|&c| c < idx.next_cookie()),
                     "the next cookie bounds every stripe's"
                 );
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model_links {
+    use super::*;
+    use crate::fs::{first_link_grants, fold_dir_changes, reserve_subdir_link, NoLinkRoom};
+    use crate::inode::{Body, Inode};
+    use crate::sync::Arc;
+    use lanefs_store::InodeRecord;
+    use shuttle::thread;
+
+    const NOW: Timespec = Timespec { sec: 1, nsec: 0 };
+
+    fn state(dir: &Inode) -> &DirState {
+        match &dir.body {
+            Body::Dir(d) => d,
+            _ => unreachable!("a directory"),
+        }
+    }
+
+    /// An index as `namei::load_index` makes one: the stripes' first
+    /// rooms granted under `meta`.
+    fn load(dir: &Inode) -> DirIndex {
+        let rooms = first_link_grants(&mut dir.meta.lock());
+        let mut idx = DirIndex::from_records(Vec::new(), 0);
+        idx.grant_rooms(rooms);
+        idx
+    }
+
+    /// A mkdir's link, as `create_in` takes it: in `name`'s stripe, or
+    /// holding every stripe when that is needed. Whether it was made.
+    fn mkdir_like(dir: &Inode, name: &[u8]) -> bool {
+        let names = [name];
+        let mut all = false;
+        loop {
+            let which = if all {
+                Stripes::All
+            } else {
+                Stripes::Of(&names)
+            };
+            let mut w = state(dir)
+                .write(which, || Ok::<_, ()>(load(dir)))
+                .expect("loads");
+            match reserve_subdir_link(dir, &mut w, name) {
+                Ok(()) => {
+                    w.note(name, 1, 1, NOW);
+                    return true;
+                }
+                Err(NoLinkRoom::Full) => return false,
+                Err(NoLinkRoom::NeedAllStripes) => all = true,
+            }
+        }
+    }
+
+    /// Two writers make two subdirectories each, in different stripes
+    /// (model builds: 2), in a directory three links short of `LINK_MAX`
+    /// whose first grant went to stripe 0 alone, while a thread folds the
+    /// stripes (writeback: rooms kept) and then takes the index out (rooms
+    /// gone; the next writer reloads it with fresh grants), and readers
+    /// stat it lock-free and under `meta`: the link count never passes
+    /// `LINK_MAX`, exactly three are made (no spurious `EMLINK` while
+    /// stripe 1 has no room and stripe 0 has), and the record ends with
+    /// exactly `LINK_MAX`.
+    #[test]
+    fn model_subdir_links_two_stripes_near_the_limit_vs_fold() {
+        crate::sync::check_random(
+            || {
+                let base = crate::LINK_MAX - 3;
+                let dir = Arc::new(Inode::new(
+                    InodeRecord {
+                        ino: 9,
+                        generation: 1,
+                        kind: FileKind::Directory,
+                        nlink: base,
+                        size: 2 * crate::DIRENT_SIZE,
+                        next_cookie: FIRST_COOKIE,
+                        ..InodeRecord::default()
+                    },
+                    false,
+                ));
+                {
+                    let mut l = state(&dir).lock_load();
+                    l.install(load(&dir));
+                }
+                // A name in each stripe of the index loaded first.
+                let names: Vec<Vec<u8>> = {
+                    let g = crossbeam_epoch::pin();
+                    let idx = state(&dir).index(&g).unwrap();
+                    (0..STRIPES)
+                        .map(|s| {
+                            (0..64)
+                                .map(|i| format!("d{i}").into_bytes())
+                                .find(|n| idx.names.stripe_of(n) == s)
+                                .expect("a name in each stripe")
+                        })
+                        .collect()
+                };
+                let writers: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        let (dir, name) = (dir.clone(), name.clone());
+                        thread::spawn(move || (0..2).filter(|_| mkdir_like(&dir, &name)).count())
+                    })
+                    .collect();
+                let folder = {
+                    let dir = dir.clone();
+                    thread::spawn(move || {
+                        state(&dir)
+                            .freeze()
+                            .fold(|c, next| fold_dir_changes(&dir, c, next, true));
+                        state(&dir)
+                            .lock_load()
+                            .take(|c, next| fold_dir_changes(&dir, c, next, false));
+                    })
+                };
+                let reader = {
+                    let dir = dir.clone();
+                    thread::spawn(move || {
+                        for _ in 0..2 {
+                            let n = dir.attr_snapshot().nlink();
+                            assert!((base..=crate::LINK_MAX).contains(&n), "nlink {n}");
+                        }
+                    })
+                };
+                for _ in 0..2 {
+                    let m = dir.meta.lock();
+                    let n = dir.attr_locked(&m).nlink;
+                    assert!((base..=crate::LINK_MAX).contains(&n), "nlink {n}");
+                }
+                let made: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+                folder.join().unwrap();
+                reader.join().unwrap();
+                assert_eq!(made, 3, "links made out of 3 left");
+                assert_eq!(dir.attr_snapshot().nlink(), crate::LINK_MAX);
+                state(&dir)
+                    .lock_load()
+                    .take(|c, next| fold_dir_changes(&dir, c, next, false));
+                let m = dir.meta.lock();
+                assert_eq!((m.rec.nlink, m.links_granted), (crate::LINK_MAX, 0));
             },
             crate::sync::model_iterations(),
         );

@@ -1,24 +1,47 @@
-//! A directory's size and change times kept per stripe: every create,
-//! link, unlink and rename in a directory moves them, so they live beside
-//! each stripe's lock (`dir`) instead of in the directory's `meta`, and
-//! changes of names in different stripes write different lines.
+//! A directory's size, change times and subdirectory count kept per
+//! stripe: every create, link, unlink and rename in a directory moves
+//! them, so they live beside each stripe's lock (`dir`) instead of in the
+//! directory's `meta`, and changes of names in different stripes write
+//! different lines.
 //!
 //! The directory's record under `meta` is the *base*; its attributes are
 //! the base with every stripe folded in: size + `entries` × `DIRENT_SIZE`,
-//! mtime the latest stripe change if there is one (a change sets it to
+//! link count + `subdirs` (0 stays 0: a directory removed, whose base
+//! went to 0, has no links whatever its stripes say), mtime the latest
+//! stripe change if there is one (a change sets it to
 //! "now", as Linux's `inode_set_mtime_to_ts`, even below a future time set
 //! by `utimensat`: only a setattr writes a directory's base mtime, and it
 //! folds the stripes first, so any change in them came after it), and
 //! ctime the later of the base's and the latest change (the base's ctime
 //! is also set without a fold: setxattr, a rename moving the directory).
 //!
+//! Subdirectory links and `LINK_MAX` (a sloppy counter with exact
+//! grants): a stripe also holds `room`, links its holder may add without
+//! asking anyone. A new subdirectory in the stripe uses one (`room -= 1`
+//! when reserved, then `subdirs += 1` with its entry); a subdirectory
+//! removed gives one back (`subdirs -= 1`, `room += 1`, [`StripeAttr::note`]).
+//! A stripe with no room asks the directory's `meta` for a grant out of
+//! what is left, `LINK_MAX - (rec.nlink + granted)`, where `granted` (in
+//! `Meta`, not in the mirror) is Σ over stripes of `subdirs + room` (plus
+//! reservations in flight, held under their stripe; negative when
+//! subdirectories the base counts were removed since the last fold, their
+//! links then in rooms); when nothing is
+//! left but other stripes may hold room, the holder of every stripe
+//! reclaims the rooms and decides exactly (`fs::reserve_subdir_link`).
+//! So `rec.nlink + Σ subdirs ≤ rec.nlink + granted ≤ LINK_MAX` at every
+//! moment (rooms are never negative), and a reservation is refused only
+//! by a holder of every stripe that found `rec.nlink + Σ subdirs` (then
+//! the exact count) at `LINK_MAX`.
+//!
 //! Locks and atomics:
 //! * [`StripeAttr`] is written only by its stripe's lock holder:
 //!   `entries` (entries added minus removed since the last fold),
+//!   `subdirs` (subdirectories added minus removed since the last fold),
 //!   `changed_ns` (the latest change, ns since the epoch; 0 = none since
 //!   the last fold) and `seq`, a seqcount as in `attr_seq`: odd while the
 //!   holder writes. Writer: `seq = s+1` (Relaxed), `fence(Release)`,
-//!   values (Relaxed), `seq = s+2` (Release).
+//!   values (Relaxed), `seq = s+2` (Release). `room` is outside the
+//!   seqcount: only holders read it (Relaxed).
 //! * Folding (moving the stripes into the base and zeroing them) holds
 //!   every stripe, then takes `meta` (the mount's order: stripes before
 //!   `meta`): taking the index out, a setattr of the directory (which may
@@ -27,7 +50,9 @@
 //!   and even again only after `meta`'s guard has republished the mirror
 //!   and been released. Never odd by a fold that waits for `meta`: a
 //!   reader holding `meta` may wait for an odd `seq` (it ends without any
-//!   lock).
+//!   lock). Rooms stay with the index across a fold (`granted` loses the
+//!   folded `subdirs`, `fs::fold_dir_changes`); an index taken out takes
+//!   them along (`granted` goes to 0; a new index gets fresh grants).
 //! * Readers ([`StripeAttrs::snapshot`]) take a double collect: every
 //!   stripe's `seq` (all even) and values, then the base (`read_base`: the
 //!   mirror lock-free, or the record under `meta`), `fence(Acquire)`, then
@@ -40,7 +65,7 @@
 
 use lanefs_store::{InodeRecord, Timespec};
 
-use crate::sync::{fence, AtomicI64, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use crate::DIRENT_SIZE;
 
 const NS: u64 = 1_000_000_000;
@@ -65,37 +90,79 @@ pub(crate) struct StripeAttr {
     seq: AtomicU64,
     entries: AtomicI64,
     changed_ns: AtomicU64,
+    /// Subdirectories added minus removed since the last fold.
+    subdirs: AtomicI32,
+    /// Links the holder may add without asking (module doc); not under
+    /// `seq`: read and written by the stripe's holder only.
+    room: AtomicU32,
 }
 
 impl StripeAttr {
-    /// Record a change of `entries` entries at `now`. The caller holds the
-    /// stripe's lock.
-    pub fn note(&self, entries: i64, now: Timespec) {
+    /// Record a change of `entries` entries and `subdirs` subdirectories
+    /// at `now`. The caller holds the stripe's lock. A subdirectory added
+    /// used a link reserved before ([`take_room`](Self::take_room)); one
+    /// removed gives its link back to the stripe's room.
+    pub fn note(&self, entries: i64, subdirs: i32, now: Timespec) {
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "two writers of one stripe");
         self.seq.store(s + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         let e = self.entries.load(Ordering::Relaxed);
         self.entries.store(e + entries, Ordering::Relaxed);
+        if subdirs != 0 {
+            let d = self.subdirs.load(Ordering::Relaxed);
+            self.subdirs.store(d + subdirs, Ordering::Relaxed);
+        }
         let t = to_ns(now).max(self.changed_ns.load(Ordering::Relaxed));
         self.changed_ns.store(t, Ordering::Relaxed);
         self.seq.store(s + 2, Ordering::Release);
+        if subdirs < 0 {
+            self.add_room(subdirs.unsigned_abs());
+        }
+    }
+
+    /// Use one link of the stripe's room; false when it has none. The
+    /// caller holds the stripe's lock.
+    pub fn take_room(&self) -> bool {
+        let r = self.room.load(Ordering::Relaxed);
+        if r == 0 {
+            return false;
+        }
+        self.room.store(r - 1, Ordering::Relaxed);
+        true
+    }
+
+    /// Add `n` links to the stripe's room (a grant, or a reserved link
+    /// not used). The caller holds the stripe's lock, or owns the index.
+    pub fn add_room(&self, n: u32) {
+        let r = self.room.load(Ordering::Relaxed);
+        self.room.store(r + n, Ordering::Relaxed);
+    }
+
+    /// Empty the stripe's room; what it held. The caller holds the
+    /// stripe's lock.
+    pub fn take_all_room(&self) -> u32 {
+        let r = self.room.load(Ordering::Relaxed);
+        self.room.store(0, Ordering::Relaxed);
+        r
     }
 
     /// Open a fold: the sequence goes odd (held until [`end_fold`]).
-    fn begin_fold(&self) -> (i64, u64) {
+    fn begin_fold(&self) -> (i64, i64, u64) {
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "two writers of one stripe");
         self.seq.store(s + 1, Ordering::Relaxed);
         (
             self.entries.load(Ordering::Relaxed),
+            self.subdirs.load(Ordering::Relaxed) as i64,
             self.changed_ns.load(Ordering::Relaxed),
         )
     }
 
-    /// Close a fold: the stripe is empty again.
+    /// Close a fold: the stripe is empty again (its room stays).
     fn end_fold(&self) {
         self.entries.store(0, Ordering::Relaxed);
+        self.subdirs.store(0, Ordering::Relaxed);
         self.changed_ns.store(0, Ordering::Relaxed);
         let s = self.seq.load(Ordering::Relaxed);
         self.seq.store(s + 1, Ordering::Release);
@@ -107,42 +174,68 @@ impl StripeAttr {
 pub(crate) struct DirChanges {
     /// Entries added minus removed.
     pub entries: i64,
+    /// Subdirectories added minus removed.
+    pub subdirs: i64,
     /// The latest change, if any.
     pub changed: Option<Timespec>,
 }
 
+/// A directory's attributes that the stripes move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirAttrs {
+    pub nlink: u32,
+    pub size: u64,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
 impl DirChanges {
-    /// `entries` and the latest change as `changed_ns` holds it (0: none).
-    fn from_parts(entries: i64, latest_ns: u64) -> DirChanges {
+    /// The sums and the latest change as `changed_ns` holds it (0: none).
+    fn from_parts(entries: i64, subdirs: i64, latest_ns: u64) -> DirChanges {
         DirChanges {
             entries,
+            subdirs,
             changed: (latest_ns != 0).then(|| from_ns(latest_ns)),
         }
     }
 
     /// Whether there is anything to fold.
     pub fn is_empty(&self) -> bool {
-        self.entries == 0 && self.changed.is_none()
+        self.entries == 0 && self.subdirs == 0 && self.changed.is_none()
     }
 
-    /// Size, mtime and ctime of the directory from the base's (see the
-    /// module doc): the one rule every reader and the fold apply.
-    pub fn applied(
-        &self,
-        size: u64,
-        mtime: Timespec,
-        ctime: Timespec,
-    ) -> (u64, Timespec, Timespec) {
-        let size = (size as i64 + self.entries * DIRENT_SIZE as i64).max(0) as u64;
-        match self.changed {
-            Some(t) => (size, t, ctime.max(t)),
-            None => (size, mtime, ctime),
+    /// Link count, size, mtime and ctime of the directory from the base's
+    /// (see the module doc): the one rule every reader and the fold apply.
+    pub fn applied(&self, base: DirAttrs) -> DirAttrs {
+        let size = (base.size as i64 + self.entries * DIRENT_SIZE as i64).max(0) as u64;
+        // A removed directory (base 0) has no links, whatever its stripes
+        // held when it died.
+        let nlink = if base.nlink == 0 {
+            0
+        } else {
+            (base.nlink as i64 + self.subdirs).clamp(0, u32::MAX as i64) as u32
+        };
+        let (mtime, ctime) = match self.changed {
+            Some(t) => (t, base.ctime.max(t)),
+            None => (base.mtime, base.ctime),
+        };
+        DirAttrs {
+            nlink,
+            size,
+            mtime,
+            ctime,
         }
     }
 
     /// Apply to attributes made from the base record.
     pub fn apply_attr(&self, a: &mut crate::Attr) {
-        (a.size, a.mtime, a.ctime) = self.applied(a.size, a.mtime, a.ctime);
+        let d = self.applied(DirAttrs {
+            nlink: a.nlink,
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        });
+        (a.nlink, a.size, a.mtime, a.ctime) = (d.nlink, d.size, d.mtime, d.ctime);
     }
 
     /// Apply to a record.
@@ -151,7 +244,17 @@ impl DirChanges {
             rec.size as i64 + self.entries * DIRENT_SIZE as i64 >= 2 * DIRENT_SIZE as i64,
             "directory size underflow"
         );
-        (rec.size, rec.mtime, rec.ctime) = self.applied(rec.size, rec.mtime, rec.ctime);
+        debug_assert!(
+            rec.nlink == 0 || rec.nlink as i64 + self.subdirs >= 2,
+            "directory link count underflow"
+        );
+        let d = self.applied(DirAttrs {
+            nlink: rec.nlink,
+            size: rec.size,
+            mtime: rec.mtime,
+            ctime: rec.ctime,
+        });
+        (rec.nlink, rec.size, rec.mtime, rec.ctime) = (d.nlink, d.size, d.mtime, d.ctime);
     }
 }
 
@@ -169,6 +272,7 @@ pub(crate) trait StripeAttrs {
         let mut seqs = [0u64; crate::dir::STRIPES];
         'retry: loop {
             let mut entries = 0i64;
+            let mut subdirs = 0i64;
             let mut latest = 0u64;
             for (i, a) in self.attrs().enumerate() {
                 let s = a.seq.load(Ordering::Acquire);
@@ -178,6 +282,7 @@ pub(crate) trait StripeAttrs {
                 }
                 seqs[i] = s;
                 entries += a.entries.load(Ordering::Relaxed);
+                subdirs += a.subdirs.load(Ordering::Relaxed) as i64;
                 latest = latest.max(a.changed_ns.load(Ordering::Relaxed));
             }
             let base = read_base();
@@ -187,7 +292,7 @@ pub(crate) trait StripeAttrs {
                 .enumerate()
                 .all(|(i, a)| a.seq.load(Ordering::Relaxed) == seqs[i])
             {
-                return (base, DirChanges::from_parts(entries, latest));
+                return (base, DirChanges::from_parts(entries, subdirs, latest));
             }
             crate::sync::spin_hint();
         }
@@ -206,14 +311,15 @@ pub(crate) trait StripeAttrs {
         let mut collect = || {
             debug_assert!(!opened, "a fold opened twice");
             opened = true;
-            let (mut entries, mut latest) = (0i64, 0u64);
+            let (mut entries, mut subdirs, mut latest) = (0i64, 0i64, 0u64);
             for a in self.attrs() {
-                let (e, t) = a.begin_fold();
+                let (e, d, t) = a.begin_fold();
                 entries += e;
+                subdirs += d;
                 latest = latest.max(t);
             }
             fence(Ordering::Release);
-            DirChanges::from_parts(entries, latest)
+            DirChanges::from_parts(entries, subdirs, latest)
         };
         apply(&mut collect);
         if opened {
@@ -243,9 +349,9 @@ mod tests {
     fn snapshot_sums_entries_and_takes_the_latest_change() {
         let s = Four(Default::default());
         assert_eq!(s.snapshot(|| ()).1, DirChanges::default());
-        s.0[0].note(1, t(10));
-        s.0[3].note(1, t(30));
-        s.0[3].note(-1, t(20));
+        s.0[0].note(1, 0, t(10));
+        s.0[3].note(1, 0, t(30));
+        s.0[3].note(-1, 0, t(20));
         let (_, c) = s.snapshot(|| ());
         assert_eq!(c.entries, 1);
         assert_eq!(c.changed, Some(t(30)));
@@ -254,8 +360,8 @@ mod tests {
     #[test]
     fn fold_moves_changes_into_the_base_and_empties_the_stripes() {
         let s = Four(Default::default());
-        s.0[1].note(1, t(40));
-        s.0[2].note(1, t(41));
+        s.0[1].note(1, 0, t(40));
+        s.0[2].note(1, 0, t(41));
         let mut rec = InodeRecord {
             size: 2 * DIRENT_SIZE,
             mtime: t(50),
@@ -271,16 +377,56 @@ mod tests {
             ctime: t(60),
             ..rec
         };
-        s.0[0].note(1, t(55));
+        s.0[0].note(1, 0, t(55));
         s.fold(|collect| collect().apply(&mut rec));
         assert_eq!((rec.mtime, rec.ctime), (t(55), t(60)));
         let (_, c) = s.snapshot(|| ());
         assert!(c.is_empty());
     }
 
+    #[test]
+    fn subdirectories_fold_into_the_link_count_and_rooms_stay() {
+        let s = Four(Default::default());
+        // Stripe 0 was granted 2 links: one mkdir uses one.
+        s.0[0].add_room(2);
+        assert!(s.0[0].take_room());
+        s.0[0].note(1, 1, t(10));
+        // Stripe 1 has none to use; an rmdir there (of a subdirectory the
+        // base counts) gives its link to the stripe.
+        assert!(!s.0[1].take_room());
+        s.0[1].note(-1, -1, t(11));
+        s.0[2].note(1, 1, t(12));
+        s.0[2].note(1, 1, t(13));
+        let (_, c) = s.snapshot(|| ());
+        assert_eq!((c.entries, c.subdirs), (2, 2));
+        let base = DirAttrs {
+            nlink: 3,
+            size: 3 * DIRENT_SIZE,
+            mtime: t(1),
+            ctime: t(1),
+        };
+        assert_eq!(c.applied(base).nlink, 5);
+        // A removed directory has no links, whatever its stripes hold.
+        assert_eq!(c.applied(DirAttrs { nlink: 0, ..base }).nlink, 0);
+        let mut rec = InodeRecord {
+            nlink: 3,
+            size: 3 * DIRENT_SIZE,
+            ..Default::default()
+        };
+        s.fold(|collect| collect().apply(&mut rec));
+        assert_eq!((rec.nlink, rec.size), (5, 5 * DIRENT_SIZE));
+        let (_, c) = s.snapshot(|| ());
+        assert!(c.is_empty(), "{c:?}");
+        // The rooms are the holders' and outlive the fold.
+        assert_eq!(s.0[0].take_all_room(), 1);
+        assert_eq!(s.0[1].take_all_room(), 1);
+        assert_eq!(s.0[2].take_all_room(), 0);
+    }
+
     /// A reader racing writers and folds never sees a size the directory
-    /// did not have: each writer adds then removes one entry, so every
-    /// consistent state has base + entries in {2, 3, 4} entries × size.
+    /// did not have: each writer adds then removes one entry (a
+    /// subdirectory), so every consistent state has base + entries in
+    /// {2, 3, 4} entries × size, and as many subdirectories as entries.
     #[test]
     fn snapshots_racing_writers_and_folds_are_consistent() {
         use std::sync::Mutex;
@@ -294,8 +440,10 @@ mod tests {
             hs.push(std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let _g = locks[k].lock().unwrap();
-                    s.0[k].note(1, t(1));
-                    s.0[k].note(-1, t(1));
+                    // Each entry a subdirectory: entries and subdirs move
+                    // together in every state the directory has.
+                    s.0[k].note(1, 1, t(1));
+                    s.0[k].note(-1, -1, t(1));
                 }
             }));
         }
@@ -306,7 +454,9 @@ mod tests {
                     let _g: Vec<_> = locks.iter().map(|l| l.lock().unwrap()).collect();
                     s.fold(|collect| {
                         let mut b = base.lock().unwrap();
-                        *b += collect().entries;
+                        let c = collect();
+                        assert_eq!(c.entries, c.subdirs);
+                        *b += c.entries;
                     });
                 }
             }));
@@ -321,6 +471,7 @@ mod tests {
                 s.snapshot(|| *held)
             };
             assert!((0..=2).contains(&(b + c.entries)), "{b} + {}", c.entries);
+            assert_eq!(c.entries, c.subdirs, "a stripe's change seen in part");
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for h in hs {
@@ -360,7 +511,7 @@ mod model {
                     let (s, stripes) = (s.clone(), stripes.clone());
                     hs.push(thread::spawn(move || {
                         let _g = stripes[k].lock();
-                        s.0[k].note(1, Timespec { sec: 1, nsec: 0 });
+                        s.0[k].note(1, 0, Timespec { sec: 1, nsec: 0 });
                     }));
                 }
                 {

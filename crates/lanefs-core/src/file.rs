@@ -771,7 +771,7 @@ impl Fs {
         // record first, so that times set here are what stat shows.
         let frozen = fs.dir_freeze(&inode);
         if let Some(f) = &frozen {
-            f.fold(|c, next| fold_dir_changes(&inode, c, next));
+            f.fold(|c, next| fold_dir_changes(&inode, c, next, true));
         }
         let mut m = inode.meta.lock();
         if ch.uid.is_some() || ch.gid.is_some() {

@@ -64,8 +64,9 @@ use lanefs_store::{
     Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, Txn, TxnOp, ROOT_INO,
 };
 
+use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
-use crate::dir::FIRST_COOKIE;
+use crate::dir::{DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
@@ -208,13 +209,34 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
 
 /// Move a directory's stripe changes (`dir_attr`) and its index's next
 /// cookie into its record: under `meta`, opening the fold (`collect`) only
-/// once it is held; the caller holds every stripe.
-pub(crate) fn fold_dir_changes(dir: &Inode, collect: Collect<'_>, next_cookie: u64) {
+/// once it is held; the caller holds every stripe. `index_stays`: the
+/// stripes keep their rooms of subdirectory links, still granted (less the
+/// subdirectories folded into the link count); else the index is being
+/// taken out and its rooms go with it (nothing stays granted).
+pub(crate) fn fold_dir_changes(
+    dir: &Inode,
+    collect: Collect<'_>,
+    next_cookie: u64,
+    index_stays: bool,
+) {
     let mut m = dir.meta.lock();
     if m.freed {
         return;
     }
     let c = collect();
+    // Kept: Σ subdirs + rooms less the subdirs folded, the rooms.
+    let granted = if index_stays {
+        debug_assert!(
+            m.links_granted >= c.subdirs,
+            "subdirectories beyond the grants"
+        );
+        m.links_granted - c.subdirs
+    } else {
+        0
+    };
+    if granted != m.links_granted {
+        *m.links_granted_mut() = granted;
+    }
     if c.is_empty() && next_cookie <= m.rec.next_cookie {
         return;
     }
@@ -826,7 +848,9 @@ impl FsInner {
     pub fn writeback(&self, inode: &Inode) -> Result<()> {
         match &inode.body {
             Body::File(d) => d.write().flush(&*self.store, inode.ino)?,
-            Body::Dir(d) => d.freeze().fold(|c, next| fold_dir_changes(inode, c, next)),
+            Body::Dir(d) => d
+                .freeze()
+                .fold(|c, next| fold_dir_changes(inode, c, next, true)),
             Body::Other => {}
         }
         let mut m = inode.meta.lock();
@@ -883,7 +907,10 @@ impl FsInner {
                 let Some(mut load) = d.try_lock_load() else {
                     return (0, false);
                 };
-                (0, load.try_take(|c, next| fold_dir_changes(inode, c, next)))
+                (
+                    0,
+                    load.try_take(|c, next| fold_dir_changes(inode, c, next, false)),
+                )
             }
             Body::Other => (0, false),
         }
@@ -920,7 +947,7 @@ impl FsInner {
             let taken = match d.try_lock_load() {
                 Some(mut load) => {
                     load.index().is_none()
-                        || load.try_take(|c, next| fold_dir_changes(inode, c, next))
+                        || load.try_take(|c, next| fold_dir_changes(inode, c, next, false))
                 }
                 None => false,
             };
@@ -1051,40 +1078,89 @@ pub(crate) fn creation_perm(kind: FileKind, mode: u32, umask: u32) -> u16 {
     (mode & allowed & !umask) as u16
 }
 
-/// `EMLINK` check for adding one link.
-/// A subdirectory's link reserved in its new parent's link count: the room
-/// is checked and the count raised in one `meta` section, so two
-/// reservations (mkdirs under different stripes, a rename moving a
-/// directory in) never both pass at `LINK_MAX - 1`. Given back on drop
-/// unless [`keep`](Self::keep) is called; the drop takes the parent's
-/// `meta`, so no inode's `meta` may be held then (lock order).
-pub(crate) struct SubdirLink<'a> {
-    dir: &'a Inode,
-    kept: bool,
+/// Subdirectory links a stripe gets from its directory's `meta` at once
+/// (`dir_attr`): a stripe takes `meta` once per this many new
+/// subdirectories at most, and the stripes hold at most 16 × this many
+/// links that no subdirectory uses (reclaimed near `LINK_MAX`).
+pub(crate) const LINK_GRANT: u32 = 64;
+
+/// Why a subdirectory link could not be reserved.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum NoLinkRoom {
+    /// The directory has `LINK_MAX` links (exact: decided holding every
+    /// stripe): `EMLINK`.
+    Full,
+    /// Nothing left to grant, but other stripes may hold room: change
+    /// nothing, and run again holding every stripe of the directory.
+    NeedAllStripes,
 }
 
-impl<'a> SubdirLink<'a> {
-    pub fn reserve(dir: &'a Inode) -> Result<SubdirLink<'a>> {
-        let mut dm = dir.meta.lock();
-        check_link_room(dm.rec.nlink)?;
-        dm.rec.nlink += 1;
-        dm.dirty = true;
-        Ok(SubdirLink { dir, kept: false })
-    }
-
-    /// The subdirectory is linked: the raised count stays.
-    pub fn keep(mut self) {
-        self.kept = true;
-    }
+/// The first grants of a directory whose index is being loaded (under its
+/// load lock, no index installed, so no stripe holds a link): `room(s)`
+/// for each stripe of the new index, and the directory's `links_granted`
+/// set to their sum (any previous index's rooms went with it). A dead
+/// directory gets none.
+pub(crate) fn first_link_grants(m: &mut MetaGuard<'_>) -> impl FnMut(usize) -> u32 {
+    let mut left = if m.rec.nlink == 0 || m.freed {
+        0
+    } else {
+        crate::LINK_MAX.saturating_sub(m.rec.nlink)
+    };
+    let mut granted = 0;
+    let rooms: [u32; crate::dir::STRIPES] = std::array::from_fn(|_| {
+        let g = left.min(LINK_GRANT);
+        left -= g;
+        granted += g;
+        g
+    });
+    *m.links_granted_mut() = granted as i64;
+    move |s| rooms[s]
 }
 
-impl Drop for SubdirLink<'_> {
-    fn drop(&mut self) {
-        if !self.kept {
-            let mut dm = self.dir.meta.lock();
-            dm.rec.nlink -= 1;
+/// Reserve one subdirectory link of `dir` in `name`'s stripe, held in
+/// `idx` (a mkdir, a rename moving a directory in): from the stripe's room
+/// without any directory-wide write; else a grant of up to [`LINK_GRANT`]
+/// from `dir`'s `meta` out of what is left, `LINK_MAX - (rec.nlink +
+/// links_granted)`; else, holding every stripe, the rooms of all stripes
+/// taken back and the count decided exactly (`rec.nlink + links_granted`
+/// is then `rec.nlink + Σ subdirs`, the link count: every link granted is
+/// used or back in a room, and no reservation is in flight but this one);
+/// else [`NoLinkRoom::NeedAllStripes`]. See `dir_attr` for why no
+/// interleaving passes `LINK_MAX`. The caller holds no `meta`; once the
+/// subdirectory is linked it records it (`DirWrite::note` with `subdirs
+/// = 1`), or gives the link back (`DirWrite::add_link_room(name, 1)`).
+pub(crate) fn reserve_subdir_link(
+    dir: &Inode,
+    idx: &mut DirWrite<'_>,
+    name: &[u8],
+) -> std::result::Result<(), NoLinkRoom> {
+    if idx.take_link_room(name) {
+        return Ok(());
+    }
+    let mut m = dir.meta.lock();
+    // Never above `LINK_GRANT`, so the cast is exact.
+    let left = |m: &MetaGuard<'_>| {
+        (crate::LINK_MAX as i64 - (m.rec.nlink as i64 + m.links_granted))
+            .clamp(0, LINK_GRANT as i64) as u32
+    };
+    if left(&m) == 0 {
+        if !idx.holds_all() {
+            return Err(NoLinkRoom::NeedAllStripes);
+        }
+        // Every link granted is now used (`subdirs`) or back in a room:
+        // with the rooms taken back, `rec.nlink + links_granted` is the
+        // link count.
+        let rooms = idx.reclaim_link_rooms();
+        *m.links_granted_mut() -= rooms as i64;
+        if left(&m) == 0 {
+            return Err(NoLinkRoom::Full);
         }
     }
+    let g = left(&m);
+    *m.links_granted_mut() += g as i64;
+    drop(m);
+    idx.add_link_room(name, g - 1);
+    Ok(())
 }
 
 pub(crate) fn check_link_room(nlink: u32) -> Result<()> {
@@ -1184,6 +1260,53 @@ mod tests {
         }
         assert_eq!(missed, 0, "the lock-free walk missed after evictions");
         assert!(fs.cache_counts().0 <= BUDGET + EVICT_BATCH_MIN + 4);
+    }
+
+    /// mkdir, rmdir and renames moving directories in and out of a loaded
+    /// directory count its subdirectories in the names' stripes
+    /// (`dir_attr`): its `meta` mirror, which every link-count change
+    /// under `meta` republished, is not written, and its link count stays
+    /// exact, folded into the record at writeback and kept across a
+    /// reload.
+    #[test]
+    fn subdirectory_changes_leave_the_directory_mirror_alone() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+        let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
+        // Loads both indexes (with their stripes' first rooms of links).
+        fs.mknod(&r, d.ino, b"f", 0o644, 0, 0).unwrap();
+        fs.mknod(&r, e.ino, b"f", 0o644, 0, 0).unwrap();
+        let (dir, other) = (fs.inner.iget(d.ino).unwrap(), fs.inner.iget(e.ino).unwrap());
+        let before = (dir.meta.rest_writes(), other.meta.rest_writes());
+        for i in 0..40 {
+            fs.mkdir(&r, d.ino, format!("s{i}").as_bytes(), 0o755, 0)
+                .unwrap();
+        }
+        for i in 0..10 {
+            fs.rmdir(&r, d.ino, format!("s{i}").as_bytes()).unwrap();
+        }
+        for i in 10..15 {
+            let name = format!("s{i}");
+            fs.rename(&r, d.ino, name.as_bytes(), e.ino, name.as_bytes(), 0)
+                .unwrap();
+        }
+        fs.rename(&r, d.ino, b"s15", e.ino, b"f", crate::RENAME_EXCHANGE)
+            .unwrap();
+        assert_eq!(
+            (dir.meta.rest_writes(), other.meta.rest_writes()),
+            before,
+            "a directory-wide line written"
+        );
+        assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2 + 40 - 10 - 5 - 1);
+        assert_eq!(fs.getattr(e.ino).unwrap().nlink, 2 + 5 + 1);
+        fs.sync().unwrap();
+        assert_eq!(dir.meta.lock().rec.nlink, 2 + 24, "folded at writeback");
+        drop((dir, other));
+        fs.shrink();
+        assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2 + 24);
+        assert_eq!(fs.getattr(e.ino).unwrap().nlink, 2 + 6);
+        fs.check().unwrap();
     }
 
     /// `iget_rcu` finds the root and live cached inodes, without a reference.

@@ -5,10 +5,12 @@
 //! Inode locking rules:
 //! * `meta` (mutex) protects the record (attributes, link count, size,
 //!   xattrs, symlink target), `dirty`, `lookups` and `freed`.
-//!   A directory's size, mtime and ctime are its record's (the base) plus
-//!   what changes of names recorded in its stripes since the last fold
-//!   (`dir_attr`); read them with [`Inode::attr_snapshot`] or
-//!   [`Inode::attr_locked`], never from `rec` alone.
+//!   A directory's link count, size, mtime and ctime are its record's
+//!   (the base) plus what changes of names recorded in its stripes since
+//!   the last fold (`dir_attr`); read them with [`Inode::attr_snapshot`]
+//!   or [`Inode::attr_locked`], never from `rec` alone. `links_granted`
+//!   (a directory's subdirectory links granted to its stripes) is under
+//!   `meta` too, outside the mirror.
 //!   Releasing it after a change republishes the lock-free attribute
 //!   mirror (a seqlock, see `attr_seq`) that getattr, lookup and the
 //!   permission check of a walk read instead of taking it. It is
@@ -71,6 +73,13 @@ pub(crate) struct Meta {
     pub lookups: u64,
     /// Storage released; the inode is dead.
     pub freed: bool,
+    /// A directory's subdirectory links granted to the stripes of its
+    /// loaded index: Σ over stripes of `subdirs + room`, plus reservations
+    /// in flight (`dir_attr`). `rec.nlink + links_granted ≤ LINK_MAX`.
+    /// Negative when subdirectories counted in `rec.nlink` were removed
+    /// since the last fold (`subdirs` below 0, their links now in rooms).
+    /// Not in the mirror (changed through `MetaGuard::links_granted_mut`).
+    pub links_granted: i64,
     /// Where the orphan table records this inode while it is unlinked but
     /// alive. A `Cell` so that `note_unlinked` can fill it through the
     /// `&Meta` its callers pass; only ever touched under `meta`.
@@ -144,6 +153,7 @@ impl Inode {
                 dirty,
                 lookups: 0,
                 freed: false,
+                links_granted: 0,
                 orphan_slot: Cell::new(None),
             }),
             body,
@@ -155,7 +165,7 @@ impl Inode {
     }
 
     /// The whole attribute mirror read lock-free, a directory's with its
-    /// stripes' size and time changes folded in (`dir_attr`).
+    /// stripes' link count, size and time changes folded in (`dir_attr`).
     #[inline]
     pub fn attr_snapshot(&self) -> AttrSnapshot {
         match &self.body {

@@ -19,8 +19,8 @@
 
 use crate::dir::{DirFrozen, DirIndex, DirRead, DirWrite, Slot, Stripes};
 use crate::fs::{
-    check_link_room, check_name, creation_perm, is_dot_or_dotdot, touch_c, FsInner, IRef,
-    ParentAttrs, SubdirLink,
+    check_link_room, check_name, creation_perm, first_link_grants, is_dot_or_dotdot,
+    reserve_subdir_link, touch_c, FsInner, IRef, NoLinkRoom, ParentAttrs,
 };
 use crate::icache::State;
 use crate::inode::{Body, Inode};
@@ -119,11 +119,19 @@ impl FsInner {
     }
 
     /// The directory's index as the store has it (under its load lock, so
-    /// before `meta`: the record's next cookie bounds the new ones).
+    /// before `meta`: the record's next cookie bounds the new ones), its
+    /// stripes with their first rooms of subdirectory links (granted in
+    /// the same `meta` section, `fs::first_link_grants`). The caller
+    /// installs it (nothing else can fail in between).
     fn load_index(&self, dir: &Inode) -> Result<DirIndex> {
         let records = self.store.dir_read(dir.ino)?;
-        let next_cookie = dir.meta.lock().rec.next_cookie;
-        Ok(DirIndex::from_records(records, next_cookie))
+        let (next_cookie, rooms) = {
+            let mut m = dir.meta.lock();
+            (m.rec.next_cookie, first_link_grants(&mut m))
+        };
+        let mut idx = DirIndex::from_records(records, next_cookie);
+        idx.grant_rooms(rooms);
+        Ok(idx)
     }
 
     /// The directory's stripes `which` locked, with its index loaded.
@@ -203,11 +211,12 @@ impl FsInner {
 
     /// The directory's attributes after [`add_entry`](Self::add_entry),
     /// in `name`'s stripe (still held, so a later change of the same name
-    /// comes after): one more entry, mtime and ctime now (`dir_attr`; a
-    /// subdirectory's link was reserved before, [`SubdirLink`]). The next
-    /// cookie is the index's own until the index is folded back.
-    pub fn entry_added(&self, idx: &mut DirWrite<'_>, name: &[u8]) {
-        idx.note(name, 1, Timespec::now());
+    /// comes after): one more entry, mtime and ctime now, and for a
+    /// subdirectory one more link, reserved before (`dir_attr`,
+    /// `fs::reserve_subdir_link`). The next cookie is the index's own
+    /// until the index is folded back.
+    pub fn entry_added(&self, idx: &mut DirWrite<'_>, name: &[u8], is_dir: bool) {
+        idx.note(name, 1, is_dir as i32, Timespec::now());
     }
 
     /// Remove entry `name` from `dir` under its stripe: commit `txn` (the
@@ -227,15 +236,10 @@ impl FsInner {
     }
 
     /// The directory's attributes after [`remove_entry`](Self::remove_entry),
-    /// in `name`'s stripe; a removed subdirectory's link under `meta`.
-    pub fn entry_removed(&self, dir: &Inode, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool) {
-        idx.note(name, -1, Timespec::now());
-        if was_dir {
-            let mut dm = dir.meta.lock();
-            debug_assert!(dm.rec.nlink > 2, "removing a subdirectory not counted");
-            dm.rec.nlink -= 1;
-            dm.dirty = true;
-        }
+    /// in `name`'s stripe, a removed subdirectory's link too (given back
+    /// to the stripe's room, `dir_attr`).
+    pub fn entry_removed(&self, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool) {
+        idx.note(name, -1, -(was_dir as i32), Timespec::now());
     }
 
     /// Create `name` in `parent` (mknod, mkdir, symlink).
@@ -268,9 +272,11 @@ impl FsInner {
     /// meanwhile (so inheritance or permission could differ), the inode is
     /// discarded and the create starts over. Only the name's stripe of the
     /// directory's entry lock is held, to link the name (the store's entry,
-    /// the index) and then update the directory's attributes under its
-    /// `meta` briefly, so creates of names in different stripes of one
-    /// directory run side by side.
+    /// the index) and update the directory's attributes in that stripe
+    /// (`dir_attr`), so creates of names in different stripes of one
+    /// directory run side by side. A mkdir reserves its link in the stripe
+    /// too (`fs::reserve_subdir_link`); near `LINK_MAX`, when that needs
+    /// every stripe, the create starts over holding every stripe.
     pub fn create_in(
         &self,
         cred: &Cred,
@@ -279,6 +285,7 @@ impl FsInner {
         n: &NewNode<'_>,
         exclusive: bool,
     ) -> Result<Made<'_>> {
+        let mut all_stripes = false;
         loop {
             // A first check, lock-free (a hint: the name's stripe makes
             // the second one exact).
@@ -289,7 +296,12 @@ impl FsInner {
             };
             // No lock held: the icache insert may wait (lock order).
             let inode = self.alloc_inode(cred, &parent, n)?;
-            let mut idx = match self.dir_write(dir, Stripes::Of(&[name])) {
+            let which = if all_stripes {
+                Stripes::All
+            } else {
+                Stripes::Of(&[name])
+            };
+            let mut idx = match self.dir_write(dir, which) {
                 Ok(idx) => idx,
                 Err(e) => {
                     self.discard_new(&inode);
@@ -300,8 +312,8 @@ impl FsInner {
             // until the entry is linked: the directory's death (rmdir) and
             // a change of its mode or owner (setattr) take every stripe, so
             // its mirror can be read instead of locking its `meta`. The
-            // link count is the exception (mkdirs under other stripes
-            // change it): a new subdirectory reserves its link below.
+            // link count is the exception (it lives in every stripe): a
+            // new subdirectory reserves its link below.
             let exists = idx.get(name).is_some();
             let again = create_checks(cred, dir, exists, n, exclusive);
             match again {
@@ -316,18 +328,23 @@ impl FsInner {
                     }
                 }
             }
-            let link = if n.kind == FileKind::Directory {
-                match SubdirLink::reserve(dir) {
-                    Ok(l) => Some(l),
-                    Err(e) => {
+            let is_dir = n.kind == FileKind::Directory;
+            if is_dir {
+                match reserve_subdir_link(dir, &mut idx, name) {
+                    Ok(()) => {}
+                    Err(no_room) => {
                         drop(idx);
                         self.discard_new(&inode);
-                        return Err(e);
+                        match no_room {
+                            NoLinkRoom::Full => return Err(Errno::EMLINK),
+                            NoLinkRoom::NeedAllStripes => {
+                                all_stripes = true;
+                                continue;
+                            }
+                        }
                     }
                 }
-            } else {
-                None
-            };
+            }
             // The new inode's whole record goes with its entry: the store
             // never holds an entry to a free number or a record nothing
             // links.
@@ -342,7 +359,10 @@ impl FsInner {
                 });
             if let Err(e) = linked {
                 drop(nm);
-                drop(link);
+                if is_dir {
+                    // The reserved link, unused.
+                    idx.add_link_room(name, 1);
+                }
                 drop(idx);
                 self.discard_new(&inode);
                 return Err(e);
@@ -353,10 +373,7 @@ impl FsInner {
                 nm.dirty = false;
             }
             drop(nm);
-            if let Some(l) = link {
-                l.keep();
-            }
-            self.entry_added(&mut idx, name);
+            self.entry_added(&mut idx, name, is_dir);
             return Ok(Made::New(inode));
         }
     }
@@ -615,7 +632,7 @@ impl Fs {
         touch_c(inode, &mut m, now);
         let attr = Attr::from_record(&m.rec);
         drop(m);
-        fs.entry_added(&mut idx, newname);
+        fs.entry_added(&mut idx, newname, false);
         Ok(attr)
     }
 
@@ -704,7 +721,7 @@ impl Fs {
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(&child, &cm);
             drop(cm);
-            fs.entry_removed(dir, &mut idx, name, is_dir);
+            fs.entry_removed(&mut idx, name, is_dir);
         }
         drop(idx);
         fs.maybe_free(&child);
@@ -722,14 +739,23 @@ pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRec
     }
 }
 
+/// How far below `LINK_MAX` a directory's base link count must be for a
+/// create's early `EMLINK` check to read its stripes ([`create_checks`]).
+const LINK_HINT_REACH: u32 = crate::fs::LINK_GRANT * crate::dir::STRIPES as u32;
+
 /// The checks of a create, in Linux's order: the directory is alive,
 /// `name` is free (`None` if it exists and the create is not
 /// exclusive), write and search permission, `CAP_MKNOD`, link room.
 /// Read from `dir`'s attribute mirror, without its `meta`: exact for a
 /// holder of the name's stripe (rmdir of `dir` and setattr of its mode or
 /// owner take every stripe), a hint otherwise — except the link count for
-/// the link-room check, which mkdirs under other stripes move: a new
-/// subdirectory reserves its link exactly afterwards ([`SubdirLink`]).
+/// the link-room check, which lives in every stripe (`dir_attr`): a new
+/// subdirectory reserves its link exactly afterwards
+/// (`fs::reserve_subdir_link`). The check here only answers `EMLINK`
+/// before the inode is allocated (Linux's order: `EMLINK` before the file
+/// system's `ENOSPC`) from a consistent count the directory had, read
+/// only when the base is within reach of the limit (so that mkdirs far
+/// from it read no other stripe's line).
 /// `exists`: whether `name` is in `dir`.
 fn create_checks(
     cred: &Cred,
@@ -760,8 +786,9 @@ fn create_checks(
     if n.needs_mknod_cap && !cred.is_root() {
         return Err(Errno::EPERM);
     }
-    if n.kind == FileKind::Directory {
-        check_link_room(a.nlink())?;
+    if n.kind == FileKind::Directory && a.nlink().saturating_add(LINK_HINT_REACH) >= crate::LINK_MAX
+    {
+        check_link_room(dir.attr_snapshot().nlink())?;
     }
     Ok(Some(ParentAttrs {
         ino: dir.ino,

@@ -5,15 +5,18 @@
 //! directories' entry locks (ancestor first, unrelated ones by inode
 //! number; both names' stripes at once, ascending, within one directory)
 //! and every stripe of a replaced directory; then `meta`s: a directory
-//! gaining a subdirectory reserves its link first (its `meta`, briefly,
-//! `SubdirLink`); the records that go into the store transaction are
+//! gaining a subdirectory reserves its link first, in the stripe of the
+//! name it gains (`fs::reserve_subdir_link`: its `meta` only for a grant;
+//! near `LINK_MAX`, when every stripe is needed, the rename starts over
+//! holding every stripe of both directories), and the directory losing it
+//! gives the link back to the stripe of the name it loses (`dir_attr`);
+//! the records that go into the store transaction are
 //! held across the commit — a replaced inode's (its link count) and a
 //! moved directory's (its parent); two are held together only when both
 //! are directories, which the ancestor checks make unrelated, lower inode
 //! number first. The directories' own `meta`s are taken one at a time
-//! after the commit; their times are read under them, so that a
-//! directory's mtime never goes back while changes under different stripes
-//! finish out of order.
+//! after the commit, only for the moved inodes' ctimes: the directories'
+//! own size, times and link counts change in the names' stripes.
 //!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
@@ -21,7 +24,7 @@
 
 use crate::attr_seq::{MetaGuard, PermSnapshot};
 use crate::dir::{DirWrite, Slot, Stripes};
-use crate::fs::{check_name, is_dot_or_dotdot, touch_c, IRef, SubdirLink};
+use crate::fs::{check_name, is_dot_or_dotdot, reserve_subdir_link, touch_c, IRef, NoLinkRoom};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
@@ -87,6 +90,30 @@ impl Fs {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
+        let mut all = false;
+        loop {
+            match self.rename_try(cred, odir, ndir, name, newname, flags, all)? {
+                Renamed::Done => return Ok(()),
+                // Nothing changed: again, holding every stripe.
+                Renamed::NeedAllStripes => all = true,
+            }
+        }
+    }
+
+    /// One try of [`rename_in`](Self::rename_in), holding the names'
+    /// stripes, or with `all` every stripe of both directories (across
+    /// directories).
+    #[allow(clippy::too_many_arguments)]
+    fn rename_try(
+        &self,
+        cred: &Cred,
+        odir: &Inode,
+        ndir: &Inode,
+        name: &[u8],
+        newname: &[u8],
+        flags: u32,
+        all: bool,
+    ) -> Result<Renamed> {
         let fs = &*self.inner;
         odir.permission_unlocked(cred, MAY_EXEC)?;
         ndir.permission_unlocked(cred, MAY_EXEC)?;
@@ -112,12 +139,14 @@ impl Fs {
         let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
             let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;
-            let victim = self.rename_locked(cred, odir, &mut idx, None, name, newname, flags)?;
+            // Within one directory no link count grows: never `NeedAll`.
+            let victim =
+                self.rename_locked(cred, odir, &mut idx, None, name, newname, flags, &mut None)?;
             drop(idx);
-            if let Some(v) = victim {
+            if let Ok(Some(v)) = victim {
                 fs.maybe_free(&v);
             }
-            return Ok(());
+            return Ok(Renamed::Done);
         }
         let _shape = fs.rename_lock.lock();
         // Ancestors first; unrelated directories by inode number.
@@ -128,13 +157,23 @@ impl Fs {
         } else {
             parent < newparent
         };
-        let (mut oidx, mut nidx) = if old_first {
-            let o = fs.dir_write(odir, Stripes::Of(&[name]))?;
-            (o, fs.dir_write(ndir, Stripes::Of(&[newname]))?)
+        let (on, nn) = ([name], [newname]);
+        let (ostripes, nstripes) = if all {
+            (Stripes::All, Stripes::All)
         } else {
-            let n = fs.dir_write(ndir, Stripes::Of(&[newname]))?;
-            (fs.dir_write(odir, Stripes::Of(&[name]))?, n)
+            (Stripes::Of(&on), Stripes::Of(&nn))
         };
+        let (mut oidx, mut nidx) = if old_first {
+            let o = fs.dir_write(odir, ostripes)?;
+            (o, fs.dir_write(ndir, nstripes)?)
+        } else {
+            let n = fs.dir_write(ndir, nstripes)?;
+            (fs.dir_write(odir, ostripes)?, n)
+        };
+        // Where a link reserved for a directory gaining a subdirectory is
+        // held until used: `Some(true)` in `newname`'s stripe of `ndir`,
+        // `Some(false)` in `name`'s of `odir`.
+        let mut reserved = None;
         let victim = self.rename_locked(
             cred,
             odir,
@@ -143,17 +182,32 @@ impl Fs {
             name,
             newname,
             flags,
-        )?;
+            &mut reserved,
+        );
+        if victim.is_err() {
+            // Nothing changed: the reserved link, unused, goes back.
+            match reserved {
+                Some(true) => nidx.add_link_room(newname, 1),
+                Some(false) => oidx.add_link_room(name, 1),
+                None => {}
+            }
+        }
+        let victim = victim?;
         drop(oidx);
         drop(nidx);
-        if let Some(v) = victim {
-            fs.maybe_free(&v);
+        match victim {
+            Ok(Some(v)) => fs.maybe_free(&v),
+            Ok(None) => {}
+            Err(NoLinkRoom::NeedAllStripes) => return Ok(Renamed::NeedAllStripes),
+            Err(NoLinkRoom::Full) => return Err(Errno::EMLINK),
         }
-        Ok(())
+        Ok(Renamed::Done)
     }
 
     /// The body of rename with the directory locks held. `new` is `None` for
-    /// a rename within `odir`. Returns a replaced inode that may need freeing.
+    /// a rename within `odir`. Returns a replaced inode that may need
+    /// freeing, or why a directory gaining a subdirectory had no link for
+    /// it (nothing changed).
     #[allow(clippy::too_many_arguments)]
     fn rename_locked<'d>(
         &self,
@@ -164,7 +218,8 @@ impl Fs {
         name: &[u8],
         newname: &[u8],
         flags: u32,
-    ) -> Result<Option<IRef<'_>>> {
+        reserved: &mut Option<bool>,
+    ) -> Result<std::result::Result<Option<IRef<'_>>, NoLinkRoom>> {
         let fs = &*self.inner;
         let cross = new.is_some();
         let (ndir, mut nidx) = match new {
@@ -213,7 +268,7 @@ impl Fs {
             }
         }
         if nslot.is_some_and(|s| s.ino == oslot.ino) {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         let old = fs.iget(oslot.ino)?;
         let target: Option<IRef<'_>> = match nslot {
@@ -275,14 +330,23 @@ impl Fs {
                 }
             }
         }
-        // A directory gaining a subdirectory reserves its link now (the
-        // room check and the raise in one `meta` section, against mkdirs in
-        // it under other stripes); given back if the rename fails.
-        let gained_link = match (cross, old_is_dir, new_is_dir) {
-            (true, true, false) => Some(SubdirLink::reserve(ndir)?),
-            (true, false, true) if exchange => Some(SubdirLink::reserve(odir)?),
-            _ => None,
-        };
+        // A directory gaining a subdirectory reserves its link now, in the
+        // stripe of the name it gains (`dir_attr`); given back if the
+        // rename fails. The other directory loses one, given back to the
+        // stripe of the name it loses when the rename is done.
+        let ndir_gains = cross && old_is_dir && !new_is_dir;
+        let odir_gains = cross && exchange && !old_is_dir && new_is_dir;
+        if ndir_gains || odir_gains {
+            let got = if ndir_gains {
+                reserve_subdir_link(ndir, nidx!(), newname)
+            } else {
+                reserve_subdir_link(odir, oidx, name)
+            };
+            if let Err(no_room) = got {
+                return Ok(Err(no_room));
+            }
+            *reserved = Some(ndir_gains);
+        }
         let now = Timespec::now();
         // Every record change in one store transaction, then memory, which
         // cannot fail. In the index every name that exists before the
@@ -341,31 +405,24 @@ impl Fs {
             }
             oidx.insert(name, o_new);
             nidx!().insert(newname, n_new);
-            if cross && old_is_dir != new_is_dir {
-                let (gain, lose) = if old_is_dir {
-                    (ndir, odir)
-                } else {
-                    (odir, ndir)
-                };
-                debug_assert!(
-                    gained_link.is_some(),
-                    "{} gained no reserved link",
-                    gain.ino
-                );
-                if let Some(l) = gained_link {
-                    l.keep();
-                }
-                let mut lm = lose.meta.lock();
-                debug_assert!(
-                    lm.rec.nlink > 2,
-                    "a directory losing a subdirectory it lacks"
-                );
-                lm.rec.nlink -= 1;
-            }
+            // A directory swapped for a non-directory across parents: the
+            // gaining one uses its reserved link, the other gives one back
+            // (each in the stripe of its name).
+            let (o_subdirs, n_subdirs) = match (odir_gains, ndir_gains) {
+                (true, _) => (1, -1),
+                (_, true) => (-1, 1),
+                _ => (0, 0),
+            };
+            debug_assert_eq!(
+                reserved.is_some(),
+                odir_gains || ndir_gains,
+                "a directory gained no reserved link"
+            );
+            *reserved = None;
             let now = Timespec::now();
-            oidx.note(name, 0, now);
-            nidx!().note(newname, 0, now);
-            return Ok(None);
+            oidx.note(name, 0, o_subdirs, now);
+            nidx!().note(newname, 0, n_subdirs, now);
+            return Ok(Ok(None));
         }
         // Replace (or create) newname, then drop name. A directory target
         // stays locked (and so empty) until it is dead.
@@ -423,32 +480,32 @@ impl Fs {
             touch_c(&old, &mut old.meta.lock(), now);
         }
         nidx!().insert(newname, moved);
-        if let Some(l) = gained_link {
-            l.keep();
-        }
-        // The directories' sizes and times in the names' stripes; link
-        // counts under `meta`.
+        debug_assert_eq!(reserved.is_some(), ndir_gains, "a reserved link unused");
+        *reserved = None;
+        // The directories' sizes, times and link counts in the names'
+        // stripes (`dir_attr`). `ndir` gains a link for a directory moved
+        // in over a non-directory or nothing (reserved above); a
+        // subdirectory replaced loses its link, unless by one moved in
+        // (the count stays); `odir` loses the link of a directory moved
+        // out.
         let now = Timespec::now();
-        nidx!().note(newname, if target.is_none() { 1 } else { 0 }, now);
-        // A subdirectory replaced loses its link, unless by one moved in
-        // (the count stays; a directory moved over a non-directory reserved
-        // its link before, `SubdirLink`).
-        if new_is_dir && !(old_is_dir && cross) {
-            let mut ndm = ndir.meta.lock();
-            debug_assert!(ndm.rec.nlink > 2, "replacing a subdirectory not counted");
-            ndm.rec.nlink -= 1;
-            ndm.dirty = true;
-        }
+        let n_subdirs = if ndir_gains {
+            1
+        } else if new_is_dir && !cross {
+            -1
+        } else {
+            0
+        };
+        nidx!().note(
+            newname,
+            if target.is_none() { 1 } else { 0 },
+            n_subdirs,
+            now,
+        );
         oidx.remove(name);
-        oidx.note(name, -1, now);
-        if old_is_dir && cross {
-            let mut odm = odir.meta.lock();
-            debug_assert!(odm.rec.nlink > 2, "moving a subdirectory not counted");
-            odm.rec.nlink -= 1;
-            odm.dirty = true;
-        }
+        oidx.note(name, -1, if old_is_dir && cross { -1 } else { 0 }, now);
         drop(t_idx);
-        Ok(target)
+        Ok(Ok(target))
     }
 }
 
@@ -473,4 +530,12 @@ fn lock_dirs_by_ino<'a>(a: &'a Inode, b: &'a Inode) -> (MetaGuard<'a>, MetaGuard
         let gb = b.meta.lock();
         (a.meta.lock(), gb)
     }
+}
+
+/// What one try of a rename did.
+enum Renamed {
+    Done,
+    /// A directory gaining a subdirectory needs every stripe for its link
+    /// (`fs::NoLinkRoom::NeedAllStripes`); nothing changed.
+    NeedAllStripes,
 }

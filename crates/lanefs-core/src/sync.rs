@@ -30,7 +30,7 @@
 
 #[cfg(not(any(lanefs_shuttle, feature = "audit")))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(not(lanefs_shuttle))]
 pub(crate) use std::sync::{Arc, OnceLock, Weak};
@@ -41,7 +41,7 @@ pub(crate) use std::sync::{Arc, OnceLock, Weak};
 pub mod audit;
 #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
 pub(crate) use audit::{
-    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, RwLock,
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, RwLock,
 };
 #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
 pub(crate) use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
@@ -50,7 +50,7 @@ pub(crate) use std::sync::atomic::{fence, Ordering};
 
 #[cfg(lanefs_shuttle)]
 pub(crate) use shuttle::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(lanefs_shuttle)]
 pub(crate) use shuttle::sync::Arc;

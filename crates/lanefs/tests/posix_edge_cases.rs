@@ -163,9 +163,10 @@ fn rename_across_dirs_updates_link_counts() -> io::Result<()> {
 // ---- links, names, paths -------------------------------------------------
 
 /// A directory's link count never passes `LINK_MAX`, also when mkdirs in
-/// it race under different stripes: each reserves its link (room check and
-/// raise in one section of the parent's `meta`), so exactly one of the
-/// last two succeeds.
+/// it race under different stripes: each reserves its link from its
+/// stripe's room of granted links, and the last ones are decided holding
+/// every stripe (`fs::reserve_subdir_link`), so exactly one of the last
+/// two succeeds.
 #[test]
 fn racing_mkdirs_stop_at_the_link_limit() -> io::Result<()> {
     let fs = fs();

@@ -259,10 +259,12 @@ atomic_value!(AtomicBool, std_atomic::AtomicBool, bool);
 atomic_rmw!(AtomicBool, bool, fetch_or, fetch_and, fetch_xor);
 atomic_value!(AtomicU32, std_atomic::AtomicU32, u32);
 atomic_value!(AtomicU64, std_atomic::AtomicU64, u64);
+atomic_value!(AtomicI32, std_atomic::AtomicI32, i32);
 atomic_value!(AtomicI64, std_atomic::AtomicI64, i64);
 atomic_value!(AtomicUsize, std_atomic::AtomicUsize, usize);
 atomic_rmw!(AtomicU32, u32, fetch_add, fetch_sub, fetch_or, fetch_and, fetch_max, fetch_min);
 atomic_rmw!(AtomicU64, u64, fetch_add, fetch_sub, fetch_or, fetch_and, fetch_max, fetch_min);
+atomic_rmw!(AtomicI32, i32, fetch_add, fetch_sub, fetch_or, fetch_and, fetch_max, fetch_min);
 atomic_rmw!(AtomicI64, i64, fetch_add, fetch_sub, fetch_or, fetch_and, fetch_max, fetch_min);
 atomic_rmw!(
     AtomicUsize,
