@@ -555,19 +555,40 @@ impl Fs {
         Ok(m.rec.symlink.clone())
     }
 
-    /// Add a hard link `newparent/newname` to `ino`. Counted.
+    /// Add a hard link `newparent/newname` to `ino` (a caller holding no
+    /// reference on it passes the generation it saw: `ENOENT` if the
+    /// number was reused). Counted.
+    ///
+    /// A taken name fails first (Linux's `filename_create`), before the
+    /// linked inode is touched: answered from a lock-free look at the
+    /// name, so a link that fails this way takes no stripe, no reference
+    /// and no `meta`.
     pub fn link(
         &self,
         cred: &Cred,
-        ino: Ino,
+        ino: impl Into<DirAt>,
         newparent: impl Into<DirAt>,
         newname: &[u8],
     ) -> Result<Attr> {
         let fs = &*self.inner;
-        let inode = fs.iget(ino)?;
-        let dir_owner_of_target = inode.meta.lock().rec.uid;
+        let at = ino.into();
         fs.with_dir(newparent.into(), |dir| {
-            self.link_in(cred, &inode, dir_owner_of_target, dir, newname)
+            dir.permission_unlocked(cred, MAY_EXEC)?;
+            if is_dot_or_dotdot(newname) {
+                return Err(Errno::EEXIST);
+            }
+            check_name(newname)?;
+            if fs.child_exists(dir, newname)? {
+                return Err(Errno::EEXIST);
+            }
+            let inode = fs.iget(at.ino)?;
+            if !at.matches(inode.generation) {
+                return Err(Errno::ENOENT);
+            }
+            // The owner from the mirror: the inode's `meta` is taken only
+            // by a link that goes ahead.
+            let owner = inode.meta.attr().uid();
+            self.link_in(cred, &inode, owner, dir, newname)
         })
     }
 
@@ -582,17 +603,6 @@ impl Fs {
     ) -> Result<Attr> {
         let fs = &*self.inner;
         let ino = inode.ino;
-        dir.permission_unlocked(cred, MAY_EXEC)?;
-        if is_dot_or_dotdot(newname) {
-            return Err(Errno::EEXIST);
-        }
-        check_name(newname)?;
-        // A taken name fails first (Linux's `filename_create`), whatever
-        // else holds: answered from a lock-free lookup, so a link that
-        // fails this way takes no stripe and writes nothing.
-        if fs.dir_read(dir)?.get(newname).is_some() {
-            return Err(Errno::EEXIST);
-        }
         let mut idx = fs.dir_write(dir, Stripes::Of(&[newname]))?;
         // The directory's state from its mirror, exact under the stripe
         // (as `create_checks`): no `meta` of the directory is taken.

@@ -728,11 +728,13 @@ impl Filesystem {
         original: P,
         link: Q,
     ) -> io::Result<()> {
-        let src = self.resolve(bytes(&original), false)?;
+        // The source as seen, not counted (as the parent): the core checks
+        // the generation, and a taken name fails before it touches it.
+        let src = self.walker().resolve_seen(bytes(&original), false)?;
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
         let name = self.create_target(&p, false)?;
-        let attr = self.core().link(&self.cred, src.ino, p.dir.at(), name)?;
+        let attr = self.core().link(&self.cred, src.at(), p.dir.at(), name)?;
         self.core().forget(attr.ino, 1);
         Ok(())
     }
