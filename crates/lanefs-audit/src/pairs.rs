@@ -6,9 +6,9 @@
 //! The universe names existing and missing paths in two directories, so
 //! that each kind pair meets each configuration that the tree can give,
 //! and mounts and unmounts of whole instances (each side unmounts its own
-//! prepared instances: `umount(#0) ‖ umount(#0)` drops two different
-//! ones; configuration `diff-instance`);
-//! which pairs commute is decided by running them (`runner`), not here.
+//! prepared instances: `umount(extra #0) ‖ umount(extra #0)` drops two
+//! different ones; configuration `diff-instance`); which pairs commute is
+//! decided by running them (`runner`), not here.
 //!
 //! No locks or atomics.
 
