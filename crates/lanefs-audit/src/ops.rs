@@ -6,6 +6,14 @@
 //! as two processes' descriptors of one file: the two sides never share a
 //! handle, as they never share a descriptor table.
 //!
+//! `mount` and `umount` make and drop whole file-system instances (an
+//! `Fs` registers its shrinker in the process-wide reclaim registry of its
+//! design when made, and unregisters it when dropped): `mount` makes an
+//! empty instance on a fresh memory store with the world's variants,
+//! kept until the world is dropped; `umount(k)` drops the side's prepared
+//! extra instance `k` (see `world`) on the running thread. Neither
+//! touches the main instance; both return `Raw::Unit`.
+//!
 //! No locks or atomics of its own.
 
 use std::fmt;
@@ -15,9 +23,9 @@ use lanefs_core::Attr;
 use crate::world::{World, FILES};
 
 /// The operation kinds, in the heatmap's order.
-pub const KINDS: [&str; 15] = [
+pub const KINDS: [&str; 17] = [
     "stat", "open", "read", "write", "create", "unlink", "rename", "mkdir", "rmdir", "link",
-    "readdir", "truncate", "chmod", "fstat", "close",
+    "readdir", "truncate", "chmod", "fstat", "close", "mount", "umount",
 ];
 
 /// One operation with its arguments. Paths are absolute in the prepared
@@ -55,6 +63,12 @@ pub enum Op {
     Chmod(&'static str, u32),
     Fstat(usize),
     Close(usize),
+    /// A new file-system instance (fresh memory store, the world's
+    /// variants), kept until the world is dropped.
+    Mount,
+    /// Drop the running side's prepared extra instance `k`
+    /// (`k < world::EXTRA_MOUNTS`).
+    Umount(usize),
 }
 
 impl Op {
@@ -76,6 +90,8 @@ impl Op {
             Op::Chmod(..) => "chmod",
             Op::Fstat(_) => "fstat",
             Op::Close(_) => "close",
+            Op::Mount => "mount",
+            Op::Umount(_) => "umount",
         }
     }
 
@@ -100,6 +116,7 @@ impl Op {
             Op::Read { file, .. } | Op::Write { file, .. } | Op::Fstat(file) | Op::Close(file) => {
                 vec![FILES[*file]]
             }
+            Op::Mount | Op::Umount(_) => Vec::new(),
         }
     }
 
@@ -163,6 +180,8 @@ impl Op {
                 world.with_handle(side, *file, |f| f.metadata().map(|m| Raw::Attr(m.0)))
             }
             Op::Close(file) => Ok(world.close(side, *file)),
+            Op::Mount => world.mount(side),
+            Op::Umount(k) => Ok(world.umount(side, *k)),
         };
         res.unwrap_or_else(|e| Raw::Err(e.raw_os_error().unwrap_or(-1)))
     }
@@ -197,6 +216,8 @@ impl fmt::Display for Op {
             Op::Chmod(p, m) => write!(f, "chmod({p}, {m:o})"),
             Op::Fstat(file) => write!(f, "fstat({})", FILES[*file]),
             Op::Close(file) => write!(f, "close({})", FILES[*file]),
+            Op::Mount => write!(f, "mount(new memory store)"),
+            Op::Umount(k) => write!(f, "umount(extra #{k})"),
         }
     }
 }

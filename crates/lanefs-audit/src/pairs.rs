@@ -4,8 +4,11 @@
 //! existing/missing target), derived from the arguments.
 //!
 //! The universe names existing and missing paths in two directories, so
-//! that each kind pair meets each configuration that the tree can give;
-//! which pairs commute is decided by running them (`runner`), not here.
+//! that each kind pair meets each configuration that the tree can give,
+//! and mounts and unmounts of whole instances (each side unmounts its own
+//! prepared instances: `umount(extra #0) ‖ umount(extra #0)` drops two
+//! different ones; configuration `diff-instance`); which pairs commute is
+//! decided by running them (`runner`), not here.
 //!
 //! No locks or atomics.
 
@@ -83,6 +86,8 @@ pub fn universe(set: PairSet) -> Vec<Op> {
         Fstat(2),
         Close(0),
         Close(2),
+        Mount,
+        Umount(0),
     ];
     if set == PairSet::Full {
         ops.extend([
@@ -155,6 +160,7 @@ pub fn universe(set: PairSet) -> Vec<Op> {
             Chmod("/d1/sub", 0o700),
             Fstat(1),
             Close(1),
+            Umount(1),
         ]);
     }
     ops
@@ -188,6 +194,14 @@ fn parent(p: &str) -> &str {
 /// The pair's configuration in COMMUTER's terms, e.g.
 /// `same-dir,diff-name,disjoint-range`.
 pub fn config(a: &Op, b: &Op) -> String {
+    // Mounts and unmounts never touch the main instance or one another's
+    // instance (each side unmounts its own).
+    if [a, b]
+        .iter()
+        .any(|o| matches!(o, Op::Mount | Op::Umount(_)))
+    {
+        return "diff-instance".into();
+    }
     let (pa, pb) = (a.paths(), b.paths());
     let mut parts = Vec::new();
     // The directories an op reads or changes entries of: its paths'

@@ -16,15 +16,30 @@
 //! done, as for a file read since its last change), and then, for each side (the two threads of a pair), one read-write handle
 //! to each of `f1`, `f2`, `g1` ([`FILES`]).
 //!
+//! Besides the main instance, [`EXTRA_MOUNTS`] more file-system instances
+//! per side, each an empty file system on a fresh memory store with the
+//! world's variants (made as the main one, [`World::instance`]), for the
+//! side's `umount` ops. Side `s`'s are made with the preparing thread
+//! pinned to side `s`'s lane (`s + 1`, the lane its worker runs on), so
+//! they join the reclaim registry as a mount made by that side would.
+//! Instances that `mount` ops make are kept until the world is dropped
+//! (never inside a recorded op). The two sides never share an instance,
+//! as two processes each unmount their own mount: an `umount` of one
+//! instance by both sides is not in the universe (the second would fail
+//! with `EINVAL`, so the pair would not commute).
+//!
 //! Observable state: every path's kind, permissions, size, link count,
 //! contents (symlink targets too), which paths are links of one inode (inode
 //! numbers compared only up to renaming: each is replaced by the path
 //! where the sorted walk first meets it), each inode's timestamps as
 //! changed/unchanged since preparation (or `new`), the contents and
-//! attributes of the handles still open, and `statfs`'s free counts.
+//! attributes of the handles still open, `statfs`'s free counts, and which
+//! extra instances are mounted: each side's prepared ones still mounted,
+//! the number each side's `mount` ops made, and each one's `statfs`.
 //!
-//! Locks: `handles` and `kept` are the harness's own `std` mutexes (not
-//! the engine's, never recorded), taken one at a time.
+//! Locks: `handles`, `kept`, `extra` and `mounted` are the harness's own
+//! `std` mutexes (not the engine's, never recorded), taken one at a time
+//! and never held while an instance is made or dropped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -38,6 +53,10 @@ use crate::store::RecordingStore;
 /// The files each side holds a handle to.
 pub const FILES: [&str; 3] = ["/d1/f1", "/d1/f2", "/d2/g1"];
 
+/// Extra file-system instances the preparation makes per side (for
+/// `umount`).
+pub const EXTRA_MOUNTS: usize = 2;
+
 /// One prepared state.
 pub struct World {
     pub fs: Filesystem,
@@ -45,6 +64,13 @@ pub struct World {
     handles: Mutex<[[Option<Arc<File>>; 3]; 2]>,
     /// Handles opened by `open`/`create` ops, closed when the world goes.
     kept: Mutex<Vec<File>>,
+    /// `extra[side][k]`: the side's prepared instances (`None` once
+    /// unmounted).
+    extra: Mutex<[[Option<Filesystem>; EXTRA_MOUNTS]; 2]>,
+    /// Instances made by `mount` ops, with the side that made each; dropped
+    /// with the world.
+    mounted: Mutex<Vec<(usize, Filesystem)>>,
+    variants: Variants,
     /// Timestamps at preparation, by (inode, generation).
     prepared: HashMap<(u64, u64), [Timespec; 3]>,
 }
@@ -52,12 +78,7 @@ pub struct World {
 impl World {
     /// A fresh file system with `variants`, holding the prepared tree.
     pub fn prepare(variants: &Variants) -> std::io::Result<World> {
-        let store: Arc<dyn Store> = Arc::new(RecordingStore::new(MemoryStore::default()));
-        let config = FsConfig {
-            variants: *variants,
-            ..FsConfig::default()
-        };
-        let fs = Filesystem::from_store(store, config)?;
+        let fs = World::instance(variants, None)?;
         for d in ["/d1", "/d1/sub", "/d2", "/d2/sub"] {
             fs.create_dir(d)?;
         }
@@ -77,10 +98,28 @@ impl World {
                 *h = Some(Arc::new(f));
             }
         }
+        let mut extra: [[Option<Filesystem>; EXTRA_MOUNTS]; 2] = Default::default();
+        let lane = lanefs_store::lane();
+        for (side, mounts) in extra.iter_mut().enumerate() {
+            lanefs_store::set_lane(side + 1);
+            for (k, m) in mounts.iter_mut().enumerate() {
+                match World::instance(variants, Some(&format!("m{side}.{k}"))) {
+                    Ok(fs) => *m = Some(fs),
+                    Err(e) => {
+                        lanefs_store::set_lane(lane);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        lanefs_store::set_lane(lane);
         let mut world = World {
             fs,
             handles: Mutex::new(handles),
             kept: Mutex::new(Vec::new()),
+            extra: Mutex::new(extra),
+            mounted: Mutex::new(Vec::new()),
+            variants: *variants,
             prepared: HashMap::new(),
         };
         let mut prepared = HashMap::new();
@@ -89,6 +128,54 @@ impl World {
         }
         world.prepared = prepared;
         Ok(world)
+    }
+
+    /// A new file-system instance with `variants` on a fresh memory store
+    /// (recorded at key level; an extra instance's keys carry `tag`).
+    pub fn instance(variants: &Variants, tag: Option<&str>) -> std::io::Result<Filesystem> {
+        let store: Arc<dyn Store> = match tag {
+            None => Arc::new(RecordingStore::new(MemoryStore::default())),
+            Some(tag) => Arc::new(RecordingStore::tagged(MemoryStore::default(), tag)),
+        };
+        let config = FsConfig {
+            variants: *variants,
+            ..FsConfig::default()
+        };
+        Filesystem::from_store(store, config)
+    }
+
+    /// `mount` on side `side`: a new instance, made on the calling thread
+    /// (so in its lane), kept until the world is dropped.
+    pub fn mount(&self, side: usize) -> std::io::Result<Raw> {
+        let n = self
+            .lock_mounted()
+            .iter()
+            .filter(|(s, _)| *s == side)
+            .count();
+        let fs = World::instance(&self.variants, Some(&format!("n{side}.{n}")))?;
+        self.lock_mounted().push((side, fs));
+        Ok(Raw::Unit)
+    }
+
+    /// `umount` on side `side`: drop the side's prepared instance `k` here,
+    /// on the calling thread (its unmount, with the shrinker's
+    /// unregistration, runs inside the caller's recorded section);
+    /// `EINVAL` if it is not mounted.
+    pub fn umount(&self, side: usize, k: usize) -> Raw {
+        let fs = self.extra.lock().unwrap_or_else(|e| e.into_inner())[side]
+            .get_mut(k)
+            .and_then(Option::take);
+        match fs {
+            Some(fs) => {
+                drop(fs);
+                Raw::Unit
+            }
+            None => Raw::Err(libc::EINVAL),
+        }
+    }
+
+    fn lock_mounted(&self) -> std::sync::MutexGuard<'_, Vec<(usize, Filesystem)>> {
+        self.mounted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keep a handle an op opened until the world is dropped.
@@ -215,6 +302,31 @@ impl World {
             "statfs: blocks_free={} files_free={}",
             st.blocks_free, st.files_free
         ));
+        let extra: Vec<(String, Filesystem)> = {
+            let e = self.extra.lock().unwrap_or_else(|e| e.into_inner());
+            (0..2)
+                .flat_map(|s| (0..EXTRA_MOUNTS).map(move |k| (s, k)))
+                .filter_map(|(s, k)| e[s][k].clone().map(|fs| (format!("m{s}.{k}"), fs)))
+                .collect()
+        };
+        let made: Vec<(String, Filesystem)> = {
+            let m = self.lock_mounted();
+            (0..2)
+                .flat_map(|s| {
+                    m.iter()
+                        .filter(move |(side, _)| *side == s)
+                        .enumerate()
+                        .map(move |(n, (_, fs))| (format!("n{s}.{n}"), fs.clone()))
+                })
+                .collect()
+        };
+        for (tag, fs) in extra.iter().chain(&made) {
+            let st = fs.statfs()?;
+            obs.lines.push(format!(
+                "mounted {tag}: blocks_free={} files_free={}",
+                st.blocks_free, st.files_free
+            ));
+        }
         Ok(obs)
     }
 }

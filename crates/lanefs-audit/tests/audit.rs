@@ -113,6 +113,19 @@ fn small_set_runs_on_the_default_and_a_before_design_which_conflicts_more() {
     }
     // POSIX decides commutativity, not the design.
     assert_eq!(default.overall.commuting, global.overall.commuting);
+    // Mounts and unmounts are in the small set: they commute with each
+    // other and with every op, and touch nothing of the main instance.
+    for (x, y) in [("mount", "umount"), ("umount", "umount"), ("mount", "stat")] {
+        let c = default.kind_counts(x, y);
+        assert!(
+            c.commuting > 0 && c.commuting == c.pairs,
+            "{x} ‖ {y}: {c:?}"
+        );
+    }
+    for k in ["stat", "write", "create", "rename", "close"] {
+        let c = default.kind_counts("umount", k);
+        assert_eq!(c.conflict_free, c.commuting, "umount ‖ {k}: {c:?}");
+    }
     assert!(
         global.overall.conflict_free < default.overall.conflict_free,
         "the global icache lock should conflict more:\n{}\n{}",
@@ -135,4 +148,71 @@ fn small_set_runs_on_the_default_and_a_before_design_which_conflicts_more() {
         "heatmap written"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Mount and unmount whole instances: every pair of them commutes (each
+/// side unmounts its own instance; one unmounted twice fails), none
+/// conflicts with an op on the main instance, and the reclaim registry's
+/// before-designs (seed 001) conflict on their global state: `rwlock` on
+/// its one lock, `sync-grace` on its grace period.
+#[test]
+fn mounts_and_unmounts_commute_and_show_the_registry_designs() {
+    use lanefs_audit::ops::Raw;
+    let world = lanefs_audit::world::World::prepare(&Variants::default()).unwrap();
+    assert!(matches!(Op::Umount(0).run(&world, 0), Raw::Unit));
+    assert!(
+        matches!(Op::Umount(0).run(&world, 0), Raw::Err(libc::EINVAL)),
+        "an instance is unmounted once"
+    );
+    assert!(
+        matches!(Op::Umount(0).run(&world, 1), Raw::Unit),
+        "side 1's own"
+    );
+    drop(world);
+    let registry_ops = [Op::Mount, Op::Umount(0), Op::Umount(1)];
+    let sites = |r: &PairResult| -> Vec<String> {
+        r.conflicts
+            .iter()
+            .flat_map(|c| c.a_sites.iter().chain(&c.b_sites).cloned())
+            .collect()
+    };
+    for v in ["default", "reclaim=rwlock", "reclaim=sync-grace"] {
+        let (_, variants) = expand_variants(v).unwrap().remove(0);
+        let runner = Runner::new(variants);
+        for (i, a) in registry_ops.iter().enumerate() {
+            let r = runner.pair(a, &Op::Stat("/d1/f1"));
+            assert!(r.error.is_none() && r.commutes, "{v}: {r:?}");
+            assert_eq!(r.conflict_free, Some(true), "{v}: {r:?}");
+            for b in &registry_ops[i..] {
+                let r = runner.pair(a, b);
+                assert!(r.error.is_none(), "{v}: {a} ‖ {b}: {:?}", r.error);
+                assert!(r.commutes, "{v}: {a} ‖ {b}: {:?}", r.differs);
+                let sites = sites(&r);
+                match v {
+                    "reclaim=rwlock" => assert!(
+                        sites.iter().any(|s| s.contains("reclaim/rwlock.rs")),
+                        "{v}: {a} ‖ {b}: the registry lock: {sites:?}"
+                    ),
+                    "reclaim=sync-grace" if matches!((a, b), (Op::Umount(_), Op::Umount(_))) => {
+                        assert!(
+                            sites.iter().any(|s| s.contains("reclaim/sync_grace.rs")),
+                            "{v}: {a} ‖ {b}: the grace period: {sites:?}"
+                        )
+                    }
+                    "reclaim=sync-grace" => {
+                        assert_eq!(r.conflict_free, Some(false), "{v}: {a} ‖ {b}")
+                    }
+                    // The default never serialises two registrations on
+                    // one lock (each lane has its own shard).
+                    _ => assert!(
+                        r.conflicts
+                            .iter()
+                            .all(|c| !c.same_word || c.what != "mutex"),
+                        "{v}: {a} ‖ {b}: {:?}",
+                        r.conflicts
+                    ),
+                }
+            }
+        }
+    }
 }

@@ -24,6 +24,16 @@
 //!   that loaded the entry before unregister may still make that one call
 //!   (module `reclaim`). Unregister never waits for the guard.
 //!
+//! The slots, `Block::next` and `EpochList::list` are crossbeam-epoch
+//! `Atomic`s, which cannot be the seam's recording types (the epoch needs
+//! its own); each access reports its line to the conflict audit with
+//! `sync::note_opaque` (a load as a read, a store as a write). What the
+//! audit still cannot see here: the epoch's own state (`pin`,
+//! `defer_destroy`: the thread's participant and the global epoch, which
+//! register and unregister never wait on) and the `Arc` counts of entries
+//! (`EpochList` updates clone every other entry's `Arc` into the new list;
+//! always under the list's `writer` mutex, which the audit sees).
+//!
 //! `EpochList` (used by `sync-grace`): an immutable list of
 //! reference-counted entries published through an epoch pointer; its
 //! `writer` mutex (a leaf) serialises copy-change-publish updates, the old
@@ -34,7 +44,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 
 use super::{ReclaimRegistry, Shrinker, ShrinkerId};
 use crate::lane::lane;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{note_opaque, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Shards of the deferred registry (lanes map onto them modulo this).
 pub const REGISTRY_SHARDS: usize = 32;
@@ -67,11 +77,13 @@ impl EpochList {
     pub fn update(&self, change: impl FnOnce(&List) -> List) {
         let _w = self.writer.lock();
         let guard = epoch::pin();
+        note_opaque(&self.list, false);
         let old = self.list.load(Ordering::Acquire, &guard);
         // SAFETY: lists are only ever replaced under `writer`, which we
         // hold, and freed through `defer_destroy` after being unlinked; a
         // non-null `old` loaded under `guard` stays valid while it lives.
         let next = change(unsafe { old.as_ref() }.expect("the list is never null"));
+        note_opaque(&self.list, true);
         self.list.store(Owned::new(next), Ordering::Release);
         // SAFETY: `old` is unlinked (no new reader can load it); readers
         // that loaded it hold guards, and the epoch defers the free past
@@ -89,6 +101,7 @@ impl EpochList {
     /// Append references to the live entries to `snapshot`, under the
     /// caller's `guard` (one pin may cover every shard of a scan).
     pub fn live_into(&self, guard: &Guard, snapshot: &mut Vec<Arc<Entry>>) {
+        note_opaque(&self.list, false);
         let list = self.list.load(Ordering::Acquire, guard);
         // SAFETY: loaded under `guard`; freed only via `defer_destroy`.
         let list = unsafe { list.as_ref() }.expect("the list is never null");
@@ -101,6 +114,7 @@ impl EpochList {
 
     pub fn len(&self) -> usize {
         let guard = epoch::pin();
+        note_opaque(&self.list, false);
         // SAFETY: as in `live`.
         unsafe { self.list.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, Vec::len)
     }
@@ -179,6 +193,7 @@ impl SlotShard {
     /// while the registry lives, so any guard will do).
     fn blocks<'g>(&'g self, guard: &'g Guard) -> impl Iterator<Item = &'g Block> + 'g {
         std::iter::successors(Some(&self.first), move |b| {
+            note_opaque(&b.next, false);
             // SAFETY: a block, once linked, lives until the registry is
             // dropped (`Drop for DeferredRegistry`, `&mut self`).
             unsafe { b.next.load(Ordering::Acquire, guard).as_ref() }
@@ -217,12 +232,12 @@ impl DeferredRegistry {
         let mut last = &sh.first;
         for block in sh.blocks(&guard) {
             last = block;
-            if let Some(slot) = block
-                .slots
-                .iter()
-                .find(|x| x.load(Ordering::Relaxed, &guard).is_null())
-            {
+            if let Some(slot) = block.slots.iter().find(|x| {
+                note_opaque(*x, false);
+                x.load(Ordering::Relaxed, &guard).is_null()
+            }) {
                 // Release: a scan that loads the pointer sees the entry.
+                note_opaque(slot, true);
                 slot.store(entry.take().expect("stored once"), Ordering::Release);
                 return ShrinkerId(id);
             }
@@ -230,6 +245,7 @@ impl DeferredRegistry {
         let block = Block::new();
         block.slots[0].store(entry.take().expect("stored once"), Ordering::Relaxed);
         // Release: publishes the block and the entry in it.
+        note_opaque(&last.next, true);
         last.next.store(Owned::new(block), Ordering::Release);
         ShrinkerId(id)
     }
@@ -279,10 +295,12 @@ impl ReclaimRegistry for DeferredRegistry {
         let guard = epoch::pin();
         for block in sh.blocks(&guard) {
             for slot in &block.slots {
+                note_opaque(slot, false);
                 let e = slot.load(Ordering::Relaxed, &guard);
                 // SAFETY: entries are freed only by unregister under
                 // `writer`, which we hold, so a non-null `e` is alive.
                 if unsafe { e.as_ref() }.is_some_and(|e| e.id == id.0) {
+                    note_opaque(slot, true);
                     slot.store(epoch::Shared::null(), Ordering::Release);
                     // SAFETY: unlinked (no new scan can load it) by the
                     // only writer; scans that loaded it hold guards, and
@@ -309,6 +327,7 @@ impl ReclaimRegistry for DeferredRegistry {
             for shard in self.shards.iter() {
                 for block in shard.blocks(&guard) {
                     for slot in &block.slots {
+                        note_opaque(slot, false);
                         // SAFETY: loaded under `guard`; entries are freed
                         // only through `defer_destroy` after unlinking, so
                         // the entry outlives every use below (all under
@@ -333,7 +352,10 @@ impl ReclaimRegistry for DeferredRegistry {
             .iter()
             .flat_map(|sh| sh.blocks(&guard))
             .flat_map(|b| b.slots.iter())
-            .filter(|x| !x.load(Ordering::Acquire, &guard).is_null())
+            .filter(|x| {
+                note_opaque(*x, false);
+                !x.load(Ordering::Acquire, &guard).is_null()
+            })
             .count()
     }
 }

@@ -22,6 +22,11 @@
 //!   of the previous flip), flip, wait for the old index to drain. The
 //!   caller's unlink is SeqCst-ordered before the flip, so a reader not
 //!   counted by the wait enters after it and reads the new list.
+//!
+//! The conflict audit sees the grace period whole: `Srcu`'s counters and
+//! `gp` are the seam's (`crate::sync`) types, so an unregister's wait
+//! records `gp` and `phase` as written and every shard's counters as read;
+//! the list's epoch pointer is reported by `EpochList` (`deferred`).
 
 use super::deferred::{scan_all, unlink, EpochList};
 use super::{ReclaimRegistry, Shrinker, ShrinkerId};
