@@ -28,6 +28,10 @@ pub const KINDS: [&str; 17] = [
     "readdir", "truncate", "chmod", "fstat", "close", "mount", "umount",
 ];
 
+/// The kinds that make or drop a file-system instance rather than act in
+/// one (reported apart: `VariantReport::file_op_counts`).
+pub const INSTANCE_KINDS: [&str; 2] = ["mount", "umount"];
+
 /// One operation with its arguments. Paths are absolute in the prepared
 /// tree; `file` indexes [`FILES`] (the handle of the running side).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 //! Locks and atomics (deferred registry):
 //! * `SlotShard::writer` (mutex, a leaf): serialises the register/unregister
 //!   calls of one shard (find a free slot / the entry's slot; append a
-//!   block). Scans never take it.
+//!   block) and guards the shard's id sequence. Scans never take it. Each
+//!   shard is aligned to a line of its own.
 //! * a slot (crossbeam-epoch `Atomic<SlotEntry>`; Release store by
 //!   register/unregister, Acquire load by scans under a guard): the entry.
 //!   Unregister stores null, then `defer_destroy`s the entry, freed once
@@ -44,7 +45,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 
 use super::{ReclaimRegistry, Shrinker, ShrinkerId};
 use crate::lane::lane;
-use crate::sync::{note_opaque, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{note_opaque, Arc, AtomicBool, Mutex, Ordering};
 
 /// Shards of the deferred registry (lanes map onto them modulo this).
 pub const REGISTRY_SHARDS: usize = 32;
@@ -182,9 +183,13 @@ impl Block {
     }
 }
 
-/// One shard: its writers' lock and its slot chain.
+/// One shard: its writers' lock (guarding the shard's last id sequence
+/// number) and its slot chain, on lines of its own: two lanes registering
+/// or unregistering in different shards share no line (the conflict
+/// audit's mount and umount pairs found neighbouring shards sharing one).
+#[repr(align(64))]
 struct SlotShard {
-    writer: Mutex<()>,
+    writer: Mutex<u64>,
     first: Block,
 }
 
@@ -204,7 +209,6 @@ impl SlotShard {
 /// The default registry.
 pub struct DeferredRegistry {
     shards: Box<[SlotShard]>,
-    next_id: AtomicU64,
 }
 
 impl DeferredRegistry {
@@ -212,22 +216,23 @@ impl DeferredRegistry {
         DeferredRegistry {
             shards: (0..REGISTRY_SHARDS)
                 .map(|_| SlotShard {
-                    writer: Mutex::new(()),
+                    writer: Mutex::new(0),
                     first: Block::new(),
                 })
                 .collect(),
-            next_id: AtomicU64::new(0),
         }
     }
 
     /// `register` into shard `shard` (the lane's, or a model thread's).
     pub(crate) fn register_on(&self, shard: usize, s: Arc<dyn Shrinker>) -> ShrinkerId {
         let shard = shard % self.shards.len();
-        let seq = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = seq * REGISTRY_SHARDS as u64 + shard as u64;
-        let mut entry = Some(Owned::new(SlotEntry { id, shrinker: s }));
         let sh = &self.shards[shard];
-        let _w = sh.writer.lock();
+        let mut w = sh.writer.lock();
+        // Ids are unique per shard (its own sequence, under its lock) and
+        // across shards (the shard in the low digits).
+        *w += 1;
+        let id = *w * REGISTRY_SHARDS as u64 + shard as u64;
+        let mut entry = Some(Owned::new(SlotEntry { id, shrinker: s }));
         let guard = epoch::pin();
         let mut last = &sh.first;
         for block in sh.blocks(&guard) {
