@@ -400,26 +400,11 @@ impl DirIndex {
             // doc). A partition walked from its start takes `iter`, which
             // begins at the head's first link, where `range` would search
             // down every level of the list for an unbounded start.
-            let full = matches!(from, Bound::Unbounded);
-            let mut walk = |entries: &mut dyn Iterator<Item = ListEntry<'_>>| {
-                for entry in entries {
-                    let cookie = *entry.key();
-                    let name = entry.value();
-                    if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
-                        if slot.cookie == cookie {
-                            out.push((name.name.to_vec(), slot));
-                            if out.len() >= max {
-                                return true;
-                            }
-                        }
-                    }
-                }
-                false
-            };
-            let filled = if full {
-                walk(&mut list.iter(guard))
+            let filled = if matches!(from, Bound::Unbounded) {
+                self.list_entries(list.iter(guard), max, &mut out, guard)
             } else {
-                walk(&mut list.range((from, Bound::Unbounded), guard))
+                let range = list.range((from, Bound::Unbounded), guard);
+                self.list_entries(range, max, &mut out, guard)
             };
             if filled {
                 return out;
@@ -427,6 +412,32 @@ impl DirIndex {
             from = Bound::Unbounded;
         }
         out
+    }
+
+    /// Append to `out` the entries of `walk` whose name still maps to that
+    /// cookie, up to `max` in all; whether `out` is full. (Generic, not
+    /// `dyn`: one call per entry would otherwise be an indirect one.)
+    #[inline]
+    fn list_entries<'g>(
+        &'g self,
+        walk: impl Iterator<Item = ListEntry<'g>>,
+        max: usize,
+        out: &mut Vec<(Vec<u8>, Slot)>,
+        guard: &'g Guard,
+    ) -> bool {
+        for entry in walk {
+            let cookie = *entry.key();
+            let name = entry.value();
+            if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
+                if slot.cookie == cookie {
+                    out.push((name.name.to_vec(), slot));
+                    if out.len() >= max {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
     }
 
     /// Take `cookie` out of the listing order.

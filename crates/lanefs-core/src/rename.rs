@@ -129,13 +129,6 @@ impl Fs {
         }
         check_name(name)?;
         check_name(newname)?;
-        // A missing source fails before any lock (the rename lock of a
-        // move between directories included), as the locked check below
-        // would; a source that appears meanwhile is a rename that came
-        // after this one.
-        if !fs.child_exists(odir, name)? {
-            return Err(Errno::ENOENT);
-        }
         let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
             let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;
