@@ -41,4 +41,11 @@ fn main() {
         println!("cargo:rerun-if-changed={common}/{head_ref}");
         println!("cargo:rerun-if-changed={common}/packed-refs");
     }
+    // And when any source of the workspace changes: an edit not yet
+    // staged moves neither HEAD nor the index, and a binary built from it
+    // named the last commit without `-dirty` (a directory here is watched
+    // recursively by file modification times).
+    if let Some(top) = git(&["rev-parse", "--show-toplevel"]) {
+        println!("cargo:rerun-if-changed={top}/crates");
+    }
 }
