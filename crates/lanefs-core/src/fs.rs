@@ -28,8 +28,9 @@
 //! Inode life cycle (see `icache` for the state word):
 //! * A counted reference ([`IRef`]) holds one count on `Inode::life`; its
 //!   drop gives it back and, when that was the last, puts the inode on the
-//!   LRU of unreferenced inodes. Lookup and open counts (`meta`) pin an
-//!   inode too; `maybe_free` re-offers it to the LRU when the last goes.
+//!   LRU of unreferenced inodes. Lookup counts (`meta`) and open counts
+//!   (`Inode::opens`) pin an inode too; `maybe_free` re-offers it to the
+//!   LRU when the last goes.
 //! * Eviction (`evict_inodes`) pops LRU entries, claims an inode by CAS
 //!   (LIVE, 0 references) → FREEING, checks the pins under `meta`, writes it
 //!   back holding no cache lock (lookups of that number wait), then unhashes
