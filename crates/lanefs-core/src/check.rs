@@ -12,8 +12,7 @@ use crate::icache::State;
 use crate::{Fs, DIRENT_SIZE};
 
 /// The inode cache's counters and life words, on a quiet file system:
-/// `cached_inodes` equals the hashed inodes; `cached_dir_entries` the
-/// entries of the loaded directory indexes; no counted reference is left;
+/// `cached_inodes` equals the hashed inodes; no counted reference is left;
 /// every hashed inode that nothing pins is on the LRU (else the budget
 /// could never reclaim it); the LRU holds no more entries than inodes.
 fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
@@ -60,24 +59,6 @@ fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
             ));
         }
     });
-    // Entries of the loaded directory indexes, as the budget counts them.
-    let guard = crossbeam_epoch::pin();
-    let mut loaded_entries = 0i64;
-    let mut add_index = |inode: &crate::inode::Inode| {
-        if let crate::inode::Body::Dir(d) = &inode.body {
-            if let Some(idx) = d.index(&guard) {
-                loaded_entries += idx.len() as i64;
-            }
-        }
-    };
-    add_index(&fs.root);
-    fs.icache.for_each(&mut |inode| add_index(inode));
-    let counted_entries = fs.cached_dir_entries.sum();
-    if counted_entries != loaded_entries {
-        bad.push(format!(
-            "cached_dir_entries {counted_entries}, but {loaded_entries} entries in loaded indexes"
-        ));
-    }
     let lru = fs.lru.len() as i64;
     if lru < on_lru {
         bad.push(format!(

@@ -66,10 +66,6 @@
 //!   are snapshots. (It is a `u32`, so that the stripe's line also holds
 //!   its subdirectory count and room, `dir_attr`: at most 2^32 - 1
 //!   entries per stripe.)
-//! * `DirIndex::entries` / `counted`: the mount's count of loaded entries
-//!   (a per-lane counter) and whether this index is in it — set before
-//!   the index is published, cleared once by a take-out holding every
-//!   stripe; a change of names adds to it under its stripe.
 //! * `Stripe::next_cookie` (atomic, on the stripe's line): the stripe's
 //!   next cookie, read and advanced (a load and a store, Relaxed) only by
 //!   the stripe's holder, by every insert of a new entry in the stripe;
@@ -162,10 +158,9 @@ use crossbeam_skiplist::base::SkipList;
 use lanefs_store::{DirEntryRecord, FileKind, Ino, Timespec};
 use smallvec::SmallVec;
 
-use crate::counters::Counter;
 use crate::dir_attr::{Collect, DirChanges, StripeAttr, StripeAttrs};
 use crate::dir_hash::{EntryRef, NameTable, FANOUT};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
 pub(crate) const FIRST_COOKIE: u64 = 3;
@@ -255,27 +250,6 @@ pub(crate) struct DirIndex {
     /// The bound every cookie was below at load (immutable): every
     /// stripe's counter started at or above it.
     loaded_top: u64,
-    /// The mount's count of entries in loaded indexes (its cache budget
-    /// weighs them, `FsInner::enforce_inode_budget`): this index adds its
-    /// entries when counted ([`counted`](Self::counted)), one per name
-    /// inserted or removed, and takes its length back when taken out
-    /// ([`uncount`](Self::uncount), every stripe held) or, if never taken
-    /// out, when dropped. A per-lane counter (each change writes its lane's
-    /// shard). `None` for an index nobody counts (tests).
-    entries: Option<std::sync::Arc<dyn Counter>>,
-    /// Still counted in `entries`: cleared once by `uncount`, under every
-    /// stripe (Relaxed: the stripes' locks order it with the changes).
-    counted: AtomicBool,
-}
-
-impl Drop for DirIndex {
-    fn drop(&mut self) {
-        if let Some(c) = &self.entries {
-            if *self.counted.get_mut() {
-                c.add(-(self.len() as i64));
-            }
-        }
-    }
 }
 
 impl DirIndex {
@@ -289,8 +263,6 @@ impl DirIndex {
         let d = DirIndex {
             names: NameTable::new(),
             loaded_top: top,
-            entries: None,
-            counted: AtomicBool::new(false),
         };
         for (s, st) in d.names.stripes().enumerate() {
             st.next_cookie
@@ -307,30 +279,6 @@ impl DirIndex {
             unsafe { d.insert(&r.name, slot, &guard) };
         }
         d
-    }
-
-    /// This index with its entries counted in `entries` from now on
-    /// (before anyone can see it).
-    pub fn counted(mut self, entries: std::sync::Arc<dyn Counter>) -> DirIndex {
-        entries.add(self.len() as i64);
-        self.entries = Some(entries);
-        *self.counted.get_mut() = true;
-        self
-    }
-
-    /// Stop counting this index's entries (it is being taken out). The
-    /// caller holds every stripe.
-    fn uncount(&self) {
-        if let Some(c) = &self.entries {
-            if self.counted.swap(false, Ordering::Relaxed) {
-                c.add(-(self.len() as i64));
-            }
-        }
-    }
-
-    /// Whether `entries` counts this index now.
-    fn is_counted(&self) -> bool {
-        self.entries.is_some() && self.counted.load(Ordering::Relaxed)
     }
 
     /// The entry `name`, lock-free.
@@ -516,11 +464,6 @@ impl DirIndex {
             None => {
                 let len = &self.names.aux(self.names.stripe_of(name)).len;
                 len.store(len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                if self.is_counted() {
-                    if let Some(c) = &self.entries {
-                        c.add(1);
-                    }
-                }
             }
         }
         let cookie_moved = match old {
@@ -550,11 +493,6 @@ impl DirIndex {
         let n = len.load(Ordering::Relaxed);
         debug_assert!(n > 0, "removing from an empty stripe");
         len.store(n - 1, Ordering::Relaxed);
-        if self.is_counted() {
-            if let Some(c) = &self.entries {
-                c.add(-1);
-            }
-        }
         self.unlist(slot.cookie, guard);
         Some(slot)
     }
@@ -787,9 +725,6 @@ impl DirLoad<'_> {
         }
         idx.fold_with_next_cookie(fold);
         self.state.index.store(ptr::null_mut(), Ordering::Release);
-        // Exact: every stripe is held. Its memory goes with the deferred
-        // free below; the budget stops counting it now.
-        idx.uncount();
         drop(held);
         let guard = crossbeam_epoch::pin();
         // SAFETY: unpublished above with every stripe held, so no writer

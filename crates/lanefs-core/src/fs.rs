@@ -17,13 +17,6 @@
 //!   inode or `alloc_inode` inserts a new one, subtracted when one is
 //!   unhashed (eviction, free) — so it equals the table's count when quiet
 //!   (`check` verifies it).
-//! * `cached_dir_entries` (per-lane counter, shared with every counted
-//!   `DirIndex`): entries of the loaded directory indexes — added at load
-//!   and per name inserted, subtracted per name removed and by a take-out
-//!   (under every stripe) — weighed into the inode budget
-//!   (`DIR_ENTRIES_PER_INODE` to an inode); `check` compares it with the
-//!   indexes. No index is loaded into a directory an evictor has claimed
-//!   (`load_index`: `ESTALE`), so every loaded index is a cached one.
 //!
 //! Inode life cycle (see `icache` for the state word):
 //! * A counted reference ([`IRef`]) holds one count on `Inode::life`; its
@@ -125,9 +118,6 @@ pub(crate) struct FsInner {
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
-    /// Entries of the loaded directory indexes (`DirIndex::counted`),
-    /// weighed into the inode budget ([`DIR_ENTRIES_PER_INODE`]).
-    pub cached_dir_entries: std::sync::Arc<dyn Counter>,
     /// The read path design (seed 003), from `config.variants.read`.
     pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
@@ -374,7 +364,6 @@ impl Fs {
             free_inodes: counter(free_inodes),
             cached_pages: Box::new(Charged::new(counter(0))),
             cached_inodes: Box::new(Charged::new(counter(0))),
-            cached_dir_entries: std::sync::Arc::from(counter(0)),
             page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
             totals: sb,
@@ -1035,19 +1024,10 @@ impl FsInner {
         evicted
     }
 
-    /// Evict unreferenced inodes while the cached inodes, with the loaded
-    /// directory entries weighed in ([`DIR_ENTRIES_PER_INODE`] to an
-    /// inode), are over the budget. A directory's index goes with its
-    /// inode, whole. One whose inode cannot go (the root, a directory in
-    /// use) keeps its whole index, whatever its size: when such indexes
-    /// alone pass the budget, every unreferenced inode goes, and the file
-    /// system is over its budget by them (an index is all or nothing; a
-    /// `shrink` takes out the indexes of directories in use too).
     fn enforce_inode_budget(&self) {
-        let budget = self.config.cache_inodes_max as i64;
-        let entries = self.cached_dir_entries.estimate().max(0) / DIR_ENTRIES_PER_INODE;
-        let inodes_max = budget - entries;
-        let over = self.cached_inodes.excess_over(inodes_max);
+        let over = self
+            .cached_inodes
+            .excess_over(self.config.cache_inodes_max as i64);
         if over > 0 {
             self.evict_inodes((over as usize).max(EVICT_BATCH_MIN));
         }
@@ -1087,11 +1067,6 @@ impl Drop for FsInner {
         }
     }
 }
-
-/// Loaded directory entries the inode budget counts as one inode: an entry
-/// costs about 130 bytes in an index (its name-trie node and listing node
-/// with the name twice) against about 1 KiB for an inode.
-pub(crate) const DIR_ENTRIES_PER_INODE: i64 = 8;
 
 /// Set permissions for a new inode of `kind` from a caller's `mode` and
 /// `umask`, as `vfs_prepare_mode`.
@@ -1247,53 +1222,6 @@ mod tests {
         Fs::new(Arc::new(lanefs_store::MemoryStore::default()), config).unwrap()
     }
 
-    /// Loaded directory indexes count in the inode budget: listing many
-    /// large directories one after another evicts the ones listed before
-    /// (their indexes go with them) instead of keeping every index. Before
-    /// the entries were counted, ten directories of 200 entries, listed
-    /// with 11 inodes cached, all stayed loaded: 2000 entries against a
-    /// budget of 64 inodes (512 entries' worth).
-    #[test]
-    fn loaded_directory_entries_count_in_the_inode_budget() {
-        const BUDGET: usize = 64;
-        let fs = fs_with_inode_budget(BUDGET);
-        let r = Cred::root();
-        let dirs: Vec<Ino> = (0..10)
-            .map(|d| {
-                let dir = fs
-                    .mkdir(&r, ROOT_INO, format!("d{d}").as_bytes(), 0o755, 0)
-                    .unwrap();
-                for i in 0..200 {
-                    let f = fs
-                        .mknod(&r, dir.ino, format!("f{i}").as_bytes(), 0o644, 0, 0)
-                        .unwrap();
-                    fs.forget(f.ino, 1);
-                }
-                fs.forget(dir.ino, 1);
-                dir.ino
-            })
-            .collect();
-        fs.shrink();
-        for &d in &dirs {
-            let h = fs.open(&r, d, libc::O_RDONLY | libc::O_DIRECTORY).unwrap();
-            let mut n = 0;
-            fs.readdir(&h, 0, &mut |_| {
-                n += 1;
-                false
-            })
-            .unwrap();
-            assert_eq!(n, 202, "every entry, `.` and `..`");
-        }
-        let entries = fs.inner.cached_dir_entries.sum();
-        let inodes = fs.cache_counts().0 as i64;
-        assert!(
-            inodes + entries / DIR_ENTRIES_PER_INODE
-                <= BUDGET as i64 + 200 / DIR_ENTRIES_PER_INODE + EVICT_BATCH_MIN as i64,
-            "{inodes} inodes and {entries} directory entries cached, budget {BUDGET}"
-        );
-        fs.check().unwrap();
-    }
-
     /// Second chance: a directory and file reached only by lock-free walks
     /// (which take no reference) stay cached while cold inodes stream
     /// through a budget many times smaller than the stream; without the
@@ -1308,21 +1236,15 @@ mod tests {
         let x = fs.mknod(&r, hot.ino, b"x", 0o644, 0, 0).unwrap();
         fs.forget(x.ino, 1);
         fs.forget(hot.ino, 1);
-        // The cold files in a directory of their own, which then leaves the
-        // cache with its index (its 1280 entries weigh 160 inodes in the
-        // budget: kept in the root, whose index never leaves, they would
-        // take the whole budget).
-        let cold_dir = fs.mkdir(&r, ROOT_INO, b"cold", 0o755, 0).unwrap();
         let cold: Vec<Ino> = (0..20 * BUDGET)
             .map(|i| {
                 let a = fs
-                    .mknod(&r, cold_dir.ino, format!("c{i}").as_bytes(), 0o644, 0, 0)
+                    .mknod(&r, ROOT_INO, format!("c{i}").as_bytes(), 0o644, 0, 0)
                     .unwrap();
                 fs.forget(a.ino, 1);
                 a.ino
             })
             .collect();
-        fs.forget(cold_dir.ino, 1);
         fs.shrink();
         // Load the path once (the reference walk), then walk it lock-free
         // between cold loads.

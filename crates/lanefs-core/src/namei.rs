@@ -123,23 +123,12 @@ impl FsInner {
     /// the same `meta` section, `fs::first_link_grants`). The caller
     /// installs it (nothing else can fail in between).
     fn load_index(&self, dir: &Inode) -> Result<DirIndex> {
-        // No index is loaded into a directory an evictor has claimed: it
-        // would be a private copy, counted in the cache budget
-        // (`cached_dir_entries`) while no longer cached, or left in an
-        // inode the eviction then gives back. Checked under the load lock,
-        // which an evictor needs (after its claim) to take an index out; a
-        // caller that meets this holds no reference (`with_dir`) and runs
-        // again on a counted one.
-        if dir.life.state() != State::Live {
-            return Err(Errno::ESTALE);
-        }
         let records = self.store.dir_read(dir.ino)?;
         let (next_cookie, rooms) = {
             let mut m = dir.meta.lock();
             (m.rec.next_cookie, first_link_grants(&mut m))
         };
-        let mut idx =
-            DirIndex::from_records(records, next_cookie).counted(self.cached_dir_entries.clone());
+        let mut idx = DirIndex::from_records(records, next_cookie);
         idx.grant_rooms(rooms);
         Ok(idx)
     }
