@@ -367,27 +367,25 @@ impl Fs {
         let fs = &self.inner;
         let exclusive = flags & libc::O_EXCL != 0;
         loop {
-            let found = if exclusive {
+            if exclusive {
                 // EEXIST needs no reference on what is there.
                 if fs.child_exists(dir, name)? {
                     return Err(Errno::EEXIST);
                 }
-                Err(Errno::ENOENT)
             } else {
-                fs.lookup_child(dir, name)
-            };
-            match found {
-                Ok(child) => {
-                    if child.kind == FileKind::Directory {
-                        return Err(Errno::EISDIR);
+                match fs.lookup_child(dir, name) {
+                    Ok(child) => {
+                        if child.kind == FileKind::Directory {
+                            return Err(Errno::EISDIR);
+                        }
+                        return Ok((
+                            fs.open_inode(cred, child.arc(), flags, false, counted)?,
+                            false,
+                        ));
                     }
-                    return Ok((
-                        fs.open_inode(cred, child.arc(), flags, false, counted)?,
-                        false,
-                    ));
+                    Err(Errno::ENOENT) => {}
+                    Err(e) => return Err(e),
                 }
-                Err(Errno::ENOENT) => {}
-                Err(e) => return Err(e),
             }
             let node = NewNode {
                 kind: FileKind::Regular,

@@ -837,10 +837,9 @@ impl FsInner {
     /// on (looked up or open), keeping its slot in `meta` for `maybe_free`.
     /// Called under `meta`; once per inode (a recorded orphan is skipped).
     pub fn note_unlinked(&self, inode: &Inode, m: &Meta) {
-        let ino = inode.ino;
         let open = || inode.opens.load(Ordering::Acquire) > 0;
         if m.rec.nlink == 0 && (m.lookups > 0 || open()) && m.orphan_slot.get().is_none() {
-            m.orphan_slot.set(Some(self.orphans.add(ino)));
+            m.orphan_slot.set(Some(self.orphans.add(inode.ino)));
         }
     }
 

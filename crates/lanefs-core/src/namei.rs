@@ -107,8 +107,9 @@ impl FsInner {
 
     /// Whether `name` is linked in `dir` now: lock-free, taking no lock
     /// and no reference (an `O_EXCL` create or a link that finds the name
-    /// answers `EEXIST` at the instant of the look). `ESTALE` as [`lookup_child`](Self::lookup_child): the
-    /// index of a directory evicted meanwhile may miss names made since.
+    /// answers `EEXIST` at the instant of the look). `ESTALE` as
+    /// [`lookup_child`](Self::lookup_child): the index of a directory
+    /// evicted meanwhile may miss names made since.
     pub fn child_exists(&self, dir: &Inode, name: &[u8]) -> Result<bool> {
         let found = self.dir_read(dir)?.get(name).is_some();
         if dir.life.state() == State::Freeing {
