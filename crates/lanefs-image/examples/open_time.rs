@@ -18,9 +18,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lanefs_image::{mkfs, Device, FileDevice, ImageConfig, ImageStore};
-use lanefs_store::{
-    DirEntryRecord, FileKind, Ino, InodeRecord, Result, Store, Timespec, Txn, TxnOp, ROOT_INO,
-};
+use lanefs_store::{DirEntryRecord, FileKind, Ino, Result, Store, Txn, TxnOp, ROOT_INO};
+
+mod common;
+use common::rec;
 
 /// A file device that counts what is read from it (atomics, Relaxed: the
 /// totals are read after the open returns).
@@ -44,31 +45,6 @@ impl Device for Counting {
     }
     fn flush(&self) -> Result<()> {
         self.dev.flush()
-    }
-}
-
-fn rec(ino: Ino, kind: FileKind) -> InodeRecord {
-    let t = Timespec {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    InodeRecord {
-        ino,
-        generation: 1,
-        kind,
-        perm: 0o644,
-        nlink: if kind == FileKind::Directory { 2 } else { 1 },
-        atime: t,
-        mtime: t,
-        ctime: t,
-        btime: t,
-        parent: if kind == FileKind::Directory {
-            ROOT_INO
-        } else {
-            0
-        },
-        next_cookie: 3,
-        ..InodeRecord::default()
     }
 }
 

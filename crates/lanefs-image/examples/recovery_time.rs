@@ -16,28 +16,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use lanefs_image::{mkfs, ImageConfig, ImageStore};
-use lanefs_store::{DirEntryRecord, FileKind, InodeRecord, Store, Timespec, Txn, TxnOp, ROOT_INO};
+use lanefs_store::{DirEntryRecord, FileKind, Store, Txn, TxnOp, ROOT_INO};
 
-fn rec(ino: u64, kind: FileKind) -> InodeRecord {
-    let t = Timespec {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    InodeRecord {
-        ino,
-        generation: 1,
-        kind,
-        perm: 0o644,
-        nlink: if kind == FileKind::Directory { 2 } else { 1 },
-        atime: t,
-        mtime: t,
-        ctime: t,
-        btime: t,
-        parent: ROOT_INO,
-        next_cookie: 3,
-        ..InodeRecord::default()
-    }
-}
+mod common;
+use common::rec;
 
 /// Copy `from` to `to` as a power cut would leave it, keeping holes (a
 /// 1 MiB chunk of zeros is not written): a million-file image is tens of
