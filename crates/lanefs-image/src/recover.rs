@@ -693,7 +693,11 @@ pub(crate) fn open_scanning(
             tail_seq: l.sup.journal_tail_seq,
             carry: Vec::new(),
         }),
-        shards: l.objs.into_iter().map(Mutex::new).collect(),
+        shards: l
+            .objs
+            .into_iter()
+            .map(|m| lanefs_store::CacheLine(Mutex::new(m)))
+            .collect(),
         limits: CacheLimits::new(cfg.cache_bytes, l.never_written),
         usage: l.usage.into_iter().map(Mutex::new).collect(),
         sb: Mutex::new(SbState {

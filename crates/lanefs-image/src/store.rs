@@ -25,7 +25,8 @@
 //! * `commit` (mutex): the group-commit point — journal head, tail and
 //!   sequence. The only lock all lanes can meet on. Taken with no gate
 //!   held, or under all gates by a checkpoint.
-//! * `shards[s]` (mutex, `ino % SHARDS`): the inode objects of shard `s`
+//! * `shards[s]` (mutex on its own cache line, `lanefs_store::ino_shard`:
+//!   a hash, since allocation groups hand out runs of numbers): the inode objects of shard `s`
 //!   (`cache.rs`: the objects, their byte estimate and CLOCK hand). A
 //!   call takes the shards of its objects in ascending index order. Under
 //!   a budget (`ImageConfig::cache_bytes`) an object not held is read back
@@ -83,6 +84,7 @@ use crate::store_cache::{CacheLimits, CacheStats, Pressure};
 
 /// Inode shards.
 pub const SHARDS: usize = 64;
+const _: () = assert!(SHARDS.is_power_of_two());
 /// Lane classes with their own gate and log buffer.
 pub const LOG_LANES: usize = 64;
 /// A lane buffer this large is committed by the call that filled it (less
@@ -198,7 +200,7 @@ pub(crate) struct Inner {
     pub ckpt: Mutex<CkptState>,
     pub gates: Box<[Gate]>,
     pub commit: Mutex<CommitState>,
-    pub shards: Box<[Mutex<ObjMap>]>,
+    pub shards: Box<[lanefs_store::CacheLine<Mutex<ObjMap>>]>,
     /// Per-shard limits of the object cache (`store_cache.rs`).
     pub limits: CacheLimits,
     pub usage: Box<[Mutex<UsageRec>]>,
@@ -224,7 +226,7 @@ pub struct ImageStore {
 }
 
 pub(crate) fn shard(ino: Ino) -> usize {
-    ino as usize % SHARDS
+    lanefs_store::ino_shard(ino, SHARDS.trailing_zeros())
 }
 
 /// An entry block at a checkpoint: unchanged at its home, or to write.

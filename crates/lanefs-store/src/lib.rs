@@ -15,6 +15,7 @@ mod errno;
 mod lane;
 mod memory;
 mod record;
+mod shard;
 mod txn;
 
 pub use errno::{Errno, Result};
@@ -24,6 +25,7 @@ pub use record::{
     DirDerived, DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, DIRENT_SIZE, PAGE_SIZE,
     ROOT_INO,
 };
+pub use shard::{ino_shard, CacheLine};
 pub use txn::{Txn, TxnOp, TXN_BYTES_MAX, TXN_OPS_MAX};
 
 /// File-system-wide totals and usage, as kept by a store.

@@ -1,8 +1,10 @@
 //! `MemoryStore`: the embedded default store, all in process memory.
 //!
 //! Locking rules:
-//! * `inodes[s]`, `pages[s]`: one mutex per shard, chosen by
-//!   `ino % SHARDS`; each protects the records of the inodes in its shard.
+//! * `inodes[s]`, `pages[s]`: one mutex per shard (each on its own cache
+//!   line), chosen by `ino_shard(ino)` (a hash: numbers come in per-lane
+//!   chunks, so `ino % SHARDS` put every lane's first file in one shard);
+//!   each protects the records of the inodes in its shard.
 //!   No call holds two of these at once (except `unwritten[s]` below).
 //! * `dirs[s]`: one mutex per shard of directory entries, chosen by a hash
 //!   of (directory, name), so that changes of different names in one
@@ -41,10 +43,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::{
-    DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock, PAGE_SIZE, ROOT_INO,
+    ino_shard, CacheLine, DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock,
+    PAGE_SIZE, ROOT_INO,
 };
 
-const SHARDS: usize = 64;
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
 /// Lanes with their own inode-number allocator (more lanes share them).
 const INO_LANES: usize = 64;
 /// Never-used inode numbers a lane takes at once from `next_chunk`.
@@ -95,22 +99,26 @@ type PageMap = BTreeMap<u64, Box<Page>>;
 
 /// An in-memory [`Store`]. Nothing survives the process.
 pub struct MemoryStore {
-    inodes: Vec<Mutex<HashMap<Ino, Box<[u8]>>>>,
-    dirs: Vec<Mutex<EntryShard>>,
+    inodes: Shards<Box<[u8]>>,
+    dirs: Box<[CacheLine<Mutex<EntryShard>>]>,
     entry_hasher: foldhash::fast::RandomState,
-    pages: Vec<Mutex<HashMap<Ino, PageMap>>>,
+    pages: Shards<PageMap>,
     ino_lanes: Box<[Mutex<InoLane>]>,
     next_chunk: AtomicU64,
-    unwritten: Vec<Mutex<HashMap<Ino, Vec<Range<u64>>>>>,
+    unwritten: Shards<Vec<Range<u64>>>,
     superblock: Mutex<Superblock>,
 }
 
-fn shards<V>() -> Vec<Mutex<HashMap<Ino, V>>> {
-    (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect()
+type Shards<V> = Box<[CacheLine<Mutex<HashMap<Ino, V>>>]>;
+
+fn shards<V>() -> Shards<V> {
+    (0..SHARDS)
+        .map(|_| CacheLine(Mutex::new(HashMap::new())))
+        .collect()
 }
 
 fn shard(ino: Ino) -> usize {
-    (ino as usize) % SHARDS
+    ino_shard(ino, SHARD_BITS)
 }
 
 impl MemoryStore {
@@ -118,7 +126,7 @@ impl MemoryStore {
     pub fn new(cfg: MemoryStoreConfig) -> MemoryStore {
         MemoryStore {
             inodes: shards(),
-            dirs: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            dirs: (0..SHARDS).map(|_| CacheLine::default()).collect(),
             entry_hasher: foldhash::fast::RandomState::default(),
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
