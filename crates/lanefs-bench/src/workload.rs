@@ -93,7 +93,7 @@ workloads! {
     seeds {
         Seed000 => "seed000", "inode cache: stat-walk private trees larger than the inode-cache budget (cold lookups, inodes recycle)";
         Seed001 => "seed001", "instance lifecycle: new engine, create 4 files, drop; a reclaim thread scans the registry";
-        Seed002Orphan => "seed002:stress-orphan", "orphan table: truncate an open, unlinked private file byte by byte";
+        Seed002Orphan => "seed002:stress-orphan", "orphan table: truncate an open private file byte by byte (each truncate is in the table for its length)";
         Seed002CreatClo => "seed002:creat_clo", "orphan table: reaim creat_clo, create-write-close-unlink a private file";
         Seed003Read => "seed003:read", "cached read: pread a random 4 KiB block of one shared cached file";
         Seed003ReadWriter => "seed003:read+writer", "cached read: the same while a writer thread overwrites another range";

@@ -48,7 +48,7 @@ fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
                 inode.ino, m.rec.parent
             ));
         }
-        let opens = inode.opens.load(crate::sync::Ordering::Relaxed);
+        let opens = inode.open_count();
         let pinned = m.lookups != 0 || opens != 0 || m.rec.nlink == 0;
         if life.on_lru() {
             on_lru += 1;

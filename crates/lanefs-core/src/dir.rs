@@ -1096,7 +1096,7 @@ mod tests {
         let mut idx = DirIndex::from_records(Vec::new(), 0);
         idx.grant_rooms(|s| s as u32);
         d.lock_load().install(idx);
-        let name = (0..64)
+        let name = (0..4096)
             .map(|i| format!("n{i}").into_bytes())
             .find(|n| {
                 let g = crossbeam_epoch::pin();

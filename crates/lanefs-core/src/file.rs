@@ -16,7 +16,7 @@ use crate::DirAt;
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::fs::{
-    check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner,
+    check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
 use crate::inode::{Body, Inode};
 use crate::namei::{Made, NewNode};
@@ -63,13 +63,10 @@ impl OpenFile {
     /// opener's access when it opened, and the first handle checked it
     /// here too. Fails with `ENOENT` if the inode is already freed.
     pub fn reopen_unchecked(&self, flags: i32) -> Result<OpenFile> {
-        {
-            let m = self.inode.meta.lock();
-            if m.freed {
-                return Err(Errno::ENOENT);
-            }
-            // Raised under `meta`, where `freed` was checked (inode doc).
-            self.inode.opens.fetch_add(1, Ordering::AcqRel);
+        // This handle pins the inode (no free can seal it), so the count
+        // can be raised without `meta` and without a check.
+        if !self.inode.raise_opens() {
+            return Err(Errno::ENOENT);
         }
         Ok(OpenFile {
             fs: self.fs.clone(),
@@ -139,7 +136,7 @@ impl Drop for OpenFile {
         }
         let (freeable, unpinned) = {
             let m = self.inode.meta.lock();
-            let unopened = self.inode.opens.load(Ordering::Acquire) == 0;
+            let unopened = self.inode.open_count() == 0;
             let unpinned = !m.freed && m.lookups == 0 && unopened;
             (unpinned && m.rec.nlink == 0, unpinned)
         };
@@ -157,6 +154,19 @@ impl std::fmt::Debug for OpenFile {
             .field("ino", &self.inode.ino)
             .field("flags", &self.flags)
             .finish()
+    }
+}
+
+/// An orphan-table entry held for the length of a truncate; dropping it
+/// (success, error or panic) removes the entry.
+struct OrphanGuard<'a>(
+    &'a dyn crate::orphan::OrphanTable,
+    crate::orphan::OrphanSlot,
+);
+
+impl Drop for OrphanGuard<'_> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
     }
 }
 
@@ -187,35 +197,41 @@ impl FsInner {
     fn open_inode(
         self: &Arc<Self>,
         cred: &Cred,
-        inode: Arc<Inode>,
+        found: &IRef<'_>,
         flags: i32,
         created: bool,
         counted: bool,
     ) -> Result<OpenFile> {
+        // `found` is a counted reference (or the root), held until the
+        // open count pins the inode: eviction cannot claim it meanwhile.
+        let inode = found.arc();
         let mask = open_mask(&inode, flags)?;
+        // No `meta`: the checks read the attribute mirror (a racing chmod
+        // or chown is seen before or after, as Linux's `may_open` reads
+        // `i_mode` without the inode lock), and the open count is raised
+        // unless a free sealed it (inode doc).
+        if !created {
+            inode.permission_unlocked(cred, mask)?;
+        }
+        match inode.kind {
+            FileKind::Regular | FileKind::Directory => {}
+            // Special files' I/O belongs to drivers and pipes, which an
+            // embedded engine does not have (the FUSE kernel side opens
+            // them itself).
+            _ => return Err(Errno::ENXIO),
+        }
+        if flags & libc::O_NOATIME != 0
+            && !cred.is_root()
+            && cred.uid != inode.meta.perm_attr().uid()
         {
-            let mut m = inode.meta.lock();
-            if m.freed {
-                return Err(Errno::ENOENT);
-            }
-            if !created {
-                perm::permission(cred, &m.rec, mask)?;
-            }
-            match inode.kind {
-                FileKind::Regular | FileKind::Directory => {}
-                // Special files' I/O belongs to drivers and pipes, which an
-                // embedded engine does not have (the FUSE kernel side opens
-                // them itself).
-                _ => return Err(Errno::ENXIO),
-            }
-            if flags & libc::O_NOATIME != 0 && !owner_or_root(cred, &m.rec) {
-                return Err(Errno::EPERM);
-            }
-            // Raised under `meta`, where `freed` was checked (inode doc).
-            inode.opens.fetch_add(1, Ordering::AcqRel);
-            if counted {
-                *m.lookups_mut() += 1;
-            }
+            return Err(Errno::EPERM);
+        }
+        if !inode.raise_opens() {
+            return Err(Errno::ENOENT);
+        }
+        if counted {
+            // Not freed: the handle just made pins it.
+            *inode.meta.lock().lookups_mut() += 1;
         }
         let file = OpenFile {
             fs: self.clone(),
@@ -241,9 +257,19 @@ impl FsInner {
             return Err(Errno::EINVAL);
         };
         let mut pm = data.write();
-        if inode.meta.lock().freed {
-            return Err(Errno::ENOENT);
-        }
+        // A shrinking truncate is crash bookkeeping's other client (seed
+        // 002, ext4's `ext4_setattr`): the inode is in the orphan table
+        // while its pages go, unless it is there already (unlinked), so
+        // that a store whose truncate is not one transaction could finish
+        // it at recovery. Removed once the size is recorded.
+        let truncating = {
+            let m = inode.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            (size < pm.size() && m.orphan_slot.get().is_none()).then(|| self.orphans.add(inode.ino))
+        };
+        let _in_table = truncating.map(|slot| OrphanGuard(&*self.orphans, slot));
         let before = pm.cached_pages();
         let freed = pm.truncate(&*self.store, inode.ino, size);
         self.cached_pages
@@ -300,8 +326,7 @@ impl Fs {
         if !at.matches(inode.generation) {
             return Err(Errno::ENOENT);
         }
-        self.inner
-            .open_inode(cred, inode.arc(), flags, false, false)
+        self.inner.open_inode(cred, &inode, flags, false, false)
     }
 
     /// Look up `name` in `parent` and open it, creating a regular file with
@@ -335,8 +360,8 @@ impl Fs {
                 Ok((self.open(cred, target.ino, flags)?, false))
             } else if !creat {
                 check_name(name)?;
-                let child = fs.lookup_child(dir, name)?.arc();
-                Ok((fs.open_inode(cred, child, flags, false, counted)?, false))
+                let child = fs.lookup_child(dir, name)?;
+                Ok((fs.open_inode(cred, &child, flags, false, counted)?, false))
             } else {
                 check_name(name)?;
                 self.open_or_create(cred, dir, name, flags, mode, umask, counted)
@@ -378,10 +403,7 @@ impl Fs {
                         if child.kind == FileKind::Directory {
                             return Err(Errno::EISDIR);
                         }
-                        return Ok((
-                            fs.open_inode(cred, child.arc(), flags, false, counted)?,
-                            false,
-                        ));
+                        return Ok((fs.open_inode(cred, &child, flags, false, counted)?, false));
                     }
                     Err(Errno::ENOENT) => {}
                     Err(e) => return Err(e),
@@ -398,10 +420,7 @@ impl Fs {
                 needs_mknod_cap: false,
             };
             if let Made::New(inode) = fs.create_in(cred, dir, name, &node, exclusive)? {
-                return Ok((
-                    fs.open_inode(cred, inode.arc(), flags, true, counted)?,
-                    true,
-                ));
+                return Ok((fs.open_inode(cred, &inode, flags, true, counted)?, true));
             }
         }
     }
@@ -890,6 +909,60 @@ mod model {
                 fs.check().unwrap();
             },
             crate::sync::model_iterations(),
+        );
+    }
+
+    /// An open that holds only a counted reference (a walk, or FUSE's open
+    /// by number) races the unlink of the file's last name. Opens raise the
+    /// count without `meta`; the unlink's decision seals it. Either the open
+    /// wins (the inode lives on as an orphan until the handle closes) or it
+    /// fails with `ENOENT` and the inode is freed; never a handle to a freed
+    /// inode, never an inode left over.
+    #[test]
+    fn model_open_vs_unlink_of_last_name() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let free_before = fs.statfs().unwrap().files_free;
+                let (attr, f, _) = fs
+                    .open_at(
+                        &r,
+                        ROOT_INO,
+                        b"f",
+                        libc::O_CREAT | libc::O_RDWR,
+                        0o644,
+                        0,
+                        false,
+                    )
+                    .unwrap();
+                drop(f);
+                let opener = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.open(&Cred::root(), attr.ino, libc::O_RDONLY))
+                };
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap())
+                };
+                unlinker.join().unwrap();
+                match opener.join().unwrap() {
+                    Ok(h) => {
+                        assert_eq!(
+                            fs.statfs().unwrap().files_free,
+                            free_before - 1,
+                            "freed while open"
+                        );
+                        fs.check().unwrap();
+                        drop(h);
+                    }
+                    Err(e) => assert_eq!(e, crate::Errno::ENOENT),
+                }
+                assert_eq!(fs.statfs().unwrap().files_free, free_before, "not freed");
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+            3,
         );
     }
 }

@@ -744,8 +744,8 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
-        // `opens` only falls while `meta` is held (raised under it).
-        let unopened = || inode.opens.load(Ordering::Acquire) == 0;
+        // Read under `meta`; the decision below seals it at 0.
+        let unopened = || inode.open_count() == 0;
         let freeable = |m: &Meta| {
             !m.freed && m.rec.nlink == 0 && m.lookups == 0 && unopened() && inode.ino != ROOT_INO
         };
@@ -770,6 +770,12 @@ impl FsInner {
         let (blocks, orphan_slot) = {
             let mut m = inode.meta.lock();
             if !freeable(&m) {
+                return;
+            }
+            if !inode.seal_unopened() {
+                // An open raced in; its last close decides again. Unlinked
+                // and open: an orphan until then.
+                self.note_unlinked(inode, &m);
                 return;
             }
             m.freed = true;
@@ -823,7 +829,7 @@ impl FsInner {
         if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
             return;
         }
-        if inode.opens.load(Ordering::Acquire) != 0 {
+        if inode.open_count() != 0 {
             return;
         }
         // A counted reference's drop does the offer (`iput`). The number may
@@ -834,11 +840,15 @@ impl FsInner {
     }
 
     /// After a link count reached zero: record the orphan if the inode lives
-    /// on (looked up or open), keeping its slot in `meta` for `maybe_free`.
-    /// Called under `meta`; once per inode (a recorded orphan is skipped).
+    /// on (looked up or open), keeping its slot in `meta` for `maybe_free`;
+    /// otherwise seal its open count, so that it cannot be opened before
+    /// `maybe_free` (which the caller runs next) frees it. Called under
+    /// `meta`; once per inode (a recorded orphan is skipped).
     pub fn note_unlinked(&self, inode: &Inode, m: &Meta) {
-        let open = || inode.opens.load(Ordering::Acquire) > 0;
-        if m.rec.nlink == 0 && (m.lookups > 0 || open()) && m.orphan_slot.get().is_none() {
+        if m.rec.nlink == 0
+            && m.orphan_slot.get().is_none()
+            && (m.lookups > 0 || !inode.seal_unopened())
+        {
             m.orphan_slot.set(Some(self.orphans.add(inode.ino)));
         }
     }
@@ -927,7 +937,9 @@ impl FsInner {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
             // (being freed by `maybe_free`, which must find it hashed).
-            let open = inode.opens.load(Ordering::Acquire) != 0;
+            // No open can start now: it would need a counted reference,
+            // and the claim says there is none.
+            let open = inode.open_count() != 0;
             if m.lookups != 0 || open || m.freed || m.rec.nlink == 0 {
                 inode.life.unclaim();
                 return false;

@@ -29,16 +29,21 @@
 //!   changes of its entries move its times in its stripes (`dir_attr`),
 //!   and a listing compares atime with them lock-free instead.
 //!
-//! * `opens` (atomic, on a line of its own): open handles. Raised only
-//!   under `meta` (an open checks `freed` in the same section, so no
-//!   handle is made to a freed inode); lowered by a close *without*
-//!   `meta` while other handles remain — a close then writes nothing but
-//!   this line — and, for the last handle, lowered to 0 and then decided
+//! * `opens` (atomic, on a line of its own): open handles, and the bit
+//!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
+//!   compare-and-swap that fails once sealed) by a caller that holds a
+//!   counted reference or another handle — so eviction, which needs no
+//!   counted reference and then reads the count under `meta`, cannot
+//!   evict an inode being opened. Lowered by a close without `meta` while
+//!   other handles remain; the last close takes it to 0 and then decides
 //!   under `meta` (free the inode if unlinked, re-offer it to the LRU).
-//!   Every decision that reads it (free, evict, orphan, check) holds
-//!   `meta`: it can only see a count fall, never rise, between its read
-//!   and its decision, and a close that takes it to 0 takes `meta` after
-//!   it and decides again.
+//!   A free is decided under `meta` by sealing the count at 0
+//!   ([`Inode::seal_unopened`]): an open that raised it first makes the
+//!   seal fail (its close decides again), one that comes after fails with
+//!   `ENOENT` — so no handle is ever made to a freed inode, and opens of
+//!   one file, or an open beside a write or a rename of it, share only
+//!   this line. An unlinked inode is sealed or recorded as an orphan in
+//!   the section that took its last link (`note_unlinked`).
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -51,7 +56,7 @@
 //! then, under `meta`, `lookups == opens == 0`; it is written back before it
 //! leaves the hash.
 
-use crate::sync::{AtomicBool, AtomicU64};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::cell::Cell;
 
 use lanefs_store::{FileKind, Ino, InodeRecord};
@@ -127,14 +132,57 @@ pub(crate) struct Inode {
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
-    /// Open handles (see the module doc: raised under `meta`, lowered
-    /// without it).
+    /// Open handles and [`OPENS_SEALED`] (module doc); read the count
+    /// with [`Inode::open_count`].
     pub opens: OwnLine<AtomicU64>,
     /// Cache life cycle: state, counted references, LRU membership.
     pub life: OwnLine<Life>,
 }
 
+/// `Inode::opens` bit: a free was decided; no handle may be made.
+pub(crate) const OPENS_SEALED: u64 = 1 << 63;
+
 impl Inode {
+    /// Open handles now.
+    #[inline]
+    pub fn open_count(&self) -> u64 {
+        self.opens.load(Ordering::Acquire) & !OPENS_SEALED
+    }
+
+    /// Make a handle: raise the open count unless a free sealed it
+    /// (`false`). The caller holds a counted reference or a handle.
+    #[inline]
+    pub fn raise_opens(&self) -> bool {
+        let mut cur = self.opens.load(Ordering::Relaxed);
+        loop {
+            if cur & OPENS_SEALED != 0 {
+                return false;
+            }
+            match self.opens.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// For a decision to free, under `meta`: seal the count at 0 so that
+    /// no handle is made from now on. `false` if a handle is open (an open
+    /// raced in: its last close decides again). Sealing twice is allowed.
+    pub fn seal_unopened(&self) -> bool {
+        match self
+            .opens
+            .compare_exchange(0, OPENS_SEALED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(now) => now == OPENS_SEALED,
+        }
+    }
+
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
     pub fn new(rec: InodeRecord, dirty: bool) -> Inode {
         let body = match rec.kind {

@@ -149,18 +149,29 @@ mod model_locks {
 /// pin holds the epoch back while an iteration drains it.
 #[cfg(all(test, lanefs_shuttle))]
 pub(crate) fn check_random<F: Fn() + Send + Sync + 'static>(f: F, iterations: usize) {
-    shuttle::check_random(
-        move || {
-            f();
-            // Each flush seals the local bag, tries to advance the global
-            // epoch and runs the bags two epochs old: a few rounds empty
-            // them when nobody else is pinned.
-            for _ in 0..4 {
-                crossbeam_epoch::pin().flush();
-            }
-        },
-        iterations,
-    );
+    shuttle::check_random(drained(f), iterations);
+}
+
+/// As [`check_random`] with shuttle's PCT scheduler (priorities changed at
+/// `depth` random points): it finds the races where one thread must stall
+/// for a long stretch of another's steps, which a uniformly random
+/// schedule almost never produces.
+#[cfg(all(test, lanefs_shuttle))]
+pub(crate) fn check_pct<F: Fn() + Send + Sync + 'static>(f: F, iterations: usize, depth: usize) {
+    shuttle::check_pct(drained(f), iterations, depth);
+}
+
+#[cfg(all(test, lanefs_shuttle))]
+fn drained<F: Fn() + Send + Sync + 'static>(f: F) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        f();
+        // Each flush seals the local bag, tries to advance the global
+        // epoch and runs the bags two epochs old: a few rounds empty them
+        // when nobody else is pinned.
+        for _ in 0..4 {
+            crossbeam_epoch::pin().flush();
+        }
+    }
 }
 
 /// Iterations for one model check: `LANEFS_SHUTTLE_ITERS`, default 1000.

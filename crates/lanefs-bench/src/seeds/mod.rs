@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `seed000` | stat the next file of the thread's private tree (a walk from the root), with an inode-cache budget far below the trees, so lookups miss and inodes recycle | `icache` |
 //! | `seed001` | a whole instance lifecycle: `Fs::new` on a fresh `MemoryStore`, create [`SEED001_FILES`] files, drop — while a reclaim thread scans the registry without pause; each drop is timed on its own for p50/p99 | `reclaim` |
-//! | `seed002:stress-orphan` | truncate an open, unlinked private file by one byte; when it reaches 0 it is closed (freed, leaving the orphan table) and the next one made, opened and unlinked (entering it) | `orphan` |
+//! | `seed002:stress-orphan` | truncate an open private file by one byte (each shrinking truncate enters and leaves the orphan table, as in ext4); when it reaches 0 it is closed and removed and the next one made and opened | `orphan` |
 //! | `seed002:creat_clo` | reaim `creat_clo`: create a private file, write 4 KiB, close, unlink | `orphan` |
 //! | `seed003:read` | pread a random 4 KiB block of the first half of one shared cached file | `read` |
 //! | `seed003:read+writer` | the same while one more thread overwrites the second half | `read` |
@@ -55,8 +55,8 @@ pub const SEED000_CACHE_SLACK: usize = 4;
 pub const SEED001_FILES: usize = 4;
 /// seed001: objects the reclaim thread asks each scan to free.
 pub const SEED001_SCAN_NR: usize = 128;
-/// seed002 stress-orphan: bytes a file starts with (one orphan-table add
-/// and remove per this many truncates).
+/// seed002 stress-orphan: bytes a file starts with (truncated one byte at a
+/// time: each truncate adds the file to the orphan table and removes it).
 pub const SEED002_FILE_BYTES: u64 = 16;
 /// seed003: blocks of the shared file; readers use the first half, the
 /// writer the second.
@@ -314,11 +314,14 @@ struct OrphanState<F> {
     size: u64,
 }
 
-/// Make the next file of `s`: create it with [`SEED002_FILE_BYTES`]
-/// bytes, open it, unlink it (it enters the orphan table while open).
+/// Make the next file of `s`: close and remove the spent one, then create
+/// the next with [`SEED002_FILE_BYTES`] bytes and open it. As in the
+/// seed's stress-orphan, the files stay linked: every truncate that
+/// shrinks one puts it in the orphan table for its length.
 fn next_orphan(b: &Inproc, s: &mut OrphanState<<Inproc as Backend>::File>) -> Result<(), String> {
     if let Some(f) = s.file.take() {
         b.close(f);
+        b.unlink(&s.name).map_err(e)?;
     }
     s.name.clear();
     let _ = write!(s.name, "{}/f{}", s.dir, s.made);
@@ -326,7 +329,6 @@ fn next_orphan(b: &Inproc, s: &mut OrphanState<<Inproc as Backend>::File>) -> Re
     let data = vec![0x5a; SEED002_FILE_BYTES as usize];
     b.create_write(&s.name, &data, false).map_err(e)?;
     s.file = Some(b.open(&s.name, OpenMode::ReadWrite).map_err(e)?);
-    b.unlink(&s.name).map_err(e)?;
     s.size = SEED002_FILE_BYTES;
     Ok(())
 }
@@ -363,6 +365,7 @@ fn seed002_orphan(variants: Variants, threads: usize, p: &Params) -> Result<Meas
     for (t, s) in states.into_iter().enumerate() {
         if let Some(f) = s.file {
             b.close(f);
+            b.unlink(&s.name).map_err(e)?;
         }
         let n = b.readdir(&format!("t{t}")).map_err(e)?;
         if n != 0 {
