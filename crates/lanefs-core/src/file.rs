@@ -10,6 +10,8 @@
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
 
+use std::ptr::NonNull;
+
 use crate::sync::{Arc, Ordering};
 use crate::DirAt;
 
@@ -31,10 +33,41 @@ use crate::{
 /// An open regular file or directory. Closing is dropping it; the last
 /// close of an unlinked file frees it.
 pub struct OpenFile {
-    fs: Arc<FsInner>,
+    fs: FsRef,
     inode: Arc<Inode>,
     flags: i32,
     cred: Cred,
+}
+
+/// The engine as a handle holds it: counted on a lane in
+/// `FsInner::handles`, not by `Arc` (the `handles` module says why).
+struct FsRef(NonNull<FsInner>);
+
+// SAFETY: an `FsRef` only hands out `&FsInner` (`Deref`), and `FsInner` is
+// shared between threads already (it lives in an `Arc` every `Fs` clone
+// holds), so sending or sharing the pointer is as safe as sharing that
+// `Arc`.
+unsafe impl Send for FsRef {}
+// SAFETY: as for `Send` above.
+unsafe impl Sync for FsRef {}
+
+impl FsRef {
+    /// Count a new handle and point at the engine.
+    fn new(fs: &FsInner) -> FsRef {
+        fs.handles.open();
+        FsRef(NonNull::from(fs))
+    }
+}
+
+impl std::ops::Deref for FsRef {
+    type Target = FsInner;
+    fn deref(&self) -> &FsInner {
+        // SAFETY: the pointer came from a live `&FsInner` (`FsRef::new`),
+        // and the count that `new` added keeps the engine's own `Arc`
+        // (`Handles::keep`) until `OpenFile::drop` takes it back as its
+        // very last step; no `FsRef` is used after that.
+        unsafe { self.0.as_ref() }
+    }
 }
 
 impl OpenFile {
@@ -68,8 +101,9 @@ impl OpenFile {
         if !self.inode.raise_opens() {
             return Err(Errno::ENOENT);
         }
+        crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         Ok(OpenFile {
-            fs: self.fs.clone(),
+            fs: FsRef::new(&self.fs),
             inode: self.inode.clone(),
             flags,
             cred: self.cred.clone(),
@@ -129,6 +163,17 @@ impl Drop for OpenFile {
     /// an unlinked inode is freed (`maybe_free`), any other goes back to
     /// the LRU when nothing else pins it.
     fn drop(&mut self) {
+        crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
+        self.close_inode();
+        // Last: once the handle is uncounted the engine may go (with the
+        // reference returned here, if this was the last handle after the
+        // last `Fs`).
+        drop(self.fs.handles.close());
+    }
+}
+
+impl OpenFile {
+    fn close_inode(&self) {
         let before = self.inode.opens.fetch_sub(1, Ordering::AcqRel);
         debug_assert!(before > 0, "open count underflow");
         if before != 1 {
@@ -233,8 +278,11 @@ impl FsInner {
             // Not freed: the handle just made pins it.
             *inode.meta.lock().lookups_mut() += 1;
         }
+        // A handle holds the inode by `Arc` (a count shared by the handles
+        // of one file, beside `opens`) and the engine by a per-lane count.
+        crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile {
-            fs: self.clone(),
+            fs: FsRef::new(self),
             inode,
             flags,
             cred: cred.clone(),

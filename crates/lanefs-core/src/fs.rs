@@ -69,6 +69,7 @@ use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
 use crate::dir::{DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
+use crate::handles::Handles;
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
@@ -100,6 +101,19 @@ const COUNTER_BATCH: i64 = 64;
 #[derive(Clone)]
 pub struct Fs {
     pub(crate) inner: Arc<FsInner>,
+    /// Shared by the clones: dropped with the last, it starts the
+    /// engine's release (`handles`: open handles keep it until they close).
+    _user: Arc<FsUser>,
+}
+
+/// The users' share of an engine: its drop tells the engine that no `Fs`
+/// is left (`Handles::begin_closing`).
+struct FsUser(Arc<FsInner>);
+
+impl Drop for FsUser {
+    fn drop(&mut self) {
+        drop(self.0.handles.begin_closing());
+    }
 }
 
 pub(crate) struct FsInner {
@@ -121,6 +135,9 @@ pub(crate) struct FsInner {
     /// The read path design (seed 003), from `config.variants.read`.
     pub page_cache: Box<dyn PageCache>,
     pub rename_lock: Mutex<()>,
+    /// Open handles' references to the engine, per lane, and the engine's
+    /// reference to itself while any is open (`handles`).
+    pub handles: Handles<FsInner>,
     pub totals: Superblock,
     shrinker: Mutex<Option<ShrinkerId>>,
 }
@@ -366,6 +383,7 @@ impl Fs {
             cached_inodes: Box::new(Charged::new(counter(0))),
             page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
+            handles: Handles::new(),
             totals: sb,
             config,
             shrinker: Mutex::new(None),
@@ -373,7 +391,11 @@ impl Fs {
         let id =
             reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
-        Ok(Fs { inner })
+        inner.handles.keep(inner.clone());
+        Ok(Fs {
+            _user: Arc::new(FsUser(inner.clone())),
+            inner,
+        })
     }
 
     /// A fresh file system on a [`MemoryStore`](lanefs_store::MemoryStore)

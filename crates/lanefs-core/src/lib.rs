@@ -34,6 +34,7 @@ mod dir_attr;
 mod dir_hash;
 mod file;
 mod fs;
+mod handles;
 mod icache;
 mod inode;
 mod lane;

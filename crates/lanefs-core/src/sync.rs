@@ -70,6 +70,21 @@ pub(crate) fn note_opaque<T>(at: &T, write: bool) {
     let _ = (at, write);
 }
 
+/// Report to the conflict audit a clone or drop of an `Arc` whose data is at
+/// `data`: a write of the line holding its reference counts (`std`'s
+/// `ArcInner` keeps them just before the data: at 16 bytes before it, or
+/// in the 64 bytes before a 64-aligned one — the line of `data - 16`
+/// either way). `std::sync::Arc` does not go through this seam. Other
+/// builds: nothing.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn note_arc_count<T>(data: *const T) {
+    #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+    audit::record_opaque(data.cast::<u8>().wrapping_sub(16), true);
+    #[cfg(not(all(feature = "audit", not(lanefs_shuttle))))]
+    let _ = data;
+}
+
 /// A hint inside a retry loop: lets a model checker run another thread.
 #[inline]
 pub(crate) fn spin_hint() {
