@@ -215,6 +215,28 @@ impl Drop for OrphanGuard<'_> {
     }
 }
 
+/// The checks of an open, without `meta`: the attribute mirror (a racing
+/// chmod or chown is seen before or after, as Linux's `may_open` reads
+/// `i_mode` without the inode lock). `created`: the caller just made the
+/// file, so no permission is asked.
+fn open_checks(inode: &Inode, cred: &Cred, flags: i32, created: bool) -> Result<()> {
+    let mask = open_mask(inode, flags)?;
+    if !created {
+        inode.permission_unlocked(cred, mask)?;
+    }
+    match inode.kind {
+        FileKind::Regular | FileKind::Directory => {}
+        // Special files' I/O belongs to drivers and pipes, which an
+        // embedded engine does not have (the FUSE kernel side opens them
+        // itself).
+        _ => return Err(Errno::ENXIO),
+    }
+    if flags & libc::O_NOATIME != 0 && !cred.is_root() && cred.uid != inode.meta.perm_attr().uid() {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
 /// `may_open`: type checks, then permission for the access mode.
 fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
     if flags & libc::O_DIRECTORY != 0 && inode.kind != FileKind::Directory {
@@ -239,6 +261,45 @@ fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
 impl FsInner {
     /// Open `inode`; `check` = apply permission checks (not for a file this
     /// very call created). Truncates for `O_TRUNC` unless `created`.
+    /// Open `at` without a counted reference, from the cache under an
+    /// epoch guard: the open count is raised first, which fails once a free
+    /// or an eviction sealed it (inode doc) — so a raise that succeeds
+    /// pins a hashed, current inode, and the checks that follow read its
+    /// mirror. Writes only the file's open count and its `Arc` count, not
+    /// the `life` word every counted reference to the file writes. `None`:
+    /// not cached, sealed, another generation, or an open that truncates
+    /// — the caller takes the counted path.
+    fn open_rcu(self: &Arc<Self>, cred: &Cred, at: DirAt, flags: i32) -> Option<Result<OpenFile>> {
+        if flags & libc::O_TRUNC != 0 {
+            return None;
+        }
+        let guard = crossbeam_epoch::pin();
+        let found = self.iget_rcu(at.ino, &guard)?;
+        if !at.matches(found.generation) || !found.raise_opens() {
+            return None;
+        }
+        // SAFETY: `found` came from `iget_rcu` under `guard`, which is still
+        // pinned: it is the root (held by `self.root`) or the data of an
+        // `Arc` the cache holds until a destruction deferred past `guard`,
+        // so its strong count is at least 1 and may be raised.
+        let inode = unsafe {
+            let p: *const Inode = found;
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        };
+        drop(guard);
+        crate::sync::note_arc_count(Arc::as_ptr(&inode));
+        let file = OpenFile {
+            fs: FsRef::new(self),
+            inode,
+            flags,
+            cred: cred.clone(),
+        };
+        // Refused: dropping the handle closes it (the last close decides
+        // as any other).
+        Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
+    }
+
     fn open_inode(
         self: &Arc<Self>,
         cred: &Cred,
@@ -250,27 +311,7 @@ impl FsInner {
         // `found` is a counted reference (or the root), held until the
         // open count pins the inode: eviction cannot claim it meanwhile.
         let inode = found.arc();
-        let mask = open_mask(&inode, flags)?;
-        // No `meta`: the checks read the attribute mirror (a racing chmod
-        // or chown is seen before or after, as Linux's `may_open` reads
-        // `i_mode` without the inode lock), and the open count is raised
-        // unless a free sealed it (inode doc).
-        if !created {
-            inode.permission_unlocked(cred, mask)?;
-        }
-        match inode.kind {
-            FileKind::Regular | FileKind::Directory => {}
-            // Special files' I/O belongs to drivers and pipes, which an
-            // embedded engine does not have (the FUSE kernel side opens
-            // them itself).
-            _ => return Err(Errno::ENXIO),
-        }
-        if flags & libc::O_NOATIME != 0
-            && !cred.is_root()
-            && cred.uid != inode.meta.perm_attr().uid()
-        {
-            return Err(Errno::EPERM);
-        }
+        open_checks(&inode, cred, flags, created)?;
         if !inode.raise_opens() {
             return Err(Errno::ENOENT);
         }
@@ -369,6 +410,9 @@ impl Fs {
     /// the inode (a path walk that counted nothing): `ENOENT` unless the
     /// number still names the generation `at` saw.
     pub fn open_checked(&self, cred: &Cred, at: DirAt, flags: i32) -> Result<OpenFile> {
+        if let Some(opened) = self.inner.open_rcu(cred, at, flags) {
+            return opened;
+        }
         // The counted reference is held until the open count pins the inode.
         let inode = self.inner.iget(at.ino)?;
         if !at.matches(inode.generation) {
@@ -1007,6 +1051,59 @@ mod model {
                     Err(e) => assert_eq!(e, crate::Errno::ENOENT),
                 }
                 assert_eq!(fs.statfs().unwrap().files_free, free_before, "not freed");
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// An open without a counted reference (`open_rcu`) races the eviction
+    /// of the file it opens: the evictor seals the open count, the opener
+    /// raises it, and whichever comes first wins. A handle that wins must
+    /// be on the cached inode — a write through it is what a later lookup
+    /// sees — and one that loses takes the counted path (which waits for
+    /// the eviction and loads the file again).
+    #[test]
+    fn model_open_without_reference_vs_eviction() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let (attr, f, _) = fs
+                    .open_at(
+                        &r,
+                        ROOT_INO,
+                        b"f",
+                        libc::O_CREAT | libc::O_RDWR,
+                        0o644,
+                        0,
+                        false,
+                    )
+                    .unwrap();
+                drop(f);
+                let opener = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let h = fs.open(&Cred::root(), attr.ino, libc::O_RDWR).unwrap();
+                        fs.write(&h, 0, b"x").unwrap();
+                        h
+                    })
+                };
+                let evictor = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.inner.evict_inodes(4))
+                };
+                evictor.join().unwrap();
+                let h = opener.join().unwrap();
+                assert_eq!(
+                    fs.getattr(attr.ino).unwrap().size,
+                    1,
+                    "the handle's inode left the cache"
+                );
+                drop(h);
+                fs.inner.evict_inodes(4);
+                assert_eq!(fs.getattr(attr.ino).unwrap().size, 1, "not written back");
                 fs.check().unwrap();
             },
             crate::sync::model_iterations(),

@@ -748,6 +748,11 @@ impl FsInner {
     /// Undo `alloc_inode` for an inode that was never linked.
     pub fn discard_new(&self, inode: &Inode) {
         inode.meta.lock().freed = true;
+        // No handle was made (a new inode's creator gets its handle only
+        // after the link); none may be made from the cache now.
+        inode
+            .opens
+            .store(crate::inode::OPENS_SEALED, Ordering::Release);
         inode.life.kill();
         let freed = self.store.free_ino(inode.ino);
         // The store never had its record: once unhashed, lookups miss.
@@ -959,10 +964,12 @@ impl FsInner {
             let m = inode.meta.lock();
             // Pinned (it returns to the LRU when unpinned), or unlinked
             // (being freed by `maybe_free`, which must find it hashed).
-            // No open can start now: it would need a counted reference,
-            // and the claim says there is none.
-            let open = inode.open_count() != 0;
-            if m.lookups != 0 || open || m.freed || m.rec.nlink == 0 {
+            // Open, or opened from now on: an open without a counted
+            // reference (`open_rcu`) can start at any time, so the count
+            // is sealed at 0 (its raise then fails and it takes the
+            // counted path, which waits for the claim); unsealed if the
+            // eviction is given up.
+            if m.lookups != 0 || m.freed || m.rec.nlink == 0 || !inode.seal_unopened() {
                 inode.life.unclaim();
                 return false;
             }
@@ -1025,6 +1032,7 @@ impl FsInner {
     /// Give back a claimed, unpinned inode that could not be evicted now:
     /// LIVE again and back on the LRU for a later pass.
     fn unclaim_to_lru(&self, inode: &Arc<Inode>) {
+        inode.unseal_opens();
         inode.life.unclaim();
         if inode.life.mark_on_lru() {
             self.lru.push(Arc::clone(inode));

@@ -31,19 +31,24 @@
 //!
 //! * `opens` (atomic, on a line of its own): open handles, and the bit
 //!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
-//!   compare-and-swap that fails once sealed) by a caller that holds a
-//!   counted reference or another handle — so eviction, which needs no
-//!   counted reference and then reads the count under `meta`, cannot
-//!   evict an inode being opened. Lowered by a close without `meta` while
-//!   other handles remain; the last close takes it to 0 and then decides
-//!   under `meta` (free the inode if unlinked, re-offer it to the LRU).
-//!   A free is decided under `meta` by sealing the count at 0
-//!   ([`Inode::seal_unopened`]): an open that raised it first makes the
-//!   seal fail (its close decides again), one that comes after fails with
-//!   `ENOENT` — so no handle is ever made to a freed inode, and opens of
-//!   one file, or an open beside a write or a rename of it, share only
-//!   this line. An unlinked inode is sealed or recorded as an orphan in
-//!   the section that took its last link (`note_unlinked`).
+//!   compare-and-swap that fails once sealed), either by a caller that
+//!   holds a counted reference or another handle, or by an open from the
+//!   cache under an epoch guard with no reference at all (`open_rcu`).
+//!   Lowered by a close without `meta` while other handles remain; the last
+//!   close takes it to 0 and then decides under `meta` (free the inode if
+//!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])
+//!   under `meta` by every decision that must not meet a new handle: a free
+//!   (`note_unlinked` when the last link goes, or `maybe_free`) and an
+//!   eviction (`evict_claimed`, which unseals with
+//!   [`Inode::unseal_opens`] if it gives the inode back). An open that
+//!   raised the count first makes the seal fail (its close decides again);
+//!   one that comes after fails, with `ENOENT` on the counted path, or by
+//!   falling back to it from the cache (which waits out the eviction and
+//!   loads the file again). So no handle is ever made to a freed or evicted
+//!   inode, and opens of one file, or an open beside a write, a rename, a
+//!   link or a truncate of it, share only this line (and the `Arc` count).
+//!   An unlinked inode is sealed or recorded as an orphan in the section
+//!   that took its last link (`note_unlinked`).
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -181,6 +186,13 @@ impl Inode {
             Ok(_) => true,
             Err(now) => now == OPENS_SEALED,
         }
+    }
+
+    /// Undo an eviction's seal (`seal_unopened` by an evictor that then
+    /// gave the inode back): no handle could be made meanwhile.
+    pub fn unseal_opens(&self) {
+        debug_assert_eq!(self.opens.load(Ordering::Relaxed), OPENS_SEALED);
+        self.opens.store(0, Ordering::Release);
     }
 
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
