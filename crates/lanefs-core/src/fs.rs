@@ -55,7 +55,8 @@
 //!    being linked) in it; a non-directory's meta is always innermost.
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.
 //! 5. leaf locks: icache bucket locks and global lock, icache LRU shards,
-//!    orphan-table shards, store-internal locks, counters' slow path, the
+//!    orphan-table shards, the handles' lane slots (`handles`),
+//!    store-internal locks, counters' slow path, the
 //!    reclaim registry. (A create allocates and inserts its new inode
 //!    holding no lock at all, then links it under the directory's locks.)
 
