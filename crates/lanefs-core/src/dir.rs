@@ -182,6 +182,44 @@ pub(crate) struct Slot {
     pub cookie: u64,
 }
 
+/// Entries of a listing: their names in one buffer (a listing of 64
+/// entries makes two allocations, not 65), reused batch after batch.
+#[derive(Default)]
+pub(crate) struct ListBatch {
+    names: Vec<u8>,
+    entries: Vec<(usize, Slot)>,
+}
+
+impl ListBatch {
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.entries.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn push(&mut self, name: &[u8], slot: Slot) {
+        self.names.extend_from_slice(name);
+        self.entries.push((self.names.len(), slot));
+    }
+
+    /// The entries in order, each name with its slot.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Slot)> {
+        let mut start = 0;
+        self.entries.iter().map(move |(end, slot)| {
+            let name = &self.names[start..*end];
+            start = *end;
+            (name, slot)
+        })
+    }
+}
+
 impl Slot {
     /// The store's entry for `name → self`.
     pub fn record(&self, name: &[u8]) -> DirEntryRecord {
@@ -372,12 +410,20 @@ impl DirIndex {
     }
 
     /// Up to `max` entries after the one with cookie `after` in listing
-    /// order, lock-free (see the module doc for the order and the
-    /// guarantee).
+    /// order, lock-free, as `(name, slot)` pairs (tests).
+    #[cfg(test)]
     pub fn list_after(&self, after: u64, max: usize, guard: &Guard) -> Vec<(Vec<u8>, Slot)> {
-        let mut out = Vec::new();
+        let mut batch = ListBatch::default();
+        self.list_into(after, max, &mut batch, guard);
+        batch.iter().map(|(n, s)| (n.to_vec(), *s)).collect()
+    }
+
+    /// Append to `out` up to `max` entries after the one with cookie
+    /// `after` in listing order, lock-free (see the module doc for the
+    /// order and the guarantee).
+    pub fn list_into(&self, after: u64, max: usize, out: &mut ListBatch, guard: &Guard) {
         if max == 0 {
-            return out;
+            return;
         }
         // The start, `.` and `..` come before every partition.
         let (first, mut from) = if after < FIRST_COOKIE {
@@ -401,17 +447,16 @@ impl DirIndex {
             // begins at the head's first link, where `range` would search
             // down every level of the list for an unbounded start.
             let filled = if matches!(from, Bound::Unbounded) {
-                self.list_entries(list.iter(guard), max, &mut out, guard)
+                self.list_entries(list.iter(guard), max, out, guard)
             } else {
                 let range = list.range((from, Bound::Unbounded), guard);
-                self.list_entries(range, max, &mut out, guard)
+                self.list_entries(range, max, out, guard)
             };
             if filled {
-                return out;
+                return;
             }
             from = Bound::Unbounded;
         }
-        out
     }
 
     /// Append to `out` the entries of `walk` whose name still maps to that
@@ -422,7 +467,7 @@ impl DirIndex {
         &'g self,
         walk: impl Iterator<Item = ListEntry<'g>>,
         max: usize,
-        out: &mut Vec<(Vec<u8>, Slot)>,
+        out: &mut ListBatch,
         guard: &'g Guard,
     ) -> bool {
         for entry in walk {
@@ -430,7 +475,7 @@ impl DirIndex {
             let name = entry.value();
             if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
                 if slot.cookie == cookie {
-                    out.push((name.name.to_vec(), slot));
+                    out.push(&name.name, slot);
                     if out.len() >= max {
                         return true;
                     }
@@ -888,8 +933,9 @@ impl DirRead<'_> {
         state.still_holds(self.index, e, &self.guard)
     }
 
-    pub fn list_after(&self, after: u64, max: usize) -> Vec<(Vec<u8>, Slot)> {
-        self.index.list_after(after, max, &self.guard)
+    /// Append to `out` up to `max` entries after cookie `after`.
+    pub fn list_into(&self, after: u64, max: usize, out: &mut ListBatch) {
+        self.index.list_into(after, max, out, &self.guard)
     }
 }
 

@@ -17,6 +17,7 @@ use crate::DirAt;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
+use crate::dir::ListBatch;
 use crate::fs::{
     check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
@@ -783,12 +784,14 @@ impl Fs {
             }
             off = 2;
         }
+        let mut batch = ListBatch::default();
         loop {
-            let batch = self.inner.dir_read(dir)?.list_after(off, 64);
+            batch.clear();
+            self.inner.dir_read(dir)?.list_into(off, 64, &mut batch);
             if batch.is_empty() {
                 break;
             }
-            for (name, slot) in &batch {
+            for (name, slot) in batch.iter() {
                 let e = DirEntry {
                     ino: slot.ino,
                     kind: slot.kind,
