@@ -121,18 +121,20 @@ impl Inproc {
     /// generation only, as `stat` asks `getattr` after); what it cannot
     /// answer (a cache miss, concurrent changes) with one uncounted
     /// `lookup` per component.
-    fn walk(&self, op: &str, path: &str) -> OpResult<DirAt> {
+    /// `path`'s components for the lock-free walk; `None` when there are
+    /// more than it takes.
+    fn rcu_components(path: &str) -> Option<([&[u8]; lanefs::MAX_RCU_COMPONENTS], usize)> {
         let mut names: [&[u8]; lanefs::MAX_RCU_COMPONENTS] = [&[]; lanefs::MAX_RCU_COMPONENTS];
         let mut n = 0;
-        let mut fits = true;
         for comp in path.split('/').filter(|c| !c.is_empty()) {
-            match names.get_mut(n) {
-                Some(slot) => *slot = comp.as_bytes(),
-                None => fits = false,
-            }
+            *names.get_mut(n)? = comp.as_bytes();
             n += 1;
         }
-        if fits {
+        Some((names, n))
+    }
+
+    fn walk(&self, op: &str, path: &str) -> OpResult<DirAt> {
+        if let Some((names, n)) = Self::rcu_components(path) {
             if let Some(r) = self.fs.resolve_rcu_ino(&self.cred, ROOT_INO, &names[..n]) {
                 return r.map(|f| f.at()).map_err(|e| err(op, path, e));
             }
@@ -194,8 +196,17 @@ impl Backend for Inproc {
     }
 
     fn stat(&self, path: &str) -> OpResult<Meta> {
-        let ino = self.walk("stat", path)?.ino;
-        let attr = self.fs.getattr(ino).map_err(|e| err("stat", path, e))?;
+        // As the path layer's `metadata`: one lock-free walk that returns
+        // the final inode's attributes, else a walk and a getattr.
+        let rcu = Self::rcu_components(path)
+            .and_then(|(names, n)| self.fs.resolve_rcu(&self.cred, ROOT_INO, &names[..n]));
+        let attr = match rcu {
+            Some(r) => r.map_err(|e| err("stat", path, e))?,
+            None => {
+                let ino = self.walk("stat", path)?.ino;
+                self.fs.getattr(ino).map_err(|e| err("stat", path, e))?
+            }
+        };
         Ok(Meta {
             size: attr.size,
             is_dir: attr.kind == FileKind::Directory,
