@@ -938,9 +938,18 @@ impl Fs {
 
 #[cfg(all(test, lanefs_shuttle))]
 mod model {
-    use crate::{Cred, Fs};
+    use crate::{Attr, Cred, Fs, OpenFile};
     use lanefs_store::ROOT_INO;
     use shuttle::thread;
+
+    /// Create `/f` read-write as root: its attributes and the handle.
+    fn create_f(fs: &Fs) -> (Attr, OpenFile) {
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let (attr, f, _) = fs
+            .open_at(&Cred::root(), ROOT_INO, b"f", flags, 0o644, 0, false)
+            .unwrap();
+        (attr, f)
+    }
 
     /// Closes lower the open count without `meta` unless they are the last
     /// (`OpenFile::drop`). Two handles closed on two threads while a third
@@ -956,17 +965,7 @@ mod model {
                 let fs = Fs::new_in_memory();
                 let r = Cred::root();
                 let free_before = fs.statfs().unwrap().files_free;
-                let (_, a, _) = fs
-                    .open_at(
-                        &r,
-                        ROOT_INO,
-                        b"f",
-                        libc::O_CREAT | libc::O_RDWR,
-                        0o644,
-                        0,
-                        false,
-                    )
-                    .unwrap();
+                let (_, a) = create_f(&fs);
                 let (_, b, _) = fs
                     .open_at(&r, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
                     .unwrap();
@@ -1018,19 +1017,8 @@ mod model {
         crate::sync::check_pct(
             || {
                 let fs = Fs::new_in_memory();
-                let r = Cred::root();
                 let free_before = fs.statfs().unwrap().files_free;
-                let (attr, f, _) = fs
-                    .open_at(
-                        &r,
-                        ROOT_INO,
-                        b"f",
-                        libc::O_CREAT | libc::O_RDWR,
-                        0o644,
-                        0,
-                        false,
-                    )
-                    .unwrap();
+                let (attr, f) = create_f(&fs);
                 drop(f);
                 let opener = {
                     let fs = fs.clone();
@@ -1072,18 +1060,7 @@ mod model {
         crate::sync::check_pct(
             || {
                 let fs = Fs::new_in_memory();
-                let r = Cred::root();
-                let (attr, f, _) = fs
-                    .open_at(
-                        &r,
-                        ROOT_INO,
-                        b"f",
-                        libc::O_CREAT | libc::O_RDWR,
-                        0o644,
-                        0,
-                        false,
-                    )
-                    .unwrap();
+                let (attr, f) = create_f(&fs);
                 drop(f);
                 let opener = {
                     let fs = fs.clone();
