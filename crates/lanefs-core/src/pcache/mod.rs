@@ -423,7 +423,10 @@ impl<'a> PagesMut<'a> {
             let bytes = &data[done..done + chunk];
             if let Some(page) = self.f.index.get(idx, &guard) {
                 page.write(in_page, bytes);
-                if let Some(p) = self.map.pages.get_mut(&idx) {
+                // Stored only when it changes: the map's node is shared by
+                // the pages of neighbouring writers (overwrites of one
+                // file's blocks by many threads).
+                if let Some(p) = self.map.pages.get_mut(&idx).filter(|p| !p.dirty) {
                     p.dirty = true;
                 }
                 continue;
