@@ -23,13 +23,10 @@ use crate::cache::ObjMap;
 use crate::crc::crc32c;
 use crate::device::{Device, FileDevice};
 use crate::itable::{load_tables, read_home};
-use crate::journal::{
-    self, Op, Record, BATCH_HEADER, BATCH_MAGIC, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE,
-};
+use crate::journal::{self, Op, Record, BATCH_HEADER, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE};
 use crate::journaled::Journaled;
 use crate::layout::{
-    get_u32, get_u64, DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, JOURNAL_SEQ_LIMIT,
-    USAGE_LANES,
+    DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, JOURNAL_SEQ_LIMIT, USAGE_LANES,
 };
 use crate::object::{InodeObj, IntMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
@@ -269,10 +266,9 @@ pub(crate) fn load(
     // Batches past the end of the replayed journal (from before a
     // superblock fallback, or an earlier lap) must never be taken for the
     // ones this mount writes next: continue above every sequence number the
-    // journal region holds.
-    if let Some(newest) = newest_batch_seq(dev, &geo)? {
-        seq = seq.max(newest + 1);
-    }
+    // journal region can hold, a bound read from the superblock rather
+    // than from the whole region (docs/FORMAT.md, "Sequence numbers").
+    seq = seq.max(seq_bound(&sup));
     report.batches = batches;
     // Objects dropped while loading that a record touches come back from
     // their homes (which the table load found sound).
@@ -521,29 +517,22 @@ fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, usize
     Ok((records, last_batch, pos, seq, batches))
 }
 
-/// The highest sequence number below [`JOURNAL_SEQ_LIMIT`] of any block of
-/// the journal region that starts with a batch magic (checksum or not).
-/// Reads the whole journal, 1 MiB at a time.
-fn newest_batch_seq(dev: &dyn Device, geo: &Geometry) -> Result<Option<u64>> {
-    const CHUNK_BLOCKS: u64 = 256;
-    let mut newest = None;
-    let mut buf = vec![0u8; CHUNK_BLOCKS as usize * BLOCK];
-    let mut at = 0;
-    while at < geo.journal_blocks {
-        let n = CHUNK_BLOCKS.min(geo.journal_blocks - at);
-        let b = &mut buf[..n as usize * BLOCK];
-        dev.read_at(b, (geo.journal_start + at) * BLOCK as u64)?;
-        for h in b.chunks(BLOCK) {
-            if get_u32(h, 0) == BATCH_MAGIC {
-                let s = get_u64(h, 8);
-                if s < JOURNAL_SEQ_LIMIT && newest.is_none_or(|m| s > m) {
-                    newest = Some(s);
-                }
-            }
-        }
-        at += n;
-    }
-    Ok(newest)
+/// Above the sequence number of every batch the journal region can hold
+/// when `sup` is the superblock copy in use. The writer never passes the
+/// durable tail (its tail moves only once a checkpoint's superblock is
+/// flushed), so at most `journal_blocks` batches (one block or more each)
+/// follow a copy's tail before the next copy is written, and at most as
+/// many after it; the copy in use is the newest or the one before it. So
+/// every batch of this lap has a sequence number below `journal_tail_seq +
+/// 2 × journal_blocks`, and every batch of an earlier lap one below
+/// `journal_tail_seq`.
+/// (Kept below [`JOURNAL_SEQ_LIMIT`], which only a crafted superblock
+/// could bring within reach.)
+fn seq_bound(sup: &DiskSuper) -> u64 {
+    let bound = sup
+        .journal_tail_seq
+        .saturating_add(2 * sup.geo.journal_blocks + 1);
+    bound.min(JOURNAL_SEQ_LIMIT - 1)
 }
 
 /// Apply records in per-object stamp order: a record applies when, for each
