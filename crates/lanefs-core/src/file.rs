@@ -60,13 +60,23 @@ impl FsRef {
     }
 }
 
+impl Drop for FsRef {
+    /// Uncount the handle: the engine may go now (dropped here with the
+    /// reference `close` returns, if this was the last handle after the
+    /// last `Fs`), so nothing uses this `FsRef` afterwards. A drop, so that
+    /// a handle unwound by a panic is uncounted too.
+    fn drop(&mut self) {
+        drop(self.handles.close());
+    }
+}
+
 impl std::ops::Deref for FsRef {
     type Target = FsInner;
     fn deref(&self) -> &FsInner {
         // SAFETY: the pointer came from a live `&FsInner` (`FsRef::new`),
         // and the count that `new` added keeps the engine's own `Arc`
-        // (`Handles::keep`) until `OpenFile::drop` takes it back as its
-        // very last step; no `FsRef` is used after that.
+        // (`Handles::keep`) until `FsRef::drop` takes it back as its very
+        // last step; no `FsRef` is used after that.
         unsafe { self.0.as_ref() }
     }
 }
@@ -166,10 +176,8 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         self.close_inode();
-        // Last: once the handle is uncounted the engine may go (with the
-        // reference returned here, if this was the last handle after the
-        // last `Fs`).
-        drop(self.fs.handles.close());
+        // Then the fields: `fs` uncounts the handle (`FsRef::drop`), after
+        // which the engine may go.
     }
 }
 
