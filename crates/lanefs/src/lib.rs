@@ -227,6 +227,12 @@ pub struct ReadDir {
     done: bool,
 }
 
+impl Drop for ReadDir {
+    fn drop(&mut self) {
+        self.fs.audit_note_clone();
+    }
+}
+
 impl ReadDir {
     fn fill(&mut self) -> Result<()> {
         let mut batch = Vec::new();
@@ -279,6 +285,14 @@ fn bytes<P: AsRef<Path>>(p: &P) -> &[u8] {
 }
 
 impl Filesystem {
+    /// Report a clone or drop of this handle to the conflict audit (the
+    /// counts of its `Arc`s). Nothing without the `audit` feature.
+    #[track_caller]
+    pub(crate) fn audit_note_clone(&self) {
+        lanefs_core::audit_note_arc_count(Arc::as_ptr(&self.inner));
+        lanefs_core::audit_note_arc_count(Arc::as_ptr(&self.cred));
+    }
+
     /// A fresh, empty file system in memory with default limits.
     ///
     /// ```
@@ -595,6 +609,7 @@ impl Filesystem {
             return Err(Errno::ENOTDIR.into());
         }
         let handle = self.core().open(&self.cred, h.ino, libc::O_RDONLY)?;
+        self.core().audit_note_clone();
         Ok(ReadDir {
             fs: self.core().clone(),
             handle,
