@@ -330,16 +330,6 @@ impl Shrinker for FsShrinker {
 }
 
 impl Fs {
-    /// For the layers above the engine: report to the conflict audit a
-    /// clone or drop of this `Fs` (the counts of its two `Arc`s). Nothing
-    /// without the `audit` feature.
-    #[doc(hidden)]
-    #[track_caller]
-    pub fn audit_note_clone(&self) {
-        crate::sync::note_arc_count(Arc::as_ptr(&self.inner));
-        crate::sync::note_arc_count(Arc::as_ptr(&self._user));
-    }
-
     /// Open the file system kept in `store`, creating an empty one (just the
     /// root directory) if the store holds none.
     pub fn new(store: Arc<dyn Store>, config: FsConfig) -> Result<Fs> {

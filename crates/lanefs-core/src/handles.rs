@@ -30,10 +30,18 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 /// Lanes with a count of their own (more lanes share them).
 const HANDLE_LANES: usize = 64;
 
-pub(crate) struct Handles<T> {
+/// Handles' references to an instance of `T`, per lane (module doc): the
+/// engine's, and the path layer's for its own state.
+pub struct Handles<T> {
     lanes: Box<[OwnLine<Mutex<i64>>]>,
     closing: AtomicBool,
     keep: Mutex<Option<Arc<T>>>,
+}
+
+impl<T> Default for Handles<T> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<T> Handles<T> {

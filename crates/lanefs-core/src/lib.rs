@@ -52,19 +52,10 @@ mod variants;
 mod walk_rcu;
 mod xattr;
 
-/// For the layers above the engine (the path layer): report to the
-/// conflict audit a clone or drop of an `Arc` whose data is at `data` (the
-/// line of its counts is written). Nothing without the `audit` feature.
-#[doc(hidden)]
-#[inline(always)]
-#[track_caller]
-pub fn audit_note_arc_count<T>(data: *const T) {
-    sync::note_arc_count(data);
-}
-
 pub use counters::{AtomicCounter, Counter, PercpuCounter, COUNTER_SHARDS};
 pub use file::OpenFile;
 pub use fs::Fs;
+pub use handles::Handles;
 pub use lane::lane;
 pub use orphan::{
     LockedOrphanTable, OrphanSlot, OrphanTable, SlotOrphanTable, ORPHAN_BLOCKS, ORPHAN_BLOCK_BYTES,

@@ -16,10 +16,11 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use lanefs_core::{
-    Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE,
+    Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
 };
 
+use crate::handle::InnerRef;
 use crate::{Filesystem, Metadata};
 
 /// An open file of a [`Filesystem`]: implements [`Read`], [`Write`] and
@@ -41,18 +42,17 @@ use crate::{Filesystem, Metadata};
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct File {
-    fs: Filesystem,
+    /// Dropped first (fields drop in order): the engine's handle, then the
+    /// reference to the path layer's state.
     handle: OpenFile,
+    inner: InnerRef,
+    /// The opener's credentials, by value (an `Arc` of them would be a
+    /// count every open and close writes).
+    cred: Cred,
     kind: FileKind,
     readable: bool,
     writable: bool,
     pos: u64,
-}
-
-impl Drop for File {
-    fn drop(&mut self) {
-        self.fs.audit_note_clone();
-    }
 }
 
 impl std::fmt::Debug for File {
@@ -77,15 +77,12 @@ fn verify_area(offset: u64, len: usize) -> Result<()> {
 }
 
 impl File {
-    pub(crate) fn new(fs: Filesystem, handle: OpenFile, kind: FileKind, flags: i32) -> File {
-        // A file holds a clone of the `Filesystem`: two shared counts
-        // written by every open and close through the path layer (next:
-        // handles that reach the engine through their `OpenFile`).
-        fs.audit_note_clone();
+    pub(crate) fn new(fs: &Filesystem, handle: OpenFile, kind: FileKind, flags: i32) -> File {
         let acc = flags & libc::O_ACCMODE;
         File {
-            fs,
             handle,
+            inner: fs.handle_ref(),
+            cred: fs.cred().clone(),
             kind,
             readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
             writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
@@ -94,7 +91,7 @@ impl File {
     }
 
     fn core(&self) -> &Fs {
-        self.fs.core()
+        &self.inner.fs
     }
 
     /// The inode number of the open file.
@@ -161,7 +158,7 @@ impl File {
             ..SetAttr::default()
         };
         self.core()
-            .setattr(self.fs.cred(), self.ino(), &changes, Some(&self.handle))?;
+            .setattr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
         Ok(())
     }
 
@@ -172,7 +169,7 @@ impl File {
             ..SetAttr::default()
         };
         self.core()
-            .setattr(self.fs.cred(), self.ino(), &changes, Some(&self.handle))?;
+            .setattr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
         Ok(())
     }
 

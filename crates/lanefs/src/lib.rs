@@ -60,6 +60,7 @@
 //! ```
 
 mod file;
+mod handle;
 mod walk;
 
 pub use file::{File, OpenOptions};
@@ -87,6 +88,9 @@ struct Inner {
     memory: Option<Arc<MemoryStore>>,
     /// The image store underneath, when this instance opened it.
     image: Option<Arc<ImageStore>>,
+    /// `File`s' and `ReadDir`s' references to this state, per lane, and
+    /// its reference to itself while any is open (`handle.rs`).
+    handles: Handles<Inner>,
 }
 
 impl Drop for Inner {
@@ -108,6 +112,9 @@ pub struct Filesystem {
     inner: Arc<Inner>,
     cred: Arc<Cred>,
     umask: u32,
+    /// Shared by the clones: dropped with the last, it lets the last open
+    /// `File` or `ReadDir` release the state (`handle.rs`).
+    _user: Arc<handle::Users>,
 }
 
 impl std::fmt::Debug for Filesystem {
@@ -220,24 +227,18 @@ impl DirEntryOwned {
 /// with readdir cookies, so an entry that exists for the whole listing is
 /// returned exactly once even while the directory changes.
 pub struct ReadDir {
-    fs: Fs,
     handle: OpenFile,
+    inner: handle::InnerRef,
     buffered: VecDeque<DirEntryOwned>,
     offset: u64,
     done: bool,
-}
-
-impl Drop for ReadDir {
-    fn drop(&mut self) {
-        self.fs.audit_note_clone();
-    }
 }
 
 impl ReadDir {
     fn fill(&mut self) -> Result<()> {
         let mut batch = Vec::new();
         let mut next = self.offset;
-        self.fs.readdir(&self.handle, self.offset, &mut |e| {
+        self.inner.fs.readdir(&self.handle, self.offset, &mut |e| {
             next = e.next_offset;
             if e.name != b"." && e.name != b".." {
                 batch.push(DirEntryOwned {
@@ -285,12 +286,10 @@ fn bytes<P: AsRef<Path>>(p: &P) -> &[u8] {
 }
 
 impl Filesystem {
-    /// Report a clone or drop of this handle to the conflict audit (the
-    /// counts of its `Arc`s). Nothing without the `audit` feature.
-    #[track_caller]
-    pub(crate) fn audit_note_clone(&self) {
-        lanefs_core::audit_note_arc_count(Arc::as_ptr(&self.inner));
-        lanefs_core::audit_note_arc_count(Arc::as_ptr(&self.cred));
+    /// A reference to this instance for a `File` or `ReadDir`: counted on
+    /// this thread's lane, not by `Arc` (`handle.rs`).
+    pub(crate) fn handle_ref(&self) -> handle::InnerRef {
+        handle::InnerRef::new(&self.inner)
     }
 
     /// A fresh, empty file system in memory with default limits.
@@ -359,15 +358,12 @@ impl Filesystem {
             Err(e) => return Err(e.into()),
         };
         let fs = Fs::new(store.clone(), config)?;
-        Ok(Filesystem {
-            inner: Arc::new(Inner {
-                fs,
-                memory: None,
-                image: Some(store),
-            }),
-            cred: Arc::new(Cred::root()),
-            umask: 0o022,
-        })
+        Ok(Filesystem::with_inner(Inner {
+            fs,
+            memory: None,
+            image: Some(store),
+            handles: Handles::new(),
+        }))
     }
 
     /// Format `path` (a file, created or resized to `size` bytes, or a
@@ -395,12 +391,20 @@ impl Filesystem {
     }
 
     fn wrap(fs: Fs, memory: Option<Arc<MemoryStore>>) -> Filesystem {
+        Filesystem::with_inner(Inner {
+            fs,
+            memory,
+            image: None,
+            handles: Handles::new(),
+        })
+    }
+
+    fn with_inner(inner: Inner) -> Filesystem {
+        let inner = Arc::new(inner);
+        inner.handles.keep(inner.clone());
         Filesystem {
-            inner: Arc::new(Inner {
-                fs,
-                memory,
-                image: None,
-            }),
+            _user: Arc::new(handle::Users(inner.clone())),
+            inner,
             cred: Arc::new(Cred::root()),
             umask: 0o022,
         }
@@ -609,9 +613,8 @@ impl Filesystem {
             return Err(Errno::ENOTDIR.into());
         }
         let handle = self.core().open(&self.cred, h.ino, libc::O_RDONLY)?;
-        self.core().audit_note_clone();
         Ok(ReadDir {
-            fs: self.core().clone(),
+            inner: self.handle_ref(),
             handle,
             buffered: VecDeque::new(),
             offset: 0,
@@ -1118,7 +1121,7 @@ impl Filesystem {
         let handle = self
             .core()
             .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
-        Ok(File::new(self.clone(), handle, h.kind, flags))
+        Ok(File::new(self, handle, h.kind, flags))
     }
 
     fn open_create(&self, path: &[u8], flags: i32, mode: u32) -> Result<File> {
@@ -1163,7 +1166,7 @@ impl Filesystem {
                 self.umask,
                 false,
             )?;
-            return Ok(File::new(self.clone(), handle, attr.kind, flags));
+            return Ok(File::new(self, handle, attr.kind, flags));
         }
     }
 
