@@ -608,11 +608,17 @@ impl Filesystem {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn read_dir<P: AsRef<Path>>(&self, path: P) -> io::Result<ReadDir> {
-        let h = self.resolve(bytes(&path), true)?;
+        // Held by the generation the walk saw, not counted (as an open by
+        // path): listing a directory writes no reference count of it, so a
+        // listing beside a change in the directory shares no line on it.
+        let mut w = self.walker();
+        let h = w.resolve_seen(bytes(&path), true)?;
         if h.kind != FileKind::Directory {
             return Err(Errno::ENOTDIR.into());
         }
-        let handle = self.core().open(&self.cred, h.ino, libc::O_RDONLY)?;
+        let handle = self
+            .core()
+            .open_checked(&self.cred, h.at(), libc::O_RDONLY)?;
         Ok(ReadDir {
             inner: self.handle_ref(),
             handle,
