@@ -959,6 +959,18 @@ mod model {
         (attr, f)
     }
 
+    /// With `h` the last handle of an unlinked file: the file is still
+    /// counted as used and the engine's check passes; once `h` is closed
+    /// the file is freed (`files_free` back to `free_before`), exactly once.
+    fn assert_freed_at_last_close(fs: &Fs, free_before: u64, h: OpenFile) {
+        let files_free = || fs.statfs().unwrap().files_free;
+        assert_eq!(files_free(), free_before - 1, "freed while open");
+        fs.check().unwrap();
+        drop(h);
+        assert_eq!(files_free(), free_before, "not freed once");
+        fs.check().unwrap();
+    }
+
     /// Closes lower the open count without `meta` unless they are the last
     /// (`OpenFile::drop`). Two handles closed on two threads while a third
     /// unlinks the file and a fourth opens a second handle from the first
@@ -993,22 +1005,9 @@ mod model {
                 };
                 closer.join().unwrap();
                 unlinker.join().unwrap();
-                let c = reopener.join().unwrap();
                 // One handle is left: the unlinked inode must still be
-                // there, counted as used.
-                assert_eq!(
-                    fs.statfs().unwrap().files_free,
-                    free_before - 1,
-                    "freed while open"
-                );
-                fs.check().unwrap();
-                drop(c);
-                assert_eq!(
-                    fs.statfs().unwrap().files_free,
-                    free_before,
-                    "not freed once"
-                );
-                fs.check().unwrap();
+                // there, counted as used, until it closes.
+                assert_freed_at_last_close(&fs, free_before, reopener.join().unwrap());
             },
             crate::sync::model_iterations(),
         );
@@ -1038,19 +1037,13 @@ mod model {
                 };
                 unlinker.join().unwrap();
                 match opener.join().unwrap() {
-                    Ok(h) => {
-                        assert_eq!(
-                            fs.statfs().unwrap().files_free,
-                            free_before - 1,
-                            "freed while open"
-                        );
+                    Ok(h) => assert_freed_at_last_close(&fs, free_before, h),
+                    Err(e) => {
+                        assert_eq!(e, crate::Errno::ENOENT);
+                        assert_eq!(fs.statfs().unwrap().files_free, free_before, "not freed");
                         fs.check().unwrap();
-                        drop(h);
                     }
-                    Err(e) => assert_eq!(e, crate::Errno::ENOENT),
                 }
-                assert_eq!(fs.statfs().unwrap().files_free, free_before, "not freed");
-                fs.check().unwrap();
             },
             crate::sync::model_iterations(),
             3,

@@ -144,7 +144,8 @@ pub(crate) struct Inode {
     pub life: OwnLine<Life>,
 }
 
-/// `Inode::opens` bit: a free was decided; no handle may be made.
+/// `Inode::opens` bit: a free or an eviction was decided; no handle may be
+/// made (an eviction given up clears it).
 pub(crate) const OPENS_SEALED: u64 = 1 << 63;
 
 impl Inode {
@@ -154,8 +155,9 @@ impl Inode {
         self.opens.load(Ordering::Acquire) & !OPENS_SEALED
     }
 
-    /// Make a handle: raise the open count unless a free sealed it
-    /// (`false`). The caller holds a counted reference or a handle.
+    /// Make a handle: raise the open count unless a free or an eviction
+    /// sealed it (`false`). The caller holds a counted reference, a handle,
+    /// or an epoch guard over the inode found in the cache (`open_rcu`).
     #[inline]
     pub fn raise_opens(&self) -> bool {
         let mut cur = self.opens.load(Ordering::Relaxed);
@@ -175,8 +177,8 @@ impl Inode {
         }
     }
 
-    /// For a decision to free, under `meta`: seal the count at 0 so that
-    /// no handle is made from now on. `false` if a handle is open (an open
+    /// For a decision to free or evict, under `meta`: seal the count at 0
+    /// so that no handle is made from now on. `false` if a handle is open (an open
     /// raced in: its last close decides again). Sealing twice is allowed.
     pub fn seal_unopened(&self) -> bool {
         match self

@@ -4,24 +4,17 @@
 
 use std::sync::Arc;
 
-use lanefs_core::{Cred, Fs, FsConfig, MemoryStore, Store, ROOT_INO};
+#[allow(dead_code)] // this binary uses only `create_rw`
+mod common;
+
+use common::create_rw;
+use lanefs_core::{Fs, FsConfig, MemoryStore, Store};
 
 #[test]
 fn the_last_close_after_the_last_fs_releases_the_engine() {
     let store = Arc::new(MemoryStore::default());
     let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
-    let root = Cred::root();
-    let (attr, f, _) = fs
-        .open_at(
-            &root,
-            ROOT_INO,
-            b"f",
-            libc::O_CREAT | libc::O_RDWR,
-            0o644,
-            0,
-            false,
-        )
-        .unwrap();
+    let (attr, f) = create_rw(&fs, b"f");
     fs.write(&f, 0, b"kept").unwrap();
     let g = f.reopen_unchecked(libc::O_RDONLY).unwrap();
     let clone = fs.clone();
@@ -50,17 +43,7 @@ fn the_last_close_after_the_last_fs_releases_the_engine() {
 fn without_handles_the_engine_goes_with_the_last_fs() {
     let store = Arc::new(MemoryStore::default());
     let fs = Fs::new(store.clone(), FsConfig::default()).unwrap();
-    let (_, f, _) = fs
-        .open_at(
-            &Cred::root(),
-            ROOT_INO,
-            b"f",
-            libc::O_CREAT | libc::O_RDWR,
-            0o644,
-            0,
-            false,
-        )
-        .unwrap();
+    let (_, f) = create_rw(&fs, b"f");
     drop(f);
     drop(fs);
     assert_eq!(Arc::strong_count(&store), 1);

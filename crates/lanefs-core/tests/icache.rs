@@ -152,24 +152,13 @@ fn failed_free_credits_no_counters() {
             Ok(())
         }));
         let fs = fs_with(v, 1 << 10, store.clone());
-        let r = Cred::root();
-        let (_, f, _) = fs
-            .open_at(
-                &r,
-                ROOT_INO,
-                b"f",
-                libc::O_CREAT | libc::O_RDWR,
-                0o644,
-                0,
-                false,
-            )
-            .unwrap();
+        let (_, f) = common::create_rw(&fs, b"f");
         fs.write(&f, 0, &[7u8; 3 * PAGE_SIZE]).unwrap();
         drop(f);
         fs.sync().unwrap();
         let before = fs.statfs().unwrap();
         fail_free.store(true, Ordering::Relaxed);
-        fs.unlink(&r, ROOT_INO, b"f").unwrap();
+        fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap();
         let after = fs.statfs().unwrap();
         assert_eq!(after.files_free, before.files_free, "{v:?}: inode credited");
         assert_eq!(

@@ -1,5 +1,7 @@
 //! Test support shared by the core's integration tests.
 //!
+//! [`create_rw`]: a file made read-write in the root.
+//!
 //! [`HookedStore`]: a [`Store`] that forwards the trait's *required* calls
 //! to a [`MemoryStore`] and asks a hook first, which may fail the call. The
 //! optional calls (unwritten-extent records, range counts) are not
@@ -9,6 +11,17 @@
 
 use lanefs_core::*;
 use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
+
+/// Create `/name` read-write as root (mode 0644): its attributes and the
+/// handle.
+#[allow(dead_code)] // not every test binary creates files this way
+pub fn create_rw(fs: &Fs, name: &[u8]) -> (Attr, OpenFile) {
+    let flags = libc::O_CREAT | libc::O_RDWR;
+    let (attr, f, _) = fs
+        .open_at(&Cred::root(), ROOT_INO, name, flags, 0o644, 0, false)
+        .unwrap();
+    (attr, f)
+}
 
 /// Which store call the hook is asked about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
