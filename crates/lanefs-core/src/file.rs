@@ -10,8 +10,6 @@
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
 
-use std::ptr::NonNull;
-
 use crate::sync::{Arc, Ordering};
 use crate::DirAt;
 
@@ -21,6 +19,7 @@ use crate::dir::ListBatch;
 use crate::fs::{
     check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
+use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
 use crate::namei::{Made, NewNode};
 use crate::pcache::page_range;
@@ -42,43 +41,14 @@ pub struct OpenFile {
 
 /// The engine as a handle holds it: counted on a lane in
 /// `FsInner::handles`, not by `Arc` (the `handles` module says why).
-struct FsRef(NonNull<FsInner>);
+type FsRef = HandleRef<FsInner>;
 
-// SAFETY: an `FsRef` only hands out `&FsInner` (`Deref`), and `FsInner` is
-// shared between threads already (it lives in an `Arc` every `Fs` clone
-// holds), so sending or sharing the pointer is as safe as sharing that
-// `Arc`.
-unsafe impl Send for FsRef {}
-// SAFETY: as for `Send` above.
-unsafe impl Sync for FsRef {}
-
-impl FsRef {
-    /// Count a new handle and point at the engine.
-    fn new(fs: &FsInner) -> FsRef {
-        fs.handles.open();
-        FsRef(NonNull::from(fs))
-    }
-}
-
-impl Drop for FsRef {
-    /// Uncount the handle: the engine may go now (dropped here with the
-    /// reference `close` returns, if this was the last handle after the
-    /// last `Fs`), so nothing uses this `FsRef` afterwards. A drop, so that
-    /// a handle unwound by a panic is uncounted too.
-    fn drop(&mut self) {
-        drop(self.handles.close());
-    }
-}
-
-impl std::ops::Deref for FsRef {
-    type Target = FsInner;
-    fn deref(&self) -> &FsInner {
-        // SAFETY: the pointer came from a live `&FsInner` (`FsRef::new`),
-        // and the count that `new` added keeps the engine's own `Arc`
-        // (`Handles::keep`) until `FsRef::drop` takes it back as its very
-        // last step; no `FsRef` is used after that.
-        unsafe { self.0.as_ref() }
-    }
+/// Count a new handle of `fs`.
+fn fs_ref(fs: &FsInner) -> FsRef {
+    // SAFETY: every `FsInner` is made in `Fs::new`, inside an `Arc` whose
+    // clone goes to `handles.keep` before any handle exists, and it is
+    // given up only by `Handles::close`/`begin_closing`.
+    unsafe { HandleRef::new(fs) }
 }
 
 impl OpenFile {
@@ -114,7 +84,7 @@ impl OpenFile {
         }
         crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         Ok(OpenFile {
-            fs: FsRef::new(&self.fs),
+            fs: fs_ref(&self.fs),
             inode: self.inode.clone(),
             flags,
             cred: self.cred.clone(),
@@ -176,7 +146,7 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         self.close_inode();
-        // Then the fields: `fs` uncounts the handle (`FsRef::drop`), after
+        // Then the fields: `fs` uncounts the handle (`HandleRef::drop`), after
         // which the engine may go.
     }
 }
@@ -299,7 +269,7 @@ impl FsInner {
         drop(guard);
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile {
-            fs: FsRef::new(self),
+            fs: fs_ref(self),
             inode,
             flags,
             cred: cred.clone(),
@@ -332,7 +302,7 @@ impl FsInner {
         // of one file, beside `opens`) and the engine by a per-lane count.
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile {
-            fs: FsRef::new(self),
+            fs: fs_ref(self),
             inode,
             flags,
             cred: cred.clone(),

@@ -70,7 +70,7 @@ use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
 use crate::dir::{DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
-use crate::handles::Handles;
+use crate::handles::{HandleOwner, Handles};
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
@@ -105,6 +105,12 @@ pub struct Fs {
     /// Shared by the clones: dropped with the last, it starts the
     /// engine's release (`handles`: open handles keep it until they close).
     _user: Arc<FsUser>,
+}
+
+impl HandleOwner for FsInner {
+    fn handles(&self) -> &Handles<FsInner> {
+        &self.handles
+    }
 }
 
 /// The users' share of an engine: its drop tells the engine that no `Fs`

@@ -24,6 +24,8 @@
 //! * `keep` (mutex, a leaf): the engine's reference to itself, taken out
 //!   (and dropped by the caller, outside every lock) once closing and idle.
 
+use std::ptr::NonNull;
+
 use crate::inode::OwnLine;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
@@ -109,6 +111,58 @@ impl<T> Handles<T> {
     #[cfg(all(test, not(lanefs_shuttle)))]
     pub fn open_count(&self) -> i64 {
         self.lanes.iter().map(|l| *l.lock()).sum()
+    }
+}
+
+/// What keeps its handles' counts in a [`Handles`] of itself.
+pub trait HandleOwner: Sized {
+    fn handles(&self) -> &Handles<Self>;
+}
+
+/// A handle's reference to its owner `T` (the engine, or the path layer's
+/// state): a count on the opener's lane in the owner's [`Handles`] and a
+/// pointer, not an `Arc` (the module doc says why). Dropping it uncounts
+/// the handle, and may drop the owner.
+pub struct HandleRef<T: HandleOwner>(NonNull<T>);
+
+// SAFETY: a `HandleRef` only hands out `&T` (`Deref`) and may drop `T` (the
+// last one, through `close`), so sending or sharing it is as safe as
+// sending or sharing an `Arc<T>`, which needs `T: Send + Sync`.
+unsafe impl<T: HandleOwner + Send + Sync> Send for HandleRef<T> {}
+// SAFETY: as for `Send` above.
+unsafe impl<T: HandleOwner + Send + Sync> Sync for HandleRef<T> {}
+
+impl<T: HandleOwner> HandleRef<T> {
+    /// Count a new handle on this thread's lane and point at `owner`.
+    ///
+    /// # Safety
+    /// `owner` lives in an `Arc` a clone of which was given to its
+    /// handles' [`keep`](Handles::keep), and is given up only through them
+    /// (`close`, `begin_closing`): then the count taken here keeps it alive
+    /// until this reference is dropped.
+    pub unsafe fn new(owner: &T) -> HandleRef<T> {
+        owner.handles().open();
+        HandleRef(NonNull::from(owner))
+    }
+}
+
+impl<T: HandleOwner> std::ops::Deref for HandleRef<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the pointer came from a live `&T` (`new`), whose contract
+        // and the count `new` took keep `T` alive until `drop` gives the
+        // count back as its very last step.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl<T: HandleOwner> Drop for HandleRef<T> {
+    /// Uncount the handle: the owner may go now (dropped here with the
+    /// reference `close` returns, if this was the last handle after the
+    /// last user), so nothing uses this reference afterwards. A drop, so
+    /// that a handle unwound by a panic is uncounted too.
+    fn drop(&mut self) {
+        drop(self.handles().close());
     }
 }
 

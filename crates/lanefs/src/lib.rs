@@ -289,7 +289,7 @@ impl Filesystem {
     /// A reference to this instance for a `File` or `ReadDir`: counted on
     /// this thread's lane, not by `Arc` (`handle.rs`).
     pub(crate) fn handle_ref(&self) -> handle::InnerRef {
-        handle::InnerRef::new(&self.inner)
+        handle::inner_ref(&self.inner)
     }
 
     /// A fresh, empty file system in memory with default limits.
