@@ -9,8 +9,8 @@
 //!
 //! Stripes (sv6's per-bucket directory): a name belongs to one of
 //! [`STRIPES`] stripes, the root slot of the index's hash trie it hashes to
-//! (`dir_hash`). Each stripe has, on the root slot's own cache line, a
-//! lock, its entry count and its share of the directory's size, change
+//! (`dir_hash`). Each stripe has, on a cache line of its own beside the
+//! root slot's (a lookup reads the slot, not the lock), a lock, its entry count and its share of the directory's size, change
 //! times and subdirectory links (`dir_attr`: a change of names writes no
 //! directory-wide line, not even the directory's `meta`; a new
 //! subdirectory takes `meta` only when its stripe's room of links runs
@@ -232,7 +232,8 @@ impl Slot {
     }
 }
 
-/// One stripe's lock and counters (on its root slot's line).
+/// One stripe's lock and counters (on a line of their own, beside the
+/// stripe's root slot).
 #[derive(Default)]
 pub(crate) struct Stripe {
     /// The listing order's partition of cookies `≡ stripe (mod STRIPES)`
@@ -1639,7 +1640,7 @@ mod model_links {
     }
 }
 
-// A stripe's state stays on its root slot's one line (normal builds; the
-// model and audit builds' atomics are larger).
+// A stripe's state fits one line, beside its root slot's (normal builds;
+// the model and audit builds' atomics are larger).
 #[cfg(not(any(lanefs_shuttle, feature = "audit")))]
-const _: () = assert!(std::mem::size_of::<crate::dir_hash::RootSlot<Stripe>>() == 64);
+const _: () = assert!(std::mem::size_of::<crate::dir_hash::RootSlot<Stripe>>() == 128);

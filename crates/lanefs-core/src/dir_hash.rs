@@ -1,12 +1,17 @@
 //! The name table of a directory index: a hash trie from entry names to
 //! [`Slot`]s, with lock-free lookups and one writer at a time per *stripe*.
 //!
-//! Shape: a root of [`FANOUT`] slots, each on a cache line of its own with
-//! its owner's per-stripe state (`RootSlot::aux`): the root slot a name
+//! Shape: a root of [`FANOUT`] slots, each on a cache line of its own, and
+//! beside each, on another line, its owner's per-stripe state
+//! (`RootSlot::aux`: the stripe's lock and counters): the root slot a name
 //! hashes to is its stripe ([`NameTable::stripe_of`]), and everything below
 //! a root slot is written only by that stripe's writer, so writers of
 //! different stripes never touch one word, and (a line each) never one
 //! line: a lookup in one stripe shares nothing with a change in another.
+//! Within a stripe, a lookup reads the slot's line and not the state's, so
+//! it shares a line with a change of another name only where that change
+//! writes the slot itself (a chain starting there). Cost: two lines per
+//! stripe, 2 KiB per loaded directory index.
 //! Each slot holds either a chain of
 //! nodes (immutable but for `next`) or, tagged by the pointer's low bit, a
 //! sub-level of [`FANOUT`] slots indexed by the next [`FANOUT_BITS`] bits of
@@ -42,6 +47,7 @@ use std::hash::BuildHasher;
 use std::ptr;
 
 use crossbeam_epoch::Guard;
+use lanefs_store::CacheLine;
 
 use crate::dir::Slot;
 use crate::sync::{AtomicPtr, Ordering};
@@ -77,11 +83,14 @@ struct Level {
     slots: [AtomicPtr<Node>; FANOUT],
 }
 
-/// A root slot and the owner's state of its stripe, alone on a line.
-#[repr(align(64))]
+/// A root slot and the owner's state of its stripe, each on a line of its
+/// own: a lookup reads the slot, a change in the stripe writes the state
+/// (its lock first), and a change of *another* name of the stripe leaves
+/// the slot alone unless its chain starts there — so a lookup does not
+/// share a line with every change of the names it shares a stripe with.
 pub(crate) struct RootSlot<A> {
-    slot: AtomicPtr<Node>,
-    pub aux: A,
+    slot: CacheLine<AtomicPtr<Node>>,
+    aux: CacheLine<A>,
 }
 
 impl Level {
@@ -217,8 +226,8 @@ impl<A: Default> NameTable<A> {
     pub fn new() -> NameTable<A> {
         NameTable {
             root: std::array::from_fn(|_| RootSlot {
-                slot: AtomicPtr::new(ptr::null_mut()),
-                aux: A::default(),
+                slot: CacheLine(AtomicPtr::new(ptr::null_mut())),
+                aux: CacheLine(A::default()),
             }),
             hasher: name_hasher(),
         }
@@ -233,12 +242,12 @@ impl<A> NameTable<A> {
 
     /// The owner's state of stripe `s` (`s < FANOUT`).
     pub fn aux(&self, s: usize) -> &A {
-        &self.root[s].aux
+        &self.root[s].aux.0
     }
 
     /// Every stripe's owner state, in stripe order.
     pub fn stripes(&self) -> impl Iterator<Item = &A> {
-        self.root.iter().map(|r| &r.aux)
+        self.root.iter().map(|r| &r.aux.0)
     }
 
     /// Find `name` and the link that points at it (a slot or a `next`).
@@ -249,7 +258,7 @@ impl<A> NameTable<A> {
         name: &[u8],
         _guard: &'g Guard,
     ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
-        let mut link = &self.root[slot_index(hash, 0)].slot;
+        let mut link = &self.root[slot_index(hash, 0)].slot.0;
         let mut depth = 0;
         loop {
             let p = link.load(Ordering::Acquire);
@@ -388,7 +397,7 @@ impl<A> NameTable<A> {
     /// The slot (never tagged when returned: only the writer splits) where
     /// a chain for `hash` lives, and its depth. Writer (of its stripe) only.
     fn leaf(&self, hash: u64) -> (&AtomicPtr<Node>, u32) {
-        let mut slot = &self.root[slot_index(hash, 0)].slot;
+        let mut slot = &self.root[slot_index(hash, 0)].slot.0;
         let mut depth = 0;
         loop {
             match sub_level(slot.load(Ordering::Relaxed)) {
@@ -405,7 +414,7 @@ impl<A> Drop for NameTable<A> {
     fn drop(&mut self) {
         for r in &self.root {
             // SAFETY: `&mut self`: nobody else can reach the table.
-            unsafe { free_slot(&r.slot) };
+            unsafe { free_slot(&r.slot.0) };
         }
     }
 }
@@ -547,6 +556,6 @@ mod tests {
                 None => assert!(chain_len(p) <= SPLIT_AT),
             }
         }
-        t.root.iter().for_each(|r| check(&r.slot));
+        t.root.iter().for_each(|r| check(&r.slot.0));
     }
 }

@@ -45,9 +45,10 @@ type FsRef = HandleRef<FsInner>;
 
 /// Count a new handle of `fs`.
 fn fs_ref(fs: &FsInner) -> FsRef {
-    // SAFETY: every `FsInner` is made in `Fs::new`, inside an `Arc` whose
-    // clone goes to `handles.keep` before any handle exists, and it is
-    // given up only by `Handles::close`/`begin_closing`.
+    // SAFETY: every `FsInner` is made in `Fs::new`, inside an `Arc` given
+    // to `HandleUsers::new` (which hands a clone to `handles.keep`) before
+    // any handle exists, and it is given up only by
+    // `Handles::close`/`begin_closing`.
     unsafe { HandleRef::new(fs) }
 }
 

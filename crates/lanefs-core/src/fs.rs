@@ -70,7 +70,7 @@ use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
 use crate::dir::{DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
-use crate::handles::{HandleOwner, Handles};
+use crate::handles::{HandleOwner, HandleUsers, Handles};
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
@@ -104,22 +104,12 @@ pub struct Fs {
     pub(crate) inner: Arc<FsInner>,
     /// Shared by the clones: dropped with the last, it starts the
     /// engine's release (`handles`: open handles keep it until they close).
-    _user: Arc<FsUser>,
+    _user: Arc<HandleUsers<FsInner>>,
 }
 
 impl HandleOwner for FsInner {
     fn handles(&self) -> &Handles<FsInner> {
         &self.handles
-    }
-}
-
-/// The users' share of an engine: its drop tells the engine that no `Fs`
-/// is left (`Handles::begin_closing`).
-struct FsUser(Arc<FsInner>);
-
-impl Drop for FsUser {
-    fn drop(&mut self) {
-        drop(self.0.handles.begin_closing());
     }
 }
 
@@ -398,9 +388,8 @@ impl Fs {
         let id =
             reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
-        inner.handles.keep(inner.clone());
         Ok(Fs {
-            _user: Arc::new(FsUser(inner.clone())),
+            _user: Arc::new(HandleUsers::new(&inner)),
             inner,
         })
     }

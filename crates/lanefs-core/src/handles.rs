@@ -119,6 +119,29 @@ pub trait HandleOwner: Sized {
     fn handles(&self) -> &Handles<Self>;
 }
 
+/// The users' share of an owner `T` (held by the engine's `Fs` clones, or
+/// by the path layer's `Filesystem` clones, in one `Arc`): made with the
+/// owner, it gives the owner's handles their reference to it
+/// ([`Handles::keep`]); dropped with the last user, it tells them that no
+/// user is left ([`Handles::begin_closing`]), so that the last handle — or
+/// this drop, if none is open — releases the owner.
+pub struct HandleUsers<T: HandleOwner>(Arc<T>);
+
+impl<T: HandleOwner> HandleUsers<T> {
+    /// Start counting `owner`'s handles (once per owner, before any
+    /// handle is made: then [`HandleRef::new`]'s contract holds for it).
+    pub fn new(owner: &Arc<T>) -> HandleUsers<T> {
+        owner.handles().keep(owner.clone());
+        HandleUsers(owner.clone())
+    }
+}
+
+impl<T: HandleOwner> Drop for HandleUsers<T> {
+    fn drop(&mut self) {
+        drop(self.0.handles().begin_closing());
+    }
+}
+
 /// A handle's reference to its owner `T` (the engine, or the path layer's
 /// state): a count on the opener's lane in the owner's [`Handles`] and a
 /// pointer, not an `Arc` (the module doc says why). Dropping it uncounts
@@ -137,9 +160,9 @@ impl<T: HandleOwner> HandleRef<T> {
     ///
     /// # Safety
     /// `owner` lives in an `Arc` a clone of which was given to its
-    /// handles' [`keep`](Handles::keep), and is given up only through them
-    /// (`close`, `begin_closing`): then the count taken here keeps it alive
-    /// until this reference is dropped.
+    /// handles' [`keep`](Handles::keep) (by [`HandleUsers::new`]), and is
+    /// given up only through them (`close`, `begin_closing`): then the
+    /// count taken here keeps it alive until this reference is dropped.
     pub unsafe fn new(owner: &T) -> HandleRef<T> {
         owner.handles().open();
         HandleRef(NonNull::from(owner))

@@ -55,7 +55,7 @@ mod xattr;
 pub use counters::{AtomicCounter, Counter, PercpuCounter, COUNTER_SHARDS};
 pub use file::OpenFile;
 pub use fs::Fs;
-pub use handles::{HandleOwner, HandleRef, Handles};
+pub use handles::{HandleOwner, HandleRef, HandleUsers, Handles};
 pub use lane::lane;
 pub use orphan::{
     LockedOrphanTable, OrphanSlot, OrphanTable, SlotOrphanTable, ORPHAN_BLOCKS, ORPHAN_BLOCK_BYTES,

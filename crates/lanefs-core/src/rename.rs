@@ -16,7 +16,9 @@
 //! are directories, which the ancestor checks make unrelated, lower inode
 //! number first. The directories' own `meta`s are taken one at a time
 //! after the commit, only for the moved inodes' ctimes: the directories'
-//! own size, times and link counts change in the names' stripes.
+//! own size, times and link counts change in the names' stripes. A
+//! missing source is answered `ENOENT` before any of these, by a lock-free
+//! look (`FsInner::child_exists`).
 //!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
@@ -129,6 +131,14 @@ impl Fs {
         }
         check_name(name)?;
         check_name(newname)?;
+        // A source that is not there fails before any lock, at the instant
+        // of a lock-free look (Linux looks the source up before it checks
+        // the change's permissions too): a rename of a missing name writes
+        // nothing, not even a stripe lock that lookups of other names read
+        // beside.
+        if !fs.child_exists(odir, name)? {
+            return Err(Errno::ENOENT);
+        }
         let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
             let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;

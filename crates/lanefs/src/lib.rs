@@ -114,7 +114,7 @@ pub struct Filesystem {
     umask: u32,
     /// Shared by the clones: dropped with the last, it lets the last open
     /// `File` or `ReadDir` release the state (`handle.rs`).
-    _user: Arc<handle::Users>,
+    _user: Arc<lanefs_core::HandleUsers<Inner>>,
 }
 
 impl std::fmt::Debug for Filesystem {
@@ -401,9 +401,8 @@ impl Filesystem {
 
     fn with_inner(inner: Inner) -> Filesystem {
         let inner = Arc::new(inner);
-        inner.handles.keep(inner.clone());
         Filesystem {
-            _user: Arc::new(handle::Users(inner.clone())),
+            _user: Arc::new(lanefs_core::HandleUsers::new(&inner)),
             inner,
             cred: Arc::new(Cred::root()),
             umask: 0o022,

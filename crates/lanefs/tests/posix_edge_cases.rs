@@ -145,6 +145,32 @@ fn rename_noreplace_and_exchange() -> io::Result<()> {
     Ok(())
 }
 
+/// Linux looks the source up before it checks the change's permissions:
+/// a missing source is `ENOENT` even where the caller may not write the
+/// directories (lanefs answers it from a lock-free look, before any lock),
+/// an existing one `EACCES`; a search-denied parent stays `EACCES`.
+#[test]
+fn rename_of_a_missing_source_is_enoent_before_write_permission() -> io::Result<()> {
+    let fs = fs();
+    fs.create_dir("/ro")?;
+    fs.write("/ro/f", b"x")?;
+    fs.create_dir("/rw")?;
+    fs.set_permissions("/rw", 0o777)?;
+    fs.set_permissions("/ro", 0o555)?;
+    let a = alice(&fs);
+    assert_eq!(errno(a.rename("/ro/nope", "/ro/g")), Errno::ENOENT);
+    assert_eq!(errno(a.rename("/ro/nope", "/rw/g")), Errno::ENOENT);
+    assert_eq!(errno(a.rename("/ro/f", "/ro/g")), Errno::EACCES);
+    assert_eq!(errno(a.rename("/ro/f", "/rw/g")), Errno::EACCES);
+    fs.set_permissions("/ro", 0o700)?;
+    assert_eq!(errno(a.rename("/ro/nope", "/rw/g")), Errno::EACCES);
+    // The same names, made since, rename.
+    fs.set_permissions("/ro", 0o777)?;
+    a.write("/ro/nope", b"y")?;
+    a.rename("/ro/nope", "/rw/g")?;
+    assert_eq!(fs.read("/rw/g")?, b"y");
+    Ok(())
+}
 #[test]
 fn rename_across_dirs_updates_link_counts() -> io::Result<()> {
     let fs = fs();
