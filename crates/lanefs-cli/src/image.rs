@@ -180,15 +180,15 @@ pub fn store_cache_bytes(cache_size: u64) -> u64 {
 }
 
 /// Open (and recover) the image at `path` for serving, its inode objects
-/// under `cache_bytes` (`None`: all in memory).
+/// under `cache_bytes`.
 pub fn open_store(
     path: &Path,
     every: Option<Duration>,
-    cache_bytes: Option<u64>,
+    cache_bytes: u64,
 ) -> Result<Arc<ImageStore>, String> {
     let cfg = ImageConfig {
         commit_interval: every,
-        cache_bytes,
+        cache_bytes: Some(cache_bytes),
     };
     ImageStore::open_with(path, &cfg)
         .map(Arc::new)

@@ -112,7 +112,9 @@ struct MountArgs {
     /// Most inodes of the memory store (default 1048576).
     #[arg(long)]
     inodes: Option<u64>,
-    /// Memory budget for the inode and page caches (e.g. 256M).
+    /// Memory budget for the inode and page caches (e.g. 256M). Without
+    /// it: the engine's defaults (a million inodes, 1 GiB of pages) and,
+    /// on an image, 512 MiB for the store's inode objects.
     #[arg(long, value_parser = parse_size)]
     cache_size: Option<u64>,
     /// Image mounts: seconds between background commits (write-back of
@@ -379,7 +381,11 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
                 Some(d) if d.is_zero() => None,
                 Some(d) => Some(d),
             };
-            let cache = a.cache_size.map(image::store_cache_bytes);
+            // Without `--cache-size`, the store's own default budget (the
+            // engine keeps its defaults too): never every object.
+            let cache = a
+                .cache_size
+                .map_or(lanefs_image::CACHE_BYTES_DEFAULT, image::store_cache_bytes);
             let store = match image::open_store(img, every, cache) {
                 Ok(s) => s,
                 Err(e) => return Err((e, ready)),

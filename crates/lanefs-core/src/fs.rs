@@ -312,16 +312,38 @@ impl Shrinker for FsShrinker {
         self.0.upgrade().map_or(0, |fs| {
             // Registries never call `count` inside a scan, so dropping
             // the last reference here (an unmount) is safe.
-            (fs.cached_inodes.estimate().max(0) + fs.cached_pages.estimate().max(0)) as usize
+            fs.engine_cached() + fs.store.reclaimable()
         })
     }
+    /// `nr` shared between the engine's caches and the store's own (an
+    /// image store's clean inode objects) in proportion to what each
+    /// holds, as Linux asks each shrinker for a share of its count; the
+    /// store also gets what the engine could not free of its share.
     fn scan(&self, nr: usize) -> usize {
         let Some(fs) = self.0.upgrade() else { return 0 };
-        let freed = fs.reclaim_pages(nr) + fs.evict_inodes(nr);
+        let (engine, store) = (fs.engine_cached(), fs.store.reclaimable());
+        let store_share = if store == 0 {
+            0
+        } else {
+            (nr as u128 * store as u128 / (engine + store) as u128) as usize
+        };
+        let engine_share = nr - store_share;
+        let mut freed = fs.reclaim_pages(engine_share) + fs.evict_inodes(engine_share);
+        let store_nr = store_share.max(nr.saturating_sub(freed));
+        if store_nr > 0 {
+            freed += fs.store.shrink(store_nr);
+        }
         // Ours may be the last reference: unmount after the scan, outside
         // the registry's read side.
         reclaim::drop_after_scan(fs);
         freed
+    }
+}
+
+impl FsInner {
+    /// Inodes and pages in the engine's caches (estimates).
+    fn engine_cached(&self) -> usize {
+        (self.cached_inodes.estimate().max(0) + self.cached_pages.estimate().max(0)) as usize
     }
 }
 

@@ -64,5 +64,7 @@ pub use device::{Device, FileDevice, MemDevice};
 pub use fsck::{fsck, fsck_device, FsckReport};
 pub use layout::{Geometry, BLOCK, SECTOR};
 pub use recover::{describe_open_error, mkfs, mkfs_device};
-pub use store::{ImageConfig, ImageStore, RecoveryReport, COMMIT_INTERVAL_DEFAULT};
+pub use store::{
+    ImageConfig, ImageStore, RecoveryReport, CACHE_BYTES_DEFAULT, COMMIT_INTERVAL_DEFAULT,
+};
 pub use store_cache::CacheStats;

@@ -111,15 +111,24 @@ pub struct ImageConfig {
     /// and read back from their homes, and unsaved ones beyond half of it
     /// are checkpointed (docs/ARCHITECTURE.md, "Image store: memory
     /// budget").
-    /// `None`: every object stays in memory from open to drop.
+    /// `None`: every object stays in memory from open to drop (what
+    /// `fsck` wants: it checks every entry against every inode at once);
+    /// the default is [`CACHE_BYTES_DEFAULT`], so that a store opened
+    /// without a budget still has one.
     pub cache_bytes: Option<u64>,
 }
+
+/// The inode objects' budget of an [`ImageConfig::default`] store (and of
+/// `lanefs mount IMAGE` without `--cache-size`): 512 MiB, about 2.5
+/// million small files' objects; the engine's own default caches (a
+/// million inodes, 1 GiB of pages) sit in front of it.
+pub const CACHE_BYTES_DEFAULT: u64 = 512 << 20;
 
 impl Default for ImageConfig {
     fn default() -> Self {
         ImageConfig {
             commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
-            cache_bytes: None,
+            cache_bytes: Some(CACHE_BYTES_DEFAULT),
         }
     }
 }
@@ -927,6 +936,14 @@ impl Drop for ImageStore {
 }
 
 impl Store for ImageStore {
+    fn reclaimable(&self) -> usize {
+        self.inner.reclaimable()
+    }
+
+    fn shrink(&self, nr: usize) -> usize {
+        self.inner.shrink(nr)
+    }
+
     fn superblock(&self) -> Result<Superblock> {
         self.inner.check_ok()?;
         Ok(self.inner.sb.lock().sb)

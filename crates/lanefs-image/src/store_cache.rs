@@ -186,6 +186,37 @@ impl Inner {
         }
     }
 
+    /// Held objects, summed over the shards (the registry's estimate of
+    /// what [`shrink`](Self::shrink) could give back). None when unbounded:
+    /// an object evicted there could not be told from a free number.
+    pub fn reclaimable(&self) -> usize {
+        if !self.limits.bounded() {
+            return 0;
+        }
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Memory pressure (the engine's shrinker in the reclaim registry):
+    /// drop up to about `nr` clean objects whatever the budget, moving each
+    /// shard's CLOCK hand as a call over its share does (used objects lose
+    /// their mark first), at most `2 × nr / SHARDS + 1` steps per shard,
+    /// one shard mutex at a time. Unsaved objects stay (a checkpoint makes
+    /// them clean). Unbounded stores drop nothing (see `reclaimable`).
+    pub fn shrink(&self, nr: usize) -> usize {
+        if !self.limits.bounded() || nr == 0 {
+            return 0;
+        }
+        let steps = 2 * nr / SHARDS + 1;
+        let mut dropped = 0;
+        for s in self.shards.iter() {
+            if dropped >= nr {
+                break;
+            }
+            dropped += s.lock().evict(0, steps);
+        }
+        dropped
+    }
+
     pub fn pressure(&self, s: usize, m: &ObjMap) -> Pressure {
         let l = &self.limits;
         if !l.bounded() {

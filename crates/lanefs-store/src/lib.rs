@@ -147,6 +147,21 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// Objects of the store's own cache that [`shrink`](Self::shrink) could
+    /// give back now (an estimate; 0 for a store that caches nothing of
+    /// its own, or keeps it all by design, as the memory store does).
+    fn reclaimable(&self) -> usize {
+        0
+    }
+
+    /// Give back up to `nr` clean objects of the store's own cache (they
+    /// are read back when next needed): memory pressure, through the
+    /// engine's shrinker in the reclaim registry. Returns how many went.
+    fn shrink(&self, nr: usize) -> usize {
+        let _ = nr;
+        0
+    }
+
     /// Apply the record changes of one engine operation all-or-nothing (see
     /// [`Txn`] for the shape, the bounds and the key layout it maps to).
     /// Durable no later than the next [`sync`](Self::sync). An error means
