@@ -105,6 +105,19 @@ impl FsInner {
         }
     }
 
+    /// The inode `name` named in `dir` at a lock-free look, *not*
+    /// validated: the entry may have gone and the number been reused since,
+    /// so the caller must confirm it (the entry still names this number,
+    /// under the name's stripe, and the inode is not freed, which holds the
+    /// number to this inode). `None` when [`lookup_child`](Self::lookup_child)
+    /// must answer instead: the name missing (its `ENOENT` is validated),
+    /// any error, or a directory being evicted.
+    pub fn lookup_child_unvalidated(&self, dir: &Inode, name: &[u8]) -> Option<IRef<'_>> {
+        let ino = self.dir_read(dir).ok()?.get(name)?.ino;
+        let child = self.iget(ino).ok()?;
+        (dir.life.state() != State::Freeing).then_some(child)
+    }
+
     /// Whether `name` is linked in `dir` now: lock-free, taking no lock
     /// and no reference (an `O_EXCL` create or a link that finds the name
     /// answers `EEXIST` at the instant of the look). `ESTALE` as
@@ -669,9 +682,19 @@ impl Fs {
         }
         check_name(name)?;
         // Find the victim lock-free, then confirm it under the entry lock:
-        // the lock covers only the checks and the unlink itself.
+        // the lock covers only the checks and the unlink itself. The first
+        // try skips the lookup's own validation (a second walk of the name
+        // table): the confirmation under the lock below is exact anyway.
+        let mut first = true;
         let (child, mut idx) = loop {
-            let child = fs.lookup_child(dir, name)?;
+            let child = if std::mem::take(&mut first) {
+                match fs.lookup_child_unvalidated(dir, name) {
+                    Some(child) => child,
+                    None => continue,
+                }
+            } else {
+                fs.lookup_child(dir, name)?
+            };
             let idx = fs.dir_write(dir, Stripes::Of(&[name]))?;
             match idx.get(name) {
                 // A reference does not keep an unlinked inode from being
