@@ -185,6 +185,10 @@ fn queue_thread(fd: &OwnedFd, qid: u16, handler: &Handler, s: &Session) -> io::R
     }
     let mut ring: IoUring<squeue::Entry128, cqueue::Entry> = IoUring::builder()
         .setup_single_issuer()
+        // A request's arrival completes an entry through task work; run it
+        // when this thread waits in `submit_and_wait` (always, between
+        // requests) instead of interrupting it (docs/FUSE.md).
+        .setup_defer_taskrun()
         .build((QUEUE_DEPTH * 2).next_power_of_two() as u32)?;
     let payload_bytes = (s.max_write as usize).max(MIN_READ_BUFFER);
     let mut ents: Vec<Box<Entry>> = (0..QUEUE_DEPTH)
