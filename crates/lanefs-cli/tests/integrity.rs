@@ -404,3 +404,10 @@ fn fsx_random_ops_match_model() {
 }
 
 on_both_transports_and_writeback!(fio_verify_crc32c, fsx_random_ops_match_model,);
+
+// The same checkers on an image mount (issue 13), each image checked by
+// `lanefs fsck` after its unmount.
+on_image_mount!(
+    fio_verify_crc32c => fio_verify_crc32c_on_image,
+    fsx_random_ops_match_model => fsx_random_ops_match_model_on_image,
+);

@@ -341,3 +341,19 @@ on_both_transports!(
     dbench_completes,
     concurrent_processes_create_stat_rename_unlink,
 );
+
+// stress-ng and fs_mark on an image mount (issue 13), each image checked
+// by `lanefs fsck` after its unmount.
+on_image_mount!(
+    fs_mark_completes => fs_mark_on_image,
+    sng_dentry => sng_dentry_on_image,
+    sng_dir => sng_dir_on_image,
+    sng_dirdeep => sng_dirdeep_on_image,
+    sng_fallocate => sng_fallocate_on_image,
+    sng_hdd => sng_hdd_on_image,
+    sng_link => sng_link_on_image,
+    sng_rename => sng_rename_on_image,
+    sng_symlink => sng_symlink_on_image,
+    sng_utime => sng_utime_on_image,
+    sng_xattr => sng_xattr_on_image,
+);

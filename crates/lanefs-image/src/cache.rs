@@ -104,7 +104,7 @@ impl InodeObj {
         };
         let rec = self.rec.as_ref().map_or(0, |r| heap(r.capacity()));
         // A B-tree entry (16 bytes) with its share of node overhead.
-        let pages = self.pages.len() as u64 * 40;
+        let pages = self.pages.len() as u64 * 40 + heap(self.unwritten.capacity() * 16);
         let dir = self
             .dir
             .as_ref()

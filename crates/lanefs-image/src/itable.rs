@@ -92,7 +92,7 @@ impl Dropped {
             }
         }
         self.live_count -= obj.rec.is_some() as u64;
-        self.pages -= obj.pages.len() as u64;
+        self.pages -= obj.allocated();
     }
 }
 
@@ -338,7 +338,7 @@ fn load_group(
                     out.dropped_live[w] |= m;
                     out.dropped_live_count += 1;
                 }
-                out.dropped_pages += obj.pages.len() as u64;
+                out.dropped_pages += obj.allocated();
             }
         }
         blk += nb;
@@ -499,6 +499,7 @@ fn load_live(
         }
         obj.rec = Some(img.rec);
     }
+    obj.unwritten = img.unwritten;
     for (p, b, n) in img.extents {
         if n == 0 || p.checked_add(n as u64).is_none() {
             return Err("extent malformed".into());

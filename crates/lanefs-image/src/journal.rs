@@ -41,6 +41,23 @@ pub enum Op {
     /// format 1 journals (kind 7, read only).
     MapPage(Ino, u64, u64, Option<u32>),
     WriteSb(Superblock),
+    /// The file's unwritten extents (pages allocated by `fallocate` that
+    /// read as zeros, `start..end`, sorted, disjoint, at most
+    /// [`UNWRITTEN_MAX`]) replace its list (format 4, kind 10).
+    SetUnwritten(Ino, Vec<(u64, u64)>),
+}
+
+/// Most unwritten extents one file keeps in the store: one record of them
+/// stays under 4 KiB. A file with more has them written as zero pages by
+/// the engine (`Store::write_unwritten` answers `EOPNOTSUPP`).
+pub const UNWRITTEN_MAX: usize = 250;
+
+/// Whether `list` is a well-formed unwritten-extent list: at most
+/// [`UNWRITTEN_MAX`] non-empty, sorted, disjoint ranges of pages.
+pub fn unwritten_ok(list: &[(u64, u64)]) -> bool {
+    list.len() <= UNWRITTEN_MAX
+        && list.iter().all(|&(s, e)| s < e)
+        && list.windows(2).all(|w| w[0].1 <= w[1].0)
 }
 
 impl Op {
@@ -52,7 +69,8 @@ impl Op {
             | Op::PutEntry(i, ..)
             | Op::RemoveEntry(i, _)
             | Op::Punch(i, ..)
-            | Op::MapPage(i, ..) => *i,
+            | Op::MapPage(i, ..)
+            | Op::SetUnwritten(i, _) => *i,
             Op::Usage(lane, ..) => {
                 USAGE_OBJ_BASE | (*lane as u64 % crate::layout::USAGE_LANES as u64)
             }
@@ -113,6 +131,14 @@ impl Op {
                     out,
                     &[s.total_blocks, s.total_inodes, s.used_blocks, s.used_inodes],
                 );
+            }
+            Op::SetUnwritten(i, list) => {
+                out.push(10);
+                u64s(out, &[*i]);
+                out.extend_from_slice(&(list.len() as u16).to_le_bytes());
+                for (a, b) in list {
+                    u64s(out, &[*a, *b]);
+                }
             }
         }
     }
@@ -206,6 +232,18 @@ impl Record {
                     used_blocks: r.u64()?,
                     used_inodes: r.u64()?,
                 }),
+                10 if version >= 4 => {
+                    let i = r.u64()?;
+                    let n = r.u16()? as usize;
+                    let mut list = Vec::with_capacity(n.min(UNWRITTEN_MAX));
+                    for _ in 0..n {
+                        list.push((r.u64()?, r.u64()?));
+                    }
+                    if !unwritten_ok(&list) {
+                        return Err(Errno::EUCLEAN);
+                    }
+                    Op::SetUnwritten(i, list)
+                }
                 _ => return Err(Errno::EUCLEAN),
             };
             // Every op must belong to one of the record's objects.
@@ -321,6 +359,8 @@ mod tests {
             Op::RemoveEntry(5, b"gone".to_vec()),
             Op::Punch(5, 1, u64::MAX),
             Op::MapPage(5, 9, 1234, Some(0xdead_beef)),
+            Op::SetUnwritten(5, vec![(0, 3), (8, u64::MAX)]),
+            Op::SetUnwritten(5, Vec::new()),
             Op::Usage(3, -2, 1),
             Op::WriteSb(Superblock {
                 total_blocks: 1,
@@ -341,6 +381,10 @@ mod tests {
         assert!(
             decode_records(&b, 1).is_err(),
             "format 1 has no checksummed mappings"
+        );
+        assert!(
+            decode_records(&b, 3).is_err(),
+            "format 3 has no unwritten extents"
         );
         let one = b.len() / 2;
         for n in 1..one {

@@ -29,11 +29,13 @@ pub const JOURNAL_BLOCKS_MAX: u64 = 16384;
 pub const ORPHAN_BLOCKS: u64 = 4;
 
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"LANEFSIM");
-/// The format this code writes: 3 (the superblock carries each group's
-/// inode-table high-water mark, so open reads only the table in use). 2
-/// brought one device flush per commit (journal records that map new data
-/// pages carry the pages' CRC32C).
-pub const FORMAT_VERSION: u32 = 3;
+/// The format this code writes: 4 (files keep their unwritten extents —
+/// `fallocate` — in their object image and in journal records of kind 10,
+/// so that `fallocate` of any size costs O(extents)). 3 brought the
+/// superblock's per-group inode-table high-water marks (open reads only
+/// the table in use), 2 one device flush per commit (journal records that
+/// map new data pages carry the pages' CRC32C).
+pub const FORMAT_VERSION: u32 = 4;
 /// The first format whose superblock carries the high-water marks.
 pub const FORMAT_MARKS: u32 = 3;
 /// High-water marks count whole inode-table blocks (4 inode numbers):

@@ -219,6 +219,10 @@ pub struct InodeObj {
     /// Encoded inode record; `None`: the number is free.
     pub rec: Option<Vec<u8>>,
     pub pages: BTreeMap<u64, u64>,
+    /// Unwritten extents (`fallocate`): pages `start..end` allocated and
+    /// reading as zeros where no data page is; sorted, disjoint, at most
+    /// `journal::UNWRITTEN_MAX`.
+    pub unwritten: Vec<(u64, u64)>,
     /// Boxed: most objects are not directories, and an unbounded store
     /// holds every object of the image at once.
     pub dir: Option<Box<DirState>>,
@@ -249,6 +253,7 @@ impl InodeObj {
                 self.rec = None;
                 freed.extend(self.pages.values().copied());
                 self.pages.clear();
+                self.unwritten.clear();
                 self.dir = None;
             }
             Op::PutEntry(_, n, v) => self.dir.get_or_insert_with(Box::default).insert(n, *v),
@@ -263,9 +268,14 @@ impl InodeObj {
                     for k in doomed {
                         freed.extend(self.pages.remove(&k));
                     }
+                    // A punched range is a hole: no extent covers it either
+                    // (the engine writes its own clipped list at writeback;
+                    // a crash before that must not bring the range back).
+                    self.unwritten = clip(&self.unwritten, *s, *e);
                 }
             }
             Op::MapPage(_, x, b, _) => freed.extend(self.pages.insert(*x, *b)),
+            Op::SetUnwritten(_, list) => self.unwritten = list.clone(),
             Op::Usage(..) | Op::WriteSb(_) => unreachable!("not an inode operation"),
         }
         self.dirty = true;
@@ -288,6 +298,16 @@ impl InodeObj {
         (r.len() >= BLOCKS_AT + 8).then(|| get_u64(r, BLOCKS_AT))
     }
 
+    /// Pages allocated: data pages, and unwritten-extent pages that have
+    /// none (what the record's block count is derived from).
+    pub fn allocated(&self) -> u64 {
+        let mut n = self.pages.len() as u64;
+        for &(s, e) in &self.unwritten {
+            n += e - s - self.pages.range(s..e).count() as u64;
+        }
+        n
+    }
+
     /// Extents of the page map: (first page, first block, pages).
     pub fn extents(&self) -> Vec<(u64, u64, u32)> {
         let mut out: Vec<(u64, u64, u32)> = Vec::new();
@@ -304,10 +324,36 @@ impl InodeObj {
     }
 }
 
+/// `list` without pages `s..e`.
+fn clip(list: &[(u64, u64)], s: u64, e: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(list.len() + 1);
+    for &(a, b) in list {
+        if b <= s || a >= e {
+            out.push((a, b));
+            continue;
+        }
+        if a < s {
+            out.push((a, s));
+        }
+        if b > e {
+            out.push((e, b));
+        }
+    }
+    out
+}
+
 /// The serialized image of an object (everything but its entry blocks'
-/// contents): record, extents, entry-block list.
-pub fn encode_image(rec: &[u8], extents: &[(u64, u64, u32)], dir_blocks: &[u64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + rec.len() + 20 * extents.len() + 8 * dir_blocks.len());
+/// contents): record, extents, entry-block list, and (format 4, only when
+/// there are any) the unwritten extents.
+pub fn encode_image(
+    rec: &[u8],
+    extents: &[(u64, u64, u32)],
+    dir_blocks: &[u64],
+    unwritten: &[(u64, u64)],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(
+        16 + rec.len() + 20 * extents.len() + 8 * dir_blocks.len() + 16 * unwritten.len(),
+    );
     out.extend_from_slice(&(rec.len() as u32).to_le_bytes());
     out.extend_from_slice(rec);
     out.extend_from_slice(&(extents.len() as u32).to_le_bytes());
@@ -320,6 +366,13 @@ pub fn encode_image(rec: &[u8], extents: &[(u64, u64, u32)], dir_blocks: &[u64])
     for b in dir_blocks {
         out.extend_from_slice(&b.to_le_bytes());
     }
+    if !unwritten.is_empty() {
+        out.extend_from_slice(&(unwritten.len() as u32).to_le_bytes());
+        for (s, e) in unwritten {
+            out.extend_from_slice(&s.to_le_bytes());
+            out.extend_from_slice(&e.to_le_bytes());
+        }
+    }
     out
 }
 
@@ -328,14 +381,15 @@ pub struct Image {
     pub rec: Vec<u8>,
     pub extents: Vec<(u64, u64, u32)>,
     pub dir_blocks: Vec<u64>,
+    pub unwritten: Vec<(u64, u64)>,
 }
 
 pub fn decode_image(b: &[u8]) -> Result<Image> {
-    let mut pos = 0usize;
-    let mut take = |n: usize| -> Result<&[u8]> {
-        let end = pos.checked_add(n).ok_or(Errno::EUCLEAN)?;
-        let s = b.get(pos..end).ok_or(Errno::EUCLEAN)?;
-        pos = end;
+    let pos = std::cell::Cell::new(0usize);
+    let take = |n: usize| -> Result<&[u8]> {
+        let end = pos.get().checked_add(n).ok_or(Errno::EUCLEAN)?;
+        let s = b.get(pos.get()..end).ok_or(Errno::EUCLEAN)?;
+        pos.set(end);
         Ok(s)
     };
     let rl = get_u32(take(4)?, 0) as usize;
@@ -351,13 +405,28 @@ pub fn decode_image(b: &[u8]) -> Result<Image> {
     for _ in 0..nd {
         dir_blocks.push(get_u64(take(8)?, 0));
     }
-    if pos != b.len() {
+    let mut unwritten = Vec::new();
+    if pos.get() != b.len() {
+        let nu = get_u32(take(4)?, 0) as usize;
+        if nu == 0 || nu > crate::journal::UNWRITTEN_MAX {
+            return Err(Errno::EUCLEAN);
+        }
+        for _ in 0..nu {
+            let u = take(16)?;
+            unwritten.push((get_u64(u, 0), get_u64(u, 8)));
+        }
+        if !crate::journal::unwritten_ok(&unwritten) {
+            return Err(Errno::EUCLEAN);
+        }
+    }
+    if pos.get() != b.len() {
         return Err(Errno::EUCLEAN);
     }
     Ok(Image {
         rec,
         extents,
         dir_blocks,
+        unwritten,
     })
 }
 
@@ -559,11 +628,22 @@ mod tests {
 
     #[test]
     fn slots_chains_and_images_roundtrip() {
-        let img = encode_image(&[5; 300], &[(0, 100, 3), (10, 7, 1)], &[44, 45]);
+        let img = encode_image(&[5; 300], &[(0, 100, 3), (10, 7, 1)], &[44, 45], &[]);
         let back = decode_image(&img).unwrap();
         assert_eq!(back.rec, vec![5; 300]);
         assert_eq!(back.extents, vec![(0, 100, 3), (10, 7, 1)]);
         assert_eq!(back.dir_blocks, vec![44, 45]);
+        assert!(back.unwritten.is_empty());
+        // Unwritten extents (format 4) follow, only when there are any.
+        let un = [(0, 2), (20, 1 << 40)];
+        let img4 = encode_image(&[5; 300], &[(0, 100, 3)], &[], &un);
+        assert_eq!(img4.len(), img.len() - 20 - 16 + 4 + 32);
+        assert_eq!(decode_image(&img4).unwrap().unwritten, un);
+        for bad in [&[(3u64, 3u64)][..], &[(5, 9), (8, 10)], &[(9, 10), (0, 1)]] {
+            let img = encode_image(&[5; 300], &[], &[], bad);
+            assert!(decode_image(&img).is_err(), "{bad:?} accepted");
+        }
+        assert!(decode_image(&img4[..img4.len() - 1]).is_err());
         let big = vec![3u8; 1000];
         let s = encode_slot(17, SLOT_LIVE, 9, &big, 77);
         let d = decode_slot(&s, 17).unwrap().unwrap();
@@ -580,6 +660,22 @@ mod tests {
             (5, &big[SLOT_INLINE_MAX..])
         );
         assert!(decode_chain(&c, 17, 8).is_err(), "stale chain block");
+    }
+
+    #[test]
+    fn unwritten_extents_count_once_and_punch_clips_them() {
+        let mut o = InodeObj::default();
+        o.pages.insert(1, 10);
+        o.pages.insert(9, 11);
+        let mut freed = Vec::new();
+        o.apply(&Op::SetUnwritten(4, vec![(0, 4), (6, 8)]), &mut freed);
+        assert_eq!(o.allocated(), 2 + 4 + 2 - 1, "page 1 counted once");
+        o.apply(&Op::Punch(4, 1, 7), &mut freed);
+        assert_eq!(o.unwritten, vec![(0, 1), (7, 8)]);
+        assert_eq!(freed, vec![10]);
+        assert_eq!(o.allocated(), 1 + 2);
+        o.apply(&Op::FreeInode(4), &mut freed);
+        assert!(o.unwritten.is_empty() && o.allocated() == 0);
     }
 
     #[test]

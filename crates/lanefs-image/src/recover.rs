@@ -356,7 +356,7 @@ pub(crate) fn load(
     let (mut inodes, mut pages) = (dropped.live_count, dropped.pages);
     for o in live {
         inodes += 1;
-        pages += o.pages.len() as u64;
+        pages += o.allocated();
     }
     // Counters rebuilt from what is really there.
     sb.used_inodes = inodes;
@@ -423,7 +423,7 @@ pub(crate) fn derived_record(o: &InodeObj) -> Option<Vec<u8>> {
     let (Some(kind), Some(blocks)) = (o.kind(), o.blocks()) else {
         return None;
     };
-    let pages = o.pages.len() as u64;
+    let pages = o.allocated();
     let is_dir = kind == FileKind::Directory;
     if o.bad || (!is_dir && blocks == pages) {
         return None;

@@ -250,6 +250,7 @@ struct Snap {
     stamp: u64,
     rec: Option<Vec<u8>>,
     extents: Vec<(u64, u64, u32)>,
+    unwritten: Vec<(u64, u64)>,
     /// Per entry block position: its home (clean) or its entries (dirty).
     dir: Vec<(usize, DirBlkSnap)>,
     target: usize,
@@ -639,10 +640,17 @@ impl Inner {
             // before the Txn that creates the inode) keeps its pages: the
             // image has an empty record. Recovery frees such reservations.
             let (state, image) = match &s.rec {
-                None if s.extents.is_empty() && list.is_empty() => (SLOT_FREE, Vec::new()),
+                None if s.extents.is_empty() && list.is_empty() && s.unwritten.is_empty() => {
+                    (SLOT_FREE, Vec::new())
+                }
                 rec => (
                     SLOT_LIVE,
-                    object::encode_image(rec.as_deref().unwrap_or_default(), &s.extents, &list),
+                    object::encode_image(
+                        rec.as_deref().unwrap_or_default(),
+                        &s.extents,
+                        &list,
+                        &s.unwritten,
+                    ),
                 ),
             };
             let rest = &image[image.len().min(SLOT_INLINE_MAX)..];
@@ -838,6 +846,7 @@ fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
         stamp: obj.stamp,
         rec: obj.rec.clone(),
         extents: obj.extents(),
+        unwritten: obj.unwritten.clone(),
         dir,
         target: 1 - obj.home_slot,
         old_blocks: obj.home_blocks.clone(),
@@ -1095,6 +1104,43 @@ impl Store for ImageStore {
     fn page_count(&self, ino: Ino) -> Result<u64> {
         self.inner
             .with_obj(ino, |o| Ok(o.map_or(0, |o| o.pages.len() as u64)))
+    }
+
+    fn read_unwritten(&self, ino: Ino) -> Result<Vec<std::ops::Range<u64>>> {
+        self.inner.check_ok()?;
+        self.inner.with_obj(ino, |o| {
+            Ok(o.map_or_else(Vec::new, |o| {
+                o.unwritten.iter().map(|&(s, e)| s..e).collect()
+            }))
+        })
+    }
+
+    /// One journaled operation replacing the list (format 4): `fallocate`
+    /// of any size costs O(extents) here too. More than
+    /// [`UNWRITTEN_MAX`](crate::journal::UNWRITTEN_MAX) extents: `EOPNOTSUPP`,
+    /// and the engine writes zero pages instead.
+    fn write_unwritten(&self, ino: Ino, extents: &[std::ops::Range<u64>]) -> Result<()> {
+        self.inner.check_ok()?;
+        let mut list: Vec<(u64, u64)> = extents.iter().map(|r| (r.start, r.end)).collect();
+        list.sort_unstable();
+        if list.len() > crate::journal::UNWRITTEN_MAX {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !crate::journal::unwritten_ok(&list) {
+            return Err(Errno::EINVAL);
+        }
+        let same = self.inner.with_obj(ino, |o| {
+            Ok(o.map_or(list.is_empty(), |o| o.unwritten == list))
+        })?;
+        if same {
+            return Ok(());
+        }
+        self.inner.submit(vec![Op::SetUnwritten(ino, list)])
+    }
+
+    fn allocated_pages(&self, ino: Ino) -> Result<u64> {
+        self.inner
+            .with_obj(ino, |o| Ok(o.map_or(0, InodeObj::allocated)))
     }
 
     fn sync(&self) -> Result<()> {

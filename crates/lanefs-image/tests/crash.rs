@@ -180,6 +180,12 @@ fn one_step(s: &ImageStore, st: &Setup, v: u64, i: usize, extra: u64) -> (bool, 
                 s.checkpoint()?;
                 s.write_inode(&rec(t, FileKind::Regular, 1, 4 * 4096))?;
             }
+            5 => {
+                // fallocate: the pair's second file's unwritten extent
+                // moves (format 4: one journaled list, counted in blocks).
+                let extent = v * 8..v * 8 + 4;
+                s.write_unwritten(b, std::slice::from_ref(&extent))?;
+            }
             _ => {}
         }
         Ok(())
@@ -230,6 +236,15 @@ fn verify(image: Vec<u8>, st: &Setup, m: &Model, what: &str) {
                 "{what}: pair {i} page {ra} missing"
             );
         }
+        let u = s.read_unwritten(b).unwrap();
+        assert!(
+            u.is_empty()
+                || (u.len() == 1
+                    && u[0].end - u[0].start == 4
+                    && u[0].start % 8 == 0
+                    && m.tried[i].contains(&(u[0].start / 8))),
+            "{what}: pair {i} has unwritten extents never written: {u:?}"
+        );
         for idx in 0..=STEPS {
             if s.read_page(a, idx, &mut p).unwrap() {
                 assert!(
@@ -252,7 +267,7 @@ fn verify(image: Vec<u8>, st: &Setup, m: &Model, what: &str) {
                 "{what}: {ino} lost its page"
             );
         }
-        pages += s.page_count(ino).unwrap();
+        pages += s.allocated_pages(ino).unwrap();
     }
     let sb = s.superblock().unwrap();
     assert_eq!(

@@ -209,7 +209,22 @@ pub fn env_mount_args() -> Vec<String> {
         .collect()
 }
 
+/// Environment variable: `image` mounts every test mount on a fresh image
+/// (`lanefs mkfs`, then `mount IMAGE` with a small cache budget) instead of
+/// the memory store, and checks the image with `lanefs fsck` after the
+/// unmount (as [`on_image`] does for one test).
+pub const STORE_ENV: &str = "LANEFS_TEST_STORE";
+
+/// The image test mounts get: sparse, so its size costs nothing unused.
+const TEST_IMAGE_SIZE: &str = "4G";
+/// Their `--cache-size`: small, so that the store evicts and reads back
+/// objects, and the engine its inodes and pages, under load.
+const TEST_IMAGE_CACHE: &str = "32M";
+
 std::thread_local! {
+    /// Whether test mounts on this thread are image mounts (set by
+    /// [`on_image`]).
+    static IMAGE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The transport of the test running on this thread (set by
     /// [`on_transport`]).
     static TRANSPORT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
@@ -263,6 +278,40 @@ pub fn on_transport(transport: &str, test: fn()) {
     }
     TRANSPORT.with(|t| *t.borrow_mut() = Some(transport.to_string()));
     test();
+}
+
+/// Whether test mounts on this thread are on an image: set by
+/// [`on_image`], or by [`STORE_ENV`] for all.
+pub fn image_store() -> bool {
+    IMAGE.with(|i| i.get()) || std::env::var(STORE_ENV).is_ok_and(|v| v == "image")
+}
+
+/// As [`on_transport`], with every test mount of this thread on a fresh
+/// image store (issue 13: the mount suite's checkers on an image mount),
+/// checked by `lanefs fsck` after its unmount.
+pub fn on_image(transport: &str, test: fn()) {
+    IMAGE.with(|i| i.set(true));
+    on_transport(transport, test);
+}
+
+/// Make `name` (a plain `fn()`) a test on an image mount, on each
+/// transport: `module::dev` and `module::uring`.
+#[macro_export]
+macro_rules! on_image_mount {
+    ($($name:ident => $module:ident),* $(,)?) => {
+        $(
+            mod $module {
+                #[test]
+                fn dev() {
+                    $crate::common::on_image("dev", super::$name)
+                }
+                #[test]
+                fn uring() {
+                    $crate::common::on_image("uring", super::$name)
+                }
+            }
+        )*
+    };
 }
 
 /// As [`on_transport`], with every test mount of this thread mounted with
@@ -322,11 +371,14 @@ macro_rules! on_both_transports {
     };
 }
 
-/// One mounted lanefs; unmounted (lazily if need be) on drop.
+/// One mounted lanefs; unmounted (lazily if need be) on drop, and on an
+/// image store (`image_store`) the image checked by `lanefs fsck` then.
 pub struct TestMount {
     pub base: PathBuf,
     pub mnt: PathBuf,
     pub log: PathBuf,
+    /// The image, for an image mount.
+    pub image: Option<PathBuf>,
 }
 
 impl TestMount {
@@ -340,10 +392,25 @@ impl TestMount {
         let mnt = base.join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let log = base.join("lanefs.log");
+        let image = image_store().then(|| {
+            let img = base.join("fs.img");
+            let out = run_timeout(
+                60,
+                Command::new(BIN)
+                    .arg("mkfs")
+                    .arg(&img)
+                    .args(["--size", TEST_IMAGE_SIZE]),
+            );
+            assert!(out.status.success(), "lanefs mkfs failed:\n{}", show(&out));
+            img
+        });
         let mut cmd = Command::new(BIN);
-        cmd.arg("mount")
-            .arg("--memory")
-            .arg("--log-file")
+        cmd.arg("mount");
+        match &image {
+            Some(img) => cmd.arg(img).args(["--cache-size", TEST_IMAGE_CACHE]),
+            None => cmd.arg("--memory"),
+        };
+        cmd.arg("--log-file")
             .arg(&log)
             .arg("--transport")
             .arg(transport())
@@ -368,7 +435,12 @@ impl TestMount {
             is_fuse_mounted(&mnt),
             "lanefs mount returned before the mount was visible"
         );
-        TestMount { base, mnt, log }
+        TestMount {
+            base,
+            mnt,
+            log,
+            image,
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -398,8 +470,53 @@ impl Drop for TestMount {
                     .status();
             }
         }
+        if let Some(img) = &self.image {
+            if !is_fuse_mounted(&self.mnt) {
+                check_image_after_unmount(img, &self.log, &self.mnt);
+            }
+        }
         if !is_fuse_mounted(&self.mnt) {
             let _ = std::fs::remove_dir_all(&self.base);
         }
     }
+}
+
+/// Whether a process has `path` open (the daemon of an image mount keeps
+/// its image open until it has written everything back and exited).
+fn open_by_any_process(path: &Path) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        std::fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
+            fds.flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == path))
+        })
+    })
+}
+
+/// After an image mount's unmount: wait for its daemon to let go of the
+/// image, then `lanefs fsck` it; anything but a clean image fails the test
+/// (unless it is failing already).
+fn check_image_after_unmount(img: &Path, log: &Path, mnt: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while open_by_any_process(img) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if std::thread::panicking() {
+        return;
+    }
+    assert!(
+        !open_by_any_process(img),
+        "the daemon of {} still has its image open 120 s after the unmount",
+        mnt.display()
+    );
+    let out = run_timeout(120, Command::new(BIN).arg("fsck").arg(img));
+    assert!(
+        out.status.success(),
+        "lanefs fsck of the image after unmounting {}:\n{}\n--- daemon log ---\n{}",
+        mnt.display(),
+        show(&out),
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
 }
