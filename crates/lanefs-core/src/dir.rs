@@ -118,6 +118,21 @@
 //! positions, as the kernel and glibc treat them (a hashed directory's
 //! order is no more telling).
 //!
+//! A listing ends where it began: a listing from the start takes each
+//! stripe's next cookie as its bound (`DirIndex::list_bound`, kept by the
+//! open directory until it lists from the start again, as a `rewinddir`
+//! does) and lists in partition `p` only cookies below stripe `p`'s bound.
+//! Every entry linked before the start has a cookie below its stripe's
+//! bound (a reloaded index's counters start at or above the bound: see
+//! "Readdir cookies"); every entry linked after has one at or above it. So
+//! a name renamed away and back while the directory is listed — a new
+//! cookie at the end of its partition, ahead of the listing — is not
+//! listed again: without the bound, stress-ng's `dir` stressor, which
+//! renames each entry it reads away and back, read one directory forever
+//! (Linux bounds its `libfs` offset directories and btrfs the same way:
+//! "btrfs: fix infinite directory reads", 9b378f6ad48c). POSIX leaves it
+//! unspecified whether a name added during a listing is listed.
+//!
 //! Why partitions: one list for the whole directory was the one structure
 //! every change of names in a directory wrote — its length and height
 //! seed on every insert and remove, and its last nodes, where every new
@@ -181,6 +196,10 @@ pub(crate) struct Slot {
     pub kind: FileKind,
     pub cookie: u64,
 }
+
+/// Where a listing ends: per stripe, the first cookie it will not list
+/// (`DirIndex::list_bound`).
+pub(crate) type ListBound = [u64; STRIPES];
 
 /// Entries of a listing: their names in one buffer (a listing of 64
 /// entries makes two allocations, not 65), reused batch after batch.
@@ -415,14 +434,30 @@ impl DirIndex {
     #[cfg(test)]
     pub fn list_after(&self, after: u64, max: usize, guard: &Guard) -> Vec<(Vec<u8>, Slot)> {
         let mut batch = ListBatch::default();
-        self.list_into(after, max, &mut batch, guard);
+        self.list_into(after, max, &mut batch, None, guard);
         batch.iter().map(|(n, s)| (n.to_vec(), *s)).collect()
+    }
+
+    /// Where a listing that starts now ends (module doc, "Listing"): each
+    /// stripe's next cookie. An entry linked later — a new name, or an old
+    /// one renamed away and back, which gets a new cookie at the end of its
+    /// partition — has a cookie at or past its stripe's bound.
+    pub fn list_bound(&self) -> ListBound {
+        std::array::from_fn(|s| self.names.aux(s).next_cookie.load(Ordering::Relaxed))
     }
 
     /// Append to `out` up to `max` entries after the one with cookie
     /// `after` in listing order, lock-free (see the module doc for the
-    /// order and the guarantee).
-    pub fn list_into(&self, after: u64, max: usize, out: &mut ListBatch, guard: &Guard) {
+    /// order and the guarantee); with `bound`, only entries whose cookie is
+    /// below their stripe's bound.
+    pub fn list_into(
+        &self,
+        after: u64,
+        max: usize,
+        out: &mut ListBatch,
+        bound: Option<&ListBound>,
+        guard: &Guard,
+    ) {
         if max == 0 {
             return;
         }
@@ -447,11 +482,12 @@ impl DirIndex {
             // doc). A partition walked from its start takes `iter`, which
             // begins at the head's first link, where `range` would search
             // down every level of the list for an unbounded start.
+            let limit = bound.map_or(u64::MAX, |b| b[p]);
             let filled = if matches!(from, Bound::Unbounded) {
-                self.list_entries(list.iter(guard), max, out, guard)
+                self.list_entries(list.iter(guard), max, limit, out, guard)
             } else {
                 let range = list.range((from, Bound::Unbounded), guard);
-                self.list_entries(range, max, out, guard)
+                self.list_entries(range, max, limit, out, guard)
             };
             if filled {
                 return;
@@ -460,19 +496,24 @@ impl DirIndex {
         }
     }
 
-    /// Append to `out` the entries of `walk` whose name still maps to that
-    /// cookie, up to `max` in all; whether `out` is full. (Generic, not
-    /// `dyn`: one call per entry would otherwise be an indirect one.)
+    /// Append to `out` the entries of `walk` (one partition, in cookie
+    /// order) below cookie `limit` whose name still maps to that cookie,
+    /// up to `max` in all; whether `out` is full. (Generic, not `dyn`: one
+    /// call per entry would otherwise be an indirect one.)
     #[inline]
     fn list_entries<'g>(
         &'g self,
         walk: impl Iterator<Item = ListEntry<'g>>,
         max: usize,
+        limit: u64,
         out: &mut ListBatch,
         guard: &'g Guard,
     ) -> bool {
         for entry in walk {
             let cookie = *entry.key();
+            if cookie >= limit {
+                return false;
+            }
             let name = entry.value();
             if let Some(slot) = self.names.get_hashed(name.hash, &name.name, guard) {
                 if slot.cookie == cookie {
@@ -935,8 +976,19 @@ impl DirRead<'_> {
     }
 
     /// Append to `out` up to `max` entries after cookie `after`.
-    pub fn list_into(&self, after: u64, max: usize, out: &mut ListBatch) {
-        self.index.list_into(after, max, out, &self.guard)
+    pub fn list_into(
+        &self,
+        after: u64,
+        max: usize,
+        out: &mut ListBatch,
+        bound: Option<&ListBound>,
+    ) {
+        self.index.list_into(after, max, out, bound, &self.guard)
+    }
+
+    /// Where a listing that starts now ends ([`DirIndex::list_bound`]).
+    pub fn list_bound(&self) -> ListBound {
+        self.index.list_bound()
     }
 }
 

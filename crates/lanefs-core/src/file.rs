@@ -10,12 +10,12 @@
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
 
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, Mutex, Ordering};
 use crate::DirAt;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::ListBatch;
+use crate::dir::{ListBatch, ListBound};
 use crate::fs::{
     check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
@@ -37,6 +37,10 @@ pub struct OpenFile {
     inode: Arc<Inode>,
     flags: i32,
     cred: Cred,
+    /// A directory's listing bound, taken when it lists from the start
+    /// (`dir` module doc, "A listing ends where it began"); `None` for a
+    /// file, or before the first listing.
+    list_bound: Mutex<Option<Box<ListBound>>>,
 }
 
 /// The engine as a handle holds it: counted on a lane in
@@ -89,6 +93,7 @@ impl OpenFile {
             inode: self.inode.clone(),
             flags,
             cred: self.cred.clone(),
+            list_bound: Mutex::new(None),
         })
     }
 
@@ -274,6 +279,7 @@ impl FsInner {
             inode,
             flags,
             cred: cred.clone(),
+            list_bound: Mutex::new(None),
         };
         // Refused: dropping the handle closes it (the last close decides
         // as any other).
@@ -307,6 +313,7 @@ impl FsInner {
             inode,
             flags,
             cred: cred.clone(),
+            list_bound: Mutex::new(None),
         };
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None)?;
@@ -763,10 +770,21 @@ impl Fs {
             }
             off = 2;
         }
+        // A listing from the start takes its bound; later calls on this
+        // handle keep it (a rewind to 0 takes a new one).
+        let bound = {
+            let mut held = file.list_bound.lock();
+            if offset == 0 || held.is_none() {
+                *held = Some(Box::new(self.inner.dir_read(dir)?.list_bound()));
+            }
+            held.as_deref().copied()
+        };
         let mut batch = ListBatch::default();
         loop {
             batch.clear();
-            self.inner.dir_read(dir)?.list_into(off, 64, &mut batch);
+            self.inner
+                .dir_read(dir)?
+                .list_into(off, 64, &mut batch, bound.as_ref());
             if batch.is_empty() {
                 break;
             }

@@ -894,6 +894,61 @@ fn readdir_cookies_stable_under_concurrent_change() -> io::Result<()> {
     Ok(())
 }
 
+/// stress-ng's `dir` stressor: read a directory and rename every entry it
+/// returns away and back. Each such entry gets a new cookie at the end of
+/// its partition; without a bound taken at the start the listing met them
+/// again and never ended. Now it ends, lists every name once, and a
+/// listing from the start again (`rewinddir`) sees names made since.
+#[test]
+fn renaming_each_listed_entry_away_and_back_ends_the_listing() -> io::Result<()> {
+    let fs = fs();
+    fs.create_dir("/d")?;
+    for i in 0..300 {
+        fs.create_dir(format!("/d/n{i}"))?;
+    }
+    let cred = Cred::root();
+    let core = fs.core();
+    let dir = fs.metadata("/d")?.ino();
+    let handle = core.open(&cred, dir, libc::O_RDONLY)?;
+    let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut offset = 0;
+    let mut calls = 0;
+    loop {
+        let mut batch = Vec::new();
+        core.readdir(&handle, offset, &mut |e| {
+            batch.push(e.name.to_vec());
+            offset = e.next_offset;
+            batch.len() >= 16
+        })?;
+        if batch.is_empty() {
+            break;
+        }
+        calls += 1;
+        assert!(calls < 1000, "the listing does not end");
+        for name in batch {
+            *seen.entry(name.clone()).or_default() += 1;
+            if name.starts_with(b"n") {
+                let old = format!("/d/{}", String::from_utf8_lossy(&name));
+                fs.rename(&old, "/d/away")?;
+                fs.rename("/d/away", &old)?;
+            }
+        }
+    }
+    for i in 0..300 {
+        assert_eq!(seen.get(format!("n{i}").as_bytes()), Some(&1), "n{i}");
+    }
+    assert!(seen.values().all(|&c| c == 1), "no entry is listed twice");
+    // A new listing from the start sees what was made since.
+    fs.write("/d/late", b"")?;
+    let mut late = false;
+    core.readdir(&handle, 0, &mut |e| {
+        late |= e.name == b"late";
+        false
+    })?;
+    assert!(late, "a listing from the start lists a name made since");
+    Ok(())
+}
+
 #[test]
 fn directory_sizes_and_link_counts_follow_tmpfs() -> io::Result<()> {
     let fs = fs();
