@@ -10,12 +10,12 @@
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
 
-use crate::sync::{Arc, Mutex, Ordering};
+use crate::sync::{Arc, AtomicPtr, Ordering};
 use crate::DirAt;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::{ListBatch, ListBound};
+use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
     check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
@@ -37,10 +37,13 @@ pub struct OpenFile {
     inode: Arc<Inode>,
     flags: i32,
     cred: Cred,
-    /// A directory's listing bound, taken when it lists from the start
-    /// (`dir` module doc, "A listing ends where it began"); `None` for a
-    /// file, or before the first listing.
-    list_bound: Mutex<Option<Box<ListBound>>>,
+    /// A directory's listing bound, taken when a call of a listing stops
+    /// early (`dir` module doc, "A listing ends where it began"); `None`
+    /// for a file, and until a listing needs one. A pointer from
+    /// `Box::into_raw` or null, owned by the handle and moved in and out
+    /// whole by swaps ([`OpenFile::take_bound`], [`OpenFile::put_bound`]);
+    /// a listing that never needs one only loads it.
+    list_bound: AtomicPtr<ListBound>,
 }
 
 /// The engine as a handle holds it: counted on a lane in
@@ -93,7 +96,7 @@ impl OpenFile {
             inode: self.inode.clone(),
             flags,
             cred: self.cred.clone(),
-            list_bound: Mutex::new(None),
+            list_bound: AtomicPtr::new(std::ptr::null_mut()),
         })
     }
 
@@ -142,6 +145,31 @@ impl OpenFile {
     }
 }
 
+impl OpenFile {
+    /// Take the listing bound out of the handle (a load alone when there
+    /// is none).
+    fn take_bound(&self) -> Option<Box<ListBound>> {
+        if self.list_bound.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let p = self
+            .list_bound
+            .swap(std::ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: a non-null value comes from `Box::into_raw` (`put_bound`)
+        // and the swap moved it out: this call owns it alone.
+        (!p.is_null()).then(|| unsafe { Box::from_raw(p) })
+    }
+
+    /// Give the handle its listing bound (dropping one it held).
+    fn put_bound(&self, b: Box<ListBound>) {
+        let old = self.list_bound.swap(Box::into_raw(b), Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: as in `take_bound`: the swap moved it out to us.
+            drop(unsafe { Box::from_raw(old) });
+        }
+    }
+}
+
 impl Drop for OpenFile {
     /// A close that leaves other handles open only lowers the open count,
     /// without `meta`: two closes of one file, or a close beside a write or
@@ -151,6 +179,7 @@ impl Drop for OpenFile {
     /// the LRU when nothing else pins it.
     fn drop(&mut self) {
         crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
+        drop(self.take_bound());
         self.close_inode();
         // Then the fields: `fs` uncounts the handle (`HandleRef::drop`), after
         // which the engine may go.
@@ -279,7 +308,7 @@ impl FsInner {
             inode,
             flags,
             cred: cred.clone(),
-            list_bound: Mutex::new(None),
+            list_bound: AtomicPtr::new(std::ptr::null_mut()),
         };
         // Refused: dropping the handle closes it (the last close decides
         // as any other).
@@ -313,7 +342,7 @@ impl FsInner {
             inode,
             flags,
             cred: cred.clone(),
-            list_bound: Mutex::new(None),
+            list_bound: AtomicPtr::new(std::ptr::null_mut()),
         };
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None)?;
@@ -744,6 +773,31 @@ impl Fs {
         if dir.kind != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
+        // A listing from the start drops the bound of the one before and
+        // lists unbounded as long as this call lasts: only the caller's own
+        // changes between calls can keep a listing going, so the bound is
+        // taken when a call stops early, before the caller can make any,
+        // and kept for the calls that follow (`dir` module doc, "A listing
+        // ends where it began"). A listing that fits one call takes none.
+        // Taken out while this call lists (calls on one handle take turns:
+        // the kernel holds the file's position lock around each; a racing
+        // call would list unbounded, never wrongly bounded).
+        let held = file.take_bound();
+        let bound = if offset == 0 { None } else { held };
+        // The handle keeps its bound; one without takes it when this call
+        // stops early, or when a call after the first listed anything
+        // (the caller may have renamed what the first one returned).
+        let mut emitted = false;
+        let keep_bound = |file: &OpenFile, bound: Option<Box<ListBound>>, emitted: bool| {
+            let b = match bound {
+                Some(b) => b,
+                None if emitted => Box::new(self.inner.dir_read(dir)?.list_bound()),
+                None => return Ok(()),
+            };
+            file.put_bound(b);
+            Ok(())
+        };
+        let stop_early = |file: &OpenFile, bound| keep_bound(file, bound, true);
         let mut off = offset;
         if off == 0 {
             let me = DirEntry {
@@ -753,7 +807,7 @@ impl Fs {
                 next_offset: 1,
             };
             if emit(me) {
-                return Ok(());
+                return stop_early(file, bound);
             }
             off = 1;
         }
@@ -766,29 +820,27 @@ impl Fs {
                 next_offset: 2,
             };
             if emit(up) {
-                return Ok(());
+                return stop_early(file, bound);
             }
             off = 2;
         }
-        // A listing from the start takes its bound; later calls on this
-        // handle keep it (a rewind to 0 takes a new one).
-        let bound = {
-            let mut held = file.list_bound.lock();
-            if offset == 0 || held.is_none() {
-                *held = Some(Box::new(self.inner.dir_read(dir)?.list_bound()));
-            }
-            held.as_deref().copied()
-        };
         let mut batch = ListBatch::default();
         loop {
             batch.clear();
-            self.inner
-                .dir_read(dir)?
-                .list_into(off, 64, &mut batch, bound.as_ref());
+            self.inner.dir_read(dir)?.list_into(off, 64, &mut batch);
             if batch.is_empty() {
                 break;
             }
+            emitted = true;
             for (name, slot) in batch.iter() {
+                if bound
+                    .as_deref()
+                    .is_some_and(|b| !below_bound(b, slot.cookie))
+                {
+                    // Linked since the listing began: not listed.
+                    off = slot.cookie;
+                    continue;
+                }
                 let e = DirEntry {
                     ino: slot.ino,
                     kind: slot.kind,
@@ -797,11 +849,12 @@ impl Fs {
                 };
                 if emit(e) {
                     file.touch_atime();
-                    return Ok(());
+                    return stop_early(file, bound);
                 }
                 off = slot.cookie;
             }
         }
+        keep_bound(file, bound, emitted && offset != 0)?;
         file.touch_atime();
         Ok(())
     }
