@@ -212,7 +212,11 @@ pub fn env_mount_args() -> Vec<String> {
 /// Environment variable: `image` mounts every test mount on a fresh image
 /// (`lanefs mkfs`, then `mount IMAGE` with a small cache budget) instead of
 /// the memory store, and checks the image with `lanefs fsck` after the
-/// unmount (as [`on_image`] does for one test).
+/// unmount (as [`on_image`] does for one test). Tests that size a memory
+/// store (`--capacity`, `--inodes`: the ENOSPC tests) fail their mount in
+/// this mode; every other test of `difftest.rs`, `multiuser.rs`,
+/// `dircache.rs`, `writeback.rs`, `system.rs`, `nonroot.rs` and
+/// `integrity.rs` passed in it (tenth session).
 pub const STORE_ENV: &str = "LANEFS_TEST_STORE";
 
 /// The image test mounts get: sparse, so its size costs nothing unused.
