@@ -9,6 +9,13 @@
 //! [`PageCache`] design: lock-free from cached pages by default (seed 003),
 //! falling back to the data lock — shared, or exclusive to pull missing
 //! pages from the store.
+//!
+//! Atomics: `OpenFile::list_bound` (a pointer from `Box::into_raw`, or
+//! null) is a directory handle's listing bound (`dir` module doc, "A
+//! listing ends where it began"), moved in and out whole by swaps: a
+//! readdir takes it out for its call and puts it (or a new one) back, so
+//! two readdirs of one handle never share the box (the kernel runs them one
+//! at a time anyway: it holds the file's position lock around each).
 
 use crate::sync::{Arc, AtomicPtr, Ordering};
 use crate::DirAt;
