@@ -126,12 +126,12 @@
 //! `rewinddir` does, and its later calls list in partition `p` only
 //! cookies below stripe `p`'s bound (the caller skips the others,
 //! `below_bound`).
-//! Every entry linked before the start has a cookie below its stripe's
-//! bound (a reloaded index's counters start at or above the bound: see
-//! "Readdir cookies"); every entry linked after has one at or above it. So
-//! a name renamed away and back while the directory is listed — a new
-//! cookie at the end of its partition, ahead of the listing — is not
-//! listed again: without the bound, stress-ng's `dir` stressor, which
+//! Every entry linked before the bound is taken has a cookie below its
+//! stripe's bound (a reloaded index's counters start at or above the
+//! bound: see "Readdir cookies"); every entry linked after has one at or
+//! above it. So a name renamed away and back while the directory is
+//! listed — a new cookie at the end of its partition, ahead of the
+//! listing — is not listed again once the bound is taken: without the bound, stress-ng's `dir` stressor, which
 //! renames each entry it reads away and back, read one directory forever
 //! (Linux bounds its `libfs` offset directories and btrfs the same way:
 //! "btrfs: fix infinite directory reads", 9b378f6ad48c). POSIX leaves it

@@ -98,13 +98,12 @@ impl OpenFile {
             return Err(Errno::ENOENT);
         }
         crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
-        Ok(OpenFile {
-            fs: fs_ref(&self.fs),
-            inode: self.inode.clone(),
+        Ok(OpenFile::new(
+            &self.fs,
+            self.inode.clone(),
             flags,
-            cred: self.cred.clone(),
-            list_bound: AtomicPtr::new(std::ptr::null_mut()),
-        })
+            self.cred.clone(),
+        ))
     }
 
     /// Move atime after an access, as the mount's [`AtimePolicy`] says
@@ -153,6 +152,17 @@ impl OpenFile {
 }
 
 impl OpenFile {
+    /// A new handle of `inode` in `fs` (counted on this lane).
+    fn new(fs: &FsInner, inode: Arc<Inode>, flags: i32, cred: Cred) -> OpenFile {
+        OpenFile {
+            fs: fs_ref(fs),
+            inode,
+            flags,
+            cred,
+            list_bound: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
     /// Take the listing bound out of the handle (a load alone when there
     /// is none).
     fn take_bound(&self) -> Option<Box<ListBound>> {
@@ -310,13 +320,7 @@ impl FsInner {
         };
         drop(guard);
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
-        let file = OpenFile {
-            fs: fs_ref(self),
-            inode,
-            flags,
-            cred: cred.clone(),
-            list_bound: AtomicPtr::new(std::ptr::null_mut()),
-        };
+        let file = OpenFile::new(self, inode, flags, cred.clone());
         // Refused: dropping the handle closes it (the last close decides
         // as any other).
         Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
@@ -344,13 +348,7 @@ impl FsInner {
         // A handle holds the inode by `Arc` (a count shared by the handles
         // of one file, beside `opens`) and the engine by a per-lane count.
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
-        let file = OpenFile {
-            fs: fs_ref(self),
-            inode,
-            flags,
-            cred: cred.clone(),
-            list_bound: AtomicPtr::new(std::ptr::null_mut()),
-        };
+        let file = OpenFile::new(self, inode, flags, cred.clone());
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None)?;
         }
@@ -780,31 +778,29 @@ impl Fs {
         if dir.kind != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
-        // A listing from the start drops the bound of the one before and
-        // lists unbounded as long as this call lasts: only the caller's own
-        // changes between calls can keep a listing going, so the bound is
-        // taken when a call stops early, before the caller can make any,
-        // and kept for the calls that follow (`dir` module doc, "A listing
-        // ends where it began"). A listing that fits one call takes none.
-        // Taken out while this call lists (calls on one handle take turns:
-        // the kernel holds the file's position lock around each; a racing
-        // call would list unbounded, never wrongly bounded).
+        // The listing's bound (`dir` module doc, "A listing ends where it
+        // began"), out of the handle while this call lists; a listing from
+        // the start drops the one before. Only the caller's own changes
+        // between calls can keep a listing going, so a listing without a
+        // bound takes one when a call stops early (before the caller can
+        // change anything) or when a call after the first lists anything
+        // (the caller may have renamed what the first returned); one that
+        // a single call completes takes none. Calls on one handle take
+        // turns (the kernel holds the file's position lock around each): a
+        // racing call would list unbounded, never wrongly bounded.
         let held = file.take_bound();
         let bound = if offset == 0 { None } else { held };
-        // The handle keeps its bound; one without takes it when this call
-        // stops early, or when a call after the first listed anything
-        // (the caller may have renamed what the first one returned).
-        let mut emitted = false;
-        let keep_bound = |file: &OpenFile, bound: Option<Box<ListBound>>, emitted: bool| {
+        let keep_bound = |file: &OpenFile, bound: Option<Box<ListBound>>, take_new: bool| {
             let b = match bound {
                 Some(b) => b,
-                None if emitted => Box::new(self.inner.dir_read(dir)?.list_bound()),
+                None if take_new => Box::new(self.inner.dir_read(dir)?.list_bound()),
                 None => return Ok(()),
             };
             file.put_bound(b);
             Ok(())
         };
         let stop_early = |file: &OpenFile, bound| keep_bound(file, bound, true);
+        let mut emitted = false;
         let mut off = offset;
         if off == 0 {
             let me = DirEntry {

@@ -13,6 +13,9 @@ use lanefs::{
     Filesystem, FsConfig, ImageConfig, OpenOptions, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
 };
 
+mod common;
+use common::check_then_fsck;
+
 const GIB: u64 = 1 << 30;
 
 fn small_budget() -> (ImageConfig, FsConfig) {
@@ -86,12 +89,6 @@ fn a_gigabyte_fallocate_writes_no_zero_pages_and_survives_reopen() -> io::Result
     let mut word = [0u8; 6];
     f.read_at(&mut word, GIB / 4)?;
     assert_eq!(&word, b"inside");
-    fs.core()
-        .check()
-        .map_err(|p| io::Error::other(format!("{p:?}")))?;
     drop(f);
-    drop(fs);
-    let report = lanefs_image::fsck(&img, false).map_err(io::Error::from)?;
-    assert!(report.clean, "{:?}", report.problems);
-    Ok(())
+    check_then_fsck(fs, &img)
 }

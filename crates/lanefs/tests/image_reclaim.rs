@@ -7,6 +7,9 @@
 
 use std::io;
 
+mod common;
+use common::check_then_fsck;
+
 use lanefs::{set_process_cache_limit, Filesystem, ImageConfig};
 
 const FILES: usize = 600;
@@ -59,13 +62,7 @@ fn pressure_evicts_clean_store_objects_and_they_read_back() -> io::Result<()> {
         "nothing was read back"
     );
     assert!(fs.metadata("/d")?.is_dir());
-    fs.core()
-        .check()
-        .map_err(|p| io::Error::other(format!("{p:?}")))?;
-    drop(fs);
     drop(store);
     // The image the squeezed store wrote back is whole.
-    let report = lanefs_image::fsck(&img, false).map_err(io::Error::from)?;
-    assert!(report.clean, "{:?}", report.problems);
-    Ok(())
+    check_then_fsck(fs, &img)
 }

@@ -838,6 +838,29 @@ fn utime_now_and_omit_rules() -> io::Result<()> {
 
 // ---- directories -------------------------------------------------------
 
+/// An engine handle of directory `path`, for listings by offset.
+fn dir_handle(fs: &Filesystem, path: &str) -> io::Result<lanefs::OpenFile> {
+    let dir = fs.metadata(path)?.ino();
+    Ok(fs.core().open(&Cred::root(), dir, libc::O_RDONLY)?)
+}
+
+/// The next up to `n` names of `handle`'s listing from `*offset` (one
+/// engine readdir call), advancing `*offset` past them.
+fn next_names(
+    fs: &Filesystem,
+    handle: &lanefs::OpenFile,
+    offset: &mut u64,
+    n: usize,
+) -> io::Result<Vec<Vec<u8>>> {
+    let mut names = Vec::new();
+    fs.core().readdir(handle, *offset, &mut |e| {
+        names.push(e.name.to_vec());
+        *offset = e.next_offset;
+        names.len() >= n
+    })?;
+    Ok(names)
+}
+
 #[test]
 fn readdir_cookies_stable_under_concurrent_change() -> io::Result<()> {
     let fs = fs();
@@ -846,23 +869,17 @@ fn readdir_cookies_stable_under_concurrent_change() -> io::Result<()> {
         fs.write(format!("/d/stable{}", i), b"")?;
         fs.write(format!("/d/churn{}", i), b"")?;
     }
-    let cred = Cred::root();
-    let core = fs.core();
-    let dir = fs.metadata("/d")?.ino();
-    let handle = core.open(&cred, dir, libc::O_RDONLY)?;
+    let handle = dir_handle(&fs, "/d")?;
     let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut offset = 0;
     let mut round = 0;
     loop {
-        let mut got = 0;
-        core.readdir(&handle, offset, &mut |e| {
-            *seen.entry(e.name.to_vec()).or_default() += 1;
-            offset = e.next_offset;
-            got += 1;
-            got >= 50
-        })?;
-        if got == 0 {
+        let batch = next_names(&fs, &handle, &mut offset, 50)?;
+        if batch.is_empty() {
             break;
+        }
+        for name in batch {
+            *seen.entry(name).or_default() += 1;
         }
         round += 1;
         if round > 20 {
@@ -906,20 +923,12 @@ fn renaming_each_listed_entry_away_and_back_ends_the_listing() -> io::Result<()>
     for i in 0..300 {
         fs.create_dir(format!("/d/n{i}"))?;
     }
-    let cred = Cred::root();
-    let core = fs.core();
-    let dir = fs.metadata("/d")?.ino();
-    let handle = core.open(&cred, dir, libc::O_RDONLY)?;
+    let handle = dir_handle(&fs, "/d")?;
     let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut offset = 0;
     let mut calls = 0;
     loop {
-        let mut batch = Vec::new();
-        core.readdir(&handle, offset, &mut |e| {
-            batch.push(e.name.to_vec());
-            offset = e.next_offset;
-            batch.len() >= 16
-        })?;
+        let batch = next_names(&fs, &handle, &mut offset, 16)?;
         if batch.is_empty() {
             break;
         }
@@ -940,12 +949,11 @@ fn renaming_each_listed_entry_away_and_back_ends_the_listing() -> io::Result<()>
     assert!(seen.values().all(|&c| c == 1), "no entry is listed twice");
     // A new listing from the start sees what was made since.
     fs.write("/d/late", b"")?;
-    let mut late = false;
-    core.readdir(&handle, 0, &mut |e| {
-        late |= e.name == b"late";
-        false
-    })?;
-    assert!(late, "a listing from the start lists a name made since");
+    let from_start = next_names(&fs, &handle, &mut 0, usize::MAX)?;
+    assert!(
+        from_start.iter().any(|n| n == b"late"),
+        "a listing from the start lists a name made since"
+    );
     Ok(())
 }
 

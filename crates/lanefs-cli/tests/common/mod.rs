@@ -503,9 +503,9 @@ fn open_by_any_process(path: &Path) -> bool {
 /// image, then `lanefs fsck` it; anything but a clean image fails the test
 /// (unless it is failing already).
 fn check_image_after_unmount(img: &Path, log: &Path, mnt: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while open_by_any_process(img) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while open_by_any_process(img) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
     }
     if std::thread::panicking() {
         return;
