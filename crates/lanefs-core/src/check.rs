@@ -9,6 +9,7 @@ use lanefs_store::{FileKind, Ino, InodeRecord, ROOT_INO};
 
 use crate::fs::FsInner;
 use crate::icache::State;
+use crate::sync::Ordering;
 use crate::{Fs, DIRENT_SIZE};
 
 /// The inode cache's counters and life words, on a quiet file system:
@@ -204,7 +205,8 @@ impl Fs {
             bad.push(format!("free inodes {free_inodes}, expected {want_inodes}"));
         }
         let free_blocks = fs.free_blocks.sum();
-        let want_blocks = fs.totals.total_blocks as i64 - used_blocks as i64;
+        let overhead = fs.store_overhead.load(Ordering::Relaxed);
+        let want_blocks = fs.totals.total_blocks as i64 - overhead - used_blocks as i64;
         if free_blocks != want_blocks {
             bad.push(format!("free blocks {free_blocks}, expected {want_blocks}"));
         }

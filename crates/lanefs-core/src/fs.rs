@@ -79,7 +79,7 @@ use crate::pcache::{page_cache, PageCache};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
-use crate::sync::{Arc, Mutex, Ordering, Weak};
+use crate::sync::{Arc, AtomicI64, Mutex, Ordering, Weak};
 use crate::{Attr, Cred, DirAt, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// The attributes of a directory that a create depends on: permission
@@ -125,7 +125,11 @@ pub(crate) struct FsInner {
     /// Unreferenced inodes, oldest first (eviction candidates).
     pub lru: InodeLru,
     pub orphans: Box<dyn OrphanTable>,
-    pub free_blocks: Box<dyn Counter>,
+    pub free_blocks: std::sync::Arc<dyn Counter>,
+    /// Blocks of `totals.total_blocks` the store's own structures take
+    /// (`Store::watch_overhead`): charged to `free_blocks` as the store
+    /// reports them; read by `statfs`, `sync` and `check`.
+    pub store_overhead: std::sync::Arc<AtomicI64>,
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
@@ -340,7 +344,27 @@ impl Shrinker for FsShrinker {
     }
 }
 
+/// The hook through which the store reports its overhead: each change is
+/// charged to the free-space counter (it may go below zero: later
+/// reservations then fail with `ENOSPC` until space is freed) and kept for
+/// `statfs`, `sync` and `check`. It holds the two counters, not the mount,
+/// so a store that outlives the mount calls into nothing freed.
+fn overhead_hook(fs: &FsInner) -> lanefs_store::OverheadHook {
+    let free = std::sync::Arc::clone(&fs.free_blocks);
+    let overhead = std::sync::Arc::clone(&fs.store_overhead);
+    Box::new(move |delta| {
+        overhead.fetch_add(delta, Ordering::Relaxed);
+        free.add(-delta);
+    })
+}
+
 impl FsInner {
+    /// Blocks file data can have: the store's capacity less its overhead.
+    pub(crate) fn data_capacity(&self) -> u64 {
+        let overhead = self.store_overhead.load(Ordering::Relaxed).max(0) as u64;
+        self.totals.total_blocks.saturating_sub(overhead)
+    }
+
     /// Inodes and pages in the engine's caches (estimates).
     fn engine_cached(&self) -> usize {
         (self.cached_inodes.estimate().max(0) + self.cached_pages.estimate().max(0)) as usize
@@ -396,7 +420,8 @@ impl Fs {
             icache: icache::new_cache(v.icache, config.cache_inodes_max),
             lru: InodeLru::new(),
             orphans: new_orphan_table(v.orphan),
-            free_blocks: counter(free_blocks),
+            free_blocks: std::sync::Arc::from(counter(free_blocks)),
+            store_overhead: std::sync::Arc::new(AtomicI64::new(0)),
             free_inodes: counter(free_inodes),
             cached_pages: Box::new(Charged::new(counter(0))),
             cached_inodes: Box::new(Charged::new(counter(0))),
@@ -407,6 +432,7 @@ impl Fs {
             config,
             shrinker: Mutex::new(None),
         });
+        inner.store.watch_overhead(overhead_hook(&inner));
         let id =
             reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
@@ -499,11 +525,12 @@ impl Fs {
     /// File-system totals and free space.
     pub fn statfs(&self) -> Result<StatFs> {
         let fs = &self.inner;
-        let free_blocks = fs.free_blocks.sum().clamp(0, fs.totals.total_blocks as i64) as u64;
+        let blocks = fs.data_capacity();
+        let free_blocks = fs.free_blocks.sum().clamp(0, blocks as i64) as u64;
         let free_inodes = fs.free_inodes.sum().clamp(0, fs.totals.total_inodes as i64) as u64;
         Ok(StatFs {
             block_size: lanefs_store::PAGE_SIZE as u32,
-            blocks: fs.totals.total_blocks,
+            blocks,
             blocks_free: free_blocks,
             blocks_avail: free_blocks,
             files: fs.totals.total_inodes,
@@ -930,8 +957,7 @@ impl FsInner {
         first_err?;
         let sb = Superblock {
             used_blocks: self
-                .totals
-                .total_blocks
+                .data_capacity()
                 .saturating_sub(self.free_blocks.sum().max(0) as u64),
             used_inodes: self
                 .totals

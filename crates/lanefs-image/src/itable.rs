@@ -62,6 +62,8 @@ pub(crate) struct Dropped {
     pub live: Vec<Vec<u64>>,
     pub live_count: u64,
     pub pages: u64,
+    /// Their homes' entry and chain blocks.
+    pub meta: u64,
     /// Per group: both slots all zero (never written; kept whatever the
     /// budget, for the store: `store_cache.rs`).
     pub never_written: Vec<Vec<u64>>,
@@ -93,6 +95,7 @@ impl Dropped {
         }
         self.live_count -= obj.rec.is_some() as u64;
         self.pages -= obj.allocated();
+        self.meta -= obj.home_blocks.len() as u64;
     }
 }
 
@@ -120,6 +123,7 @@ struct GroupOut {
     dropped_live: Vec<u64>,
     dropped_live_count: u64,
     dropped_pages: u64,
+    dropped_meta: u64,
     never_written: Vec<u64>,
     suspects: Vec<Ino>,
     problems: Vec<String>,
@@ -232,6 +236,7 @@ fn load_with(
         tables.dropped.live.push(out.dropped_live);
         tables.dropped.live_count += out.dropped_live_count;
         tables.dropped.pages += out.dropped_pages;
+        tables.dropped.meta += out.dropped_meta;
         tables.dropped.never_written.push(out.never_written);
         tables.suspects.extend(out.suspects);
         tables.problems.extend(out.problems);
@@ -287,6 +292,7 @@ fn load_group(
         dropped_live: vec![0; words],
         dropped_live_count: 0,
         dropped_pages: 0,
+        dropped_meta: 0,
         never_written: vec![0; words],
         suspects: Vec::new(),
         problems: Vec::new(),
@@ -339,6 +345,7 @@ fn load_group(
                     out.dropped_live_count += 1;
                 }
                 out.dropped_pages += obj.allocated();
+                out.dropped_meta += obj.home_blocks.len() as u64;
             }
         }
         blk += nb;

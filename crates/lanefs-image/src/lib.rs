@@ -56,6 +56,7 @@ mod journaled;
 mod layout;
 mod object;
 mod orphan;
+mod overhead;
 mod recover;
 mod store;
 mod store_cache;

@@ -30,6 +30,7 @@ use crate::layout::{
 };
 use crate::object::{InodeObj, IntMap};
 use crate::orphan::{decode_orphan_block, OrphanFile};
+use crate::overhead::Overhead;
 use crate::store::{
     shard, timed, CkptState, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport,
     SbState, LOG_LANES,
@@ -110,6 +111,8 @@ pub(crate) struct Loaded {
     /// Live inodes with link count 0 (freed when `process_orphans`).
     pub orphans_pending: Vec<Ino>,
     pub torn_slots: u64,
+    /// Entry and chain blocks the homes take (`overhead.rs`).
+    pub meta_blocks: u64,
     /// Per group, one bit per inode: both slots zero (`itable::Dropped`).
     pub never_written: Vec<Vec<u64>>,
     /// Per group: a high-water mark above every slot pair on disk that is
@@ -373,7 +376,14 @@ pub(crate) fn load(
     for m in &mut objs {
         m.recount();
     }
+    let meta_blocks = dropped.meta
+        + objs
+            .iter()
+            .flat_map(|m| m.values())
+            .map(|o| o.home_blocks.len() as u64)
+            .sum::<u64>();
     Ok(Loaded {
+        meta_blocks,
         sup,
         objs,
         groups,
@@ -697,6 +707,7 @@ pub(crate) fn open_scanning(
         groups: l.groups,
         orphans,
         journaled: Journaled::default(),
+        overhead: Overhead::new(&geo, l.meta_blocks),
         commits_started: AtomicU64::new(0),
         commits_done: AtomicU64::new(0),
         data_written: AtomicBool::new(false),

@@ -80,6 +80,7 @@ use crate::journaled::Journaled;
 use crate::layout::{DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, USAGE_LANES};
 use crate::object::{self, Entry, InodeObj, SLOT_FREE, SLOT_INLINE_MAX, SLOT_LIVE};
 use crate::orphan::OrphanFile;
+use crate::overhead::Overhead;
 use crate::store_cache::{CacheLimits, CacheStats, Pressure};
 
 /// Inode shards.
@@ -219,6 +220,8 @@ pub(crate) struct Inner {
     pub orphans: OrphanFile,
     /// Data blocks mapped by records still in the journal (`journaled.rs`).
     pub journaled: Journaled,
+    /// Blocks file data cannot have, and who hears of them (`overhead.rs`).
+    pub overhead: Overhead,
     pub commits_started: AtomicU64,
     pub commits_done: AtomicU64,
     pub data_written: AtomicBool,
@@ -570,7 +573,9 @@ impl Inner {
             cs.tail = new_tail.0;
             cs.tail_seq = new_tail.1;
         }
+        let mut meta_delta = 0i64;
         for (ino, stamp, target, new_blocks, dir_homes, old_blocks) in written {
+            meta_delta += new_blocks.len() as i64 - old_blocks.len() as i64;
             let mut m = self.shards[shard(ino)].lock();
             if let Some(mut obj) = m.get_mut(&ino) {
                 obj.home_stamp = stamp;
@@ -596,6 +601,7 @@ impl Inner {
         for b in pending {
             self.groups.free_block(b);
         }
+        self.overhead.changed(meta_delta);
         self.trim_all();
         Ok(())
     }
@@ -945,6 +951,10 @@ impl Drop for ImageStore {
 }
 
 impl Store for ImageStore {
+    fn watch_overhead(&self, hook: lanefs_store::OverheadHook) {
+        self.inner.overhead.watch(hook);
+    }
+
     fn reclaimable(&self) -> usize {
         self.inner.reclaimable()
     }

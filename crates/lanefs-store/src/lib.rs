@@ -8,7 +8,8 @@
 //!
 //! Capacity is enforced by the core's counters (so that a write can fail with
 //! `ENOSPC` before anything changes); the store only records the totals in
-//! its [`Superblock`].
+//! its [`Superblock`], and reports the blocks its own structures take
+//! ([`Store::watch_overhead`]).
 
 pub mod codec;
 mod errno;
@@ -40,6 +41,10 @@ pub struct Superblock {
     /// Inodes in use, as last written by the core (exact at sync).
     pub used_inodes: u64,
 }
+
+/// Told of changes, in blocks, of a store's overhead
+/// ([`Store::watch_overhead`]): positive when it grew.
+pub type OverheadHook = Box<dyn Fn(i64) + Send + Sync>;
 
 /// Where a file system's records live.
 ///
@@ -145,6 +150,18 @@ pub trait Store: Send + Sync + 'static {
     /// a free inode or a record nothing links.
     fn volatile(&self) -> bool {
         false
+    }
+
+    /// Report the blocks of `total_blocks` that file data cannot have:
+    /// the store's own structures on the media (an image's entry and chain
+    /// blocks) and the room it keeps for the ones its next writes need. The
+    /// store calls `hook` at once with that number, then with each
+    /// change as it happens (the core charges them to its free-space
+    /// counter, so that a `write` or `fallocate` the core accepts always
+    /// finds a block at writeback). The default never calls it: a store
+    /// whose structures take no blocks of the capacity (the memory store).
+    fn watch_overhead(&self, hook: OverheadHook) {
+        let _ = hook;
     }
 
     /// Objects of the store's own cache that [`shrink`](Self::shrink) could
