@@ -350,19 +350,22 @@ impl FsInner {
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile::new(self, inode, flags, cred.clone());
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
-            self.truncate(cred, &file.inode, 0, None)?;
+            self.truncate(cred, &file.inode, 0, None, Timespec::now())?;
         }
         Ok(file)
     }
 
-    /// Set the size of regular file `inode` (checks done by the caller).
+    /// Set the size of regular file `inode` (checks done by the caller),
+    /// its ctime and mtime to `now` (or mtime to `mtime`); its attributes
+    /// after.
     fn truncate(
         &self,
         cred: &Cred,
         inode: &Inode,
         size: u64,
         mtime: Option<Timespec>,
-    ) -> Result<()> {
+        now: Timespec,
+    ) -> Result<Attr> {
         let Body::File(data) = &inode.body else {
             return Err(Errno::EINVAL);
         };
@@ -386,7 +389,6 @@ impl FsInner {
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
         self.free_blocks.add(freed as i64);
-        let now = Timespec::now();
         let mut m = inode.meta.lock();
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
@@ -398,7 +400,7 @@ impl FsInner {
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
         kill_privs(cred, &mut m);
-        Ok(())
+        Ok(inode.attr_locked(&m))
     }
 }
 
@@ -873,7 +875,16 @@ impl Fs {
         handle: Option<&OpenFile>,
     ) -> Result<Attr> {
         let fs = &self.inner;
-        let inode = fs.iget(ino)?;
+        // Through a handle of this inode (ftruncate, futimens): the inode
+        // it holds, without a lookup and a count in the inode cache.
+        let counted;
+        let inode: &Inode = match handle {
+            Some(h) if h.inode.ino == ino => &h.inode,
+            _ => {
+                counted = fs.iget(ino)?;
+                &counted
+            }
+        };
         {
             let m = inode.meta.lock();
             if m.freed {
@@ -928,7 +939,16 @@ impl Fs {
             TimeSet::At(t) => t,
         };
         if let Some(size) = ch.size {
-            fs.truncate(cred, &inode, size, ch.mtime.map(pick))?;
+            let attr = fs.truncate(cred, inode, size, ch.mtime.map(pick), now)?;
+            let only_size = SetAttr {
+                size: ch.size,
+                mtime: ch.mtime,
+                ..SetAttr::default()
+            };
+            if *ch == only_size {
+                // Size, ctime and mtime are set: nothing else to change.
+                return Ok(attr);
+            }
         }
         // A directory's mode and owner are what creates in it check and
         // inherit, under one stripe of its entry lock: hold them all. Its
