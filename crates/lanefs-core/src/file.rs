@@ -954,9 +954,9 @@ impl Fs {
         // inherit, under one stripe of its entry lock: hold them all. Its
         // size and times changed in the stripes (`dir_attr`) move into the
         // record first, so that times set here are what stat shows.
-        let frozen = fs.dir_freeze(&inode);
+        let frozen = fs.dir_freeze(inode);
         if let Some(f) = &frozen {
-            f.fold(|c, next| fold_dir_changes(&inode, c, next, true));
+            f.fold(|c, next| fold_dir_changes(inode, c, next, true));
         }
         let mut m = inode.meta.lock();
         if ch.uid.is_some() || ch.gid.is_some() {
@@ -1003,7 +1003,7 @@ impl Fs {
             || ch.mtime.is_some()
             || ch.ctime.is_some();
         if changed {
-            touch_c(&inode, &mut m, ch.ctime.unwrap_or(now));
+            touch_c(inode, &mut m, ch.ctime.unwrap_or(now));
         }
         Ok(inode.attr_locked(&m))
     }
