@@ -1,6 +1,7 @@
 //! Recovery of hand-made journals: format 1 images open (and become
 //! format 3), and the last batch of a format 2 journal is replayed only if
-//! the pages it maps landed. Replay streams the journal: a long journal is
+//! the pages it maps landed (only the last of several is checked). Replay
+//! streams the journal: a long journal is
 //! replayed holding a few batches' records; a record waiting for a
 //! predecessor in a later batch applies once it comes, one whose
 //! predecessor never comes is dropped, and invalid records (an object out
@@ -454,4 +455,37 @@ fn invalid_records_never_apply() {
     assert_eq!(perm_of(&s, 3), Some(0o640));
     drop(s);
     assert!(crate::fsck_device(dev, false).unwrap().clean);
+}
+
+#[test]
+fn only_the_last_of_several_batches_is_checked_for_landed_pages() {
+    let geo = Geometry::for_size((4 << 20) / BLOCK as u64).unwrap();
+    let block = geo.group_data(0).0;
+    // The block holds zeros, not the page this CRC32C is of.
+    let crc = crc32c(&[&[0x5a; BLOCK]]);
+    let map = |ino: Ino, stamp: u64| Record {
+        objs: vec![(ino, stamp)],
+        ops: vec![Op::MapPage(ino, 0, block, Some(crc))],
+    };
+    // Not the last batch: replayed as written.
+    let dev = image_with_batches(&[vec![map(2, 1)], vec![put(2, 2, 0o600, &[])]]);
+    let s = open_device(dev, &cfg()).unwrap();
+    let r = s.recovery_report();
+    assert_eq!((r.records_replayed, r.records_unlanded), (2, 0), "{r:#?}");
+    assert_eq!(r.records_held_max, 2, "{r:#?}");
+    assert_eq!(s.page_count(2).unwrap(), 1);
+    drop(s);
+    // The last batch: dropped whole, the batches before it replayed.
+    let dev = image_with_batches(&[
+        vec![put(2, 1, 0o600, &[])],
+        vec![map(2, 2), put(3, 1, 0o600, &[])],
+    ]);
+    let s = open_device(dev, &cfg()).unwrap();
+    let r = s.recovery_report();
+    assert_eq!((r.records_replayed, r.records_unlanded), (1, 2), "{r:#?}");
+    assert_eq!(r.records_dropped, 0, "{r:#?}");
+    assert_eq!(r.batches, 2, "{r:#?}");
+    assert_eq!(perm_of(&s, 2), Some(0o600));
+    assert_eq!(perm_of(&s, 3), None);
+    assert_eq!(s.page_count(2).unwrap(), 0);
 }
