@@ -1,14 +1,14 @@
 //! Recovery of hand-made journals: format 1 images open (and become
 //! format 3), and the last batch of a format 2 journal is replayed only if
 //! the pages it maps landed (only the last of several is checked). Replay
-//! streams the journal: a long journal is
-//! replayed holding a few batches' records; a record waiting for a
-//! predecessor in a later batch applies once it comes, one whose
-//! predecessor never comes is dropped, and invalid records (an object out
-//! of range, a pair a record before carries) never apply. High-water marks: they cover what is written;
-//! a format 2 image (no marks) is read whole and gets them; slots above a
-//! mark are an fsck problem that repair fixes; an unsound superblock copy
-//! makes open read every table.
+//! streams the journal: a long journal is replayed holding a few batches'
+//! records; a record waiting for a predecessor in a later batch applies
+//! once it comes, one whose predecessor never comes is dropped, and invalid
+//! records (an object out of range, a pair a record before carries) never
+//! apply. High-water marks: they cover what is written; a format 2 image
+//! (no marks) is read whole and gets them; slots above a mark are an fsck
+//! problem that repair fixes; an unsound superblock copy makes open read
+//! every table.
 
 use std::sync::Arc;
 
