@@ -344,7 +344,8 @@ fn a_long_journal_is_replayed_holding_a_few_batches() {
     assert_eq!(r.records_dropped, 0, "{r:#?}");
     // Each batch has at most 4 records, and none waits past its batch: at
     // most two batches are held (the one applied, the one read ahead).
-    assert!(r.records_held_max <= 8, "{r:#?}");
+    // (And at least one such batch: the count is measured.)
+    assert!((4..=8).contains(&r.records_held_max), "{r:#?}");
     assert!(r.records_held_max * 100 < r.records_replayed, "{r:#?}");
     let entries = s.dir_read(dir).unwrap();
     assert_eq!(entries.len() as u64, FILES);
