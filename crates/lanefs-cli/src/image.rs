@@ -199,12 +199,13 @@ pub fn open_store(
 pub fn recovery_line(path: &Path, r: &RecoveryReport) -> String {
     let mut line = format!(
         "{}: recovered in {:.3} s: {} journal records replayed ({} dropped, \
-         {} unlanded), {} orphans freed",
+         {} unlanded, at most {} held at once), {} orphans freed",
         path.display(),
         r.duration.as_secs_f64(),
         r.records_replayed,
         r.records_dropped,
         r.records_unlanded,
+        r.records_held_max,
         r.orphans_freed,
     );
     if !r.bad_objects.is_empty() || !r.problems.is_empty() {
@@ -220,7 +221,8 @@ pub fn recovery_line(path: &Path, r: &RecoveryReport) -> String {
 fn print_report(path: &Path, r: &FsckReport) {
     println!(
         "{}: {}: {} inodes ({} directories), {} entries, {} data pages; \
-         journal: {} records replayed, {} dropped, {} unlanded; {} orphans pending",
+         journal: {} records replayed, {} dropped, {} unlanded, at most {} held at once; \
+         {} orphans pending",
         path.display(),
         if r.clean { "clean" } else { "PROBLEMS" },
         r.inodes,
@@ -230,6 +232,7 @@ fn print_report(path: &Path, r: &FsckReport) {
         r.records_replayed,
         r.records_dropped,
         r.records_unlanded,
+        r.records_held_max,
         r.orphans_pending,
     );
     for p in &r.repaired {

@@ -68,13 +68,14 @@ fn open(what: &str, img: &Path) -> ImageStore {
     let r = s.recovery_report();
     println!(
         "{what:<28} open {:>8.3} s (load {:.3} s, checkpoint {:.3} s): read {} MiB in {} reads; \
-         {} records replayed, {} live inodes",
+         {} records replayed ({} held at most), {} live inodes",
         wall.as_secs_f64(),
         r.load.as_secs_f64(),
         r.checkpoint.as_secs_f64(),
         dev.bytes.load(Ordering::Relaxed) >> 20,
         dev.reads.load(Ordering::Relaxed),
         r.records_replayed,
+        r.records_held_max,
         s.superblock().map_or(0, |sb| sb.used_inodes),
     );
     s

@@ -140,7 +140,7 @@ fn open(files: u64, copy: &Path) {
     let wall = t.elapsed();
     let r = s.recovery_report();
     println!(
-        "recovery: {:?} (load+replay {:?}, checkpoint {:?}; open wall {:?}): {} batches, {} records replayed, {} dropped, {} orphans freed, {} bad",
+        "recovery: {:?} (load+replay {:?}, checkpoint {:?}; open wall {:?}): {} batches, {} records replayed, {} dropped, {} held at most, {} orphans freed, {} bad",
         r.duration,
         r.load,
         r.checkpoint,
@@ -148,6 +148,7 @@ fn open(files: u64, copy: &Path) {
         r.batches,
         r.records_replayed,
         r.records_dropped,
+        r.records_held_max,
         r.orphans_freed,
         r.bad_objects.len()
     );

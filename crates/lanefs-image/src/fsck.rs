@@ -41,6 +41,9 @@ pub struct FsckReport {
     /// Records of the journal's last batch a data page of which did not
     /// reach the media: the batch is not replayed (a note, not a problem).
     pub records_unlanded: u64,
+    /// The most decoded journal records the replay held at once
+    /// (`RecoveryReport::records_held_max`).
+    pub records_held_max: u64,
     pub orphans_pending: u64,
     /// What repair changed, one line each.
     pub repaired: Vec<String>,
@@ -110,6 +113,7 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         records_replayed: l.report.records_replayed,
         records_dropped: l.report.records_dropped,
         records_unlanded: l.report.records_unlanded,
+        records_held_max: l.report.records_held_max,
         orphans_pending: l.orphans_pending.len() as u64,
         ..FsckReport::default()
     };

@@ -14,7 +14,8 @@
 //! * `orphan`: the orphan file (seed 002's slot blocks);
 //! * `store`: the store — calls, group commit, checkpoint (lock order in
 //!   its header);
-//! * `recover`: mkfs, load, replay, derived record fields, open;
+//! * `recover`: mkfs, load, derived record fields, open; `replay`: the
+//!   journal read and applied batch by batch at open;
 //! * `fsck`: check and repair;
 //! * `device`, `crash`: where bytes live, and the power-cutting test device.
 //!
@@ -58,6 +59,7 @@ mod object;
 mod orphan;
 mod overhead;
 mod recover;
+mod replay;
 mod store;
 mod store_cache;
 

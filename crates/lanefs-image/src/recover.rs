@@ -1,14 +1,21 @@
 //! mkfs, and loading an image: superblock choice (and whether its
 //! inode-table high-water marks are trusted), inode tables below the marks
-//! (read by `itable.rs`, on several threads), journal replay in stamp order, records' derived fields (directory size, link
-//! count, next cookie; block counts) recomputed from the entries and pages,
-//! orphan processing, allocator and counter rebuild.
+//! (read by `itable.rs`, on several threads), journal replay in stamp
+//! order, records' derived fields (directory size, link count, next
+//! cookie; block counts) recomputed from the entries and pages, orphan
+//! processing, allocator and counter rebuild.
+//!
+//! The journal is read and applied one batch at a time with one batch of
+//! look-ahead (`replay.rs`): recovery holds the decoded records of two
+//! batches and those waiting for a predecessor, never the whole journal
+//! (`RecoveryReport::records_held_max`); the last batch is known before it
+//! applies, so it alone is dropped if its pages did not land.
 //!
 //! Runs before the store is shared, so it takes the locks of the
 //! structures it fills only because their types require it (and, while the
-//! tables load, because several threads claim blocks in the allocator).
+//! tables load, because several threads claim blocks in the allocator). No
+//! atomics of its own (it builds the store's).
 
-use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -22,15 +29,16 @@ use crate::alloc::{set_bit_range, Groups};
 use crate::cache::ObjMap;
 use crate::crc::crc32c;
 use crate::device::{Device, FileDevice};
-use crate::itable::{load_tables, read_home};
-use crate::journal::{self, Op, Record, BATCH_HEADER, BATCH_WRAP, SB_OBJ, USAGE_OBJ_BASE};
+use crate::itable::{load_tables, read_home, Dropped};
+use crate::journal::{Op, Record, SB_OBJ};
 use crate::journaled::Journaled;
 use crate::layout::{
     DiskSuper, Geometry, UsageRec, BLOCK, FORMAT_VERSION, JOURNAL_SEQ_LIMIT, USAGE_LANES,
 };
-use crate::object::{InodeObj, IntMap};
+use crate::object::InodeObj;
 use crate::orphan::{decode_orphan_block, OrphanFile};
 use crate::overhead::Overhead;
+use crate::replay::{JournalReader, Replay, Targets};
 use crate::store::{
     shard, timed, CkptState, CommitState, Gate, ImageConfig, ImageStore, Inner, RecoveryReport,
     SbState, LOG_LANES,
@@ -259,13 +267,21 @@ pub(crate) fn load(
     let mut usage = sup.usage.to_vec();
     let mut sb_stamp = sup.sb_stamp;
     let mut sb = sup.sb;
-    let (mut records, last_batch, head, mut seq, batches) = scan_journal(dev, &sup)?;
-    if sup.version >= 2 && !last_batch_landed(dev, &geo, &records[last_batch..])? {
-        // The only batch whose data pages may lack a flush: dropped whole,
-        // as if the power had failed before it was written.
-        report.records_unlanded = (records.len() - last_batch) as u64;
-        records.truncate(last_batch);
-    }
+    let (head, mut seq, batches) = replay_journal(
+        dev,
+        &sup,
+        &mut dropped,
+        &mut Targets {
+            geo: &geo,
+            groups: &groups,
+            objs: &mut objs,
+            suspects: &suspects,
+            usage: &mut usage,
+            sb_stamp: &mut sb_stamp,
+            sb: &mut sb,
+        },
+        &mut report,
+    )?;
     // Batches past the end of the replayed journal (from before a
     // superblock fallback, or an earlier lap) must never be taken for the
     // ones this mount writes next: continue above every sequence number the
@@ -273,28 +289,6 @@ pub(crate) fn load(
     // than from the whole region (docs/FORMAT.md, "Sequence numbers").
     seq = seq.max(seq_bound(&sup));
     report.batches = batches;
-    // Objects dropped while loading that a record touches come back from
-    // their homes (which the table load found sound).
-    for r in &records {
-        for &(o, _) in &r.objs {
-            if o < SB_OBJ && !objs[shard(o)].contains(o) && dropped.is_dropped(&geo, o) {
-                let obj = read_home(dev, &geo, o)?;
-                dropped.take_back(&geo, o, &obj);
-                objs[shard(o)].insert(o, obj);
-            }
-        }
-    }
-    replay(
-        &records,
-        &geo,
-        &groups,
-        &mut objs,
-        &suspects,
-        &mut usage,
-        &mut sb_stamp,
-        &mut sb,
-        &mut report,
-    );
     for ino in suspects {
         let mut o = objs[shard(ino)].get_mut(&ino).expect("inserted");
         if o.stamp == 0 {
@@ -479,52 +473,44 @@ fn last_batch_landed(dev: &dyn Device, geo: &Geometry, last: &[Record]) -> Resul
     Ok(true)
 }
 
-/// Every record of the journal from the tail, where the last batch's
-/// records start among them, the next head and sequence, and the batches.
-#[allow(clippy::type_complexity)]
-fn scan_journal(dev: &dyn Device, sup: &DiskSuper) -> Result<(Vec<Record>, usize, u64, u64, u64)> {
-    let geo = &sup.geo;
-    let j = geo.journal_blocks;
-    let base = geo.journal_start * BLOCK as u64;
-    let (mut pos, mut seq) = (sup.journal_tail, sup.journal_tail_seq);
-    let mut records = Vec::new();
-    let mut last_batch = 0;
-    let mut scanned = 0u64;
-    let mut batches = 0;
-    let mut hdr = vec![0u8; BLOCK];
-    while scanned < j {
-        dev.read_at(&mut hdr, base + pos * BLOCK as u64)?;
-        let Some((kind, len)) = journal::decode_batch_header(&hdr, seq) else {
-            break;
-        };
-        if kind == BATCH_WRAP {
-            scanned += j - pos;
-            pos = 0;
-            seq += 1;
-            continue;
-        }
-        // `len` is bounded by decode_batch_header (at most a journal).
-        let nb = (BATCH_HEADER + len).div_ceil(BLOCK) as u64;
-        if pos + nb > j || scanned + nb > j {
+/// Replay the journal from the tail batch by batch, holding one batch of
+/// look-ahead so that the last batch is known: only that one is dropped
+/// whole if a page it maps did not land (format 2 and later). Before a
+/// batch applies, the dropped objects its records name come back from
+/// their homes (which the table load found sound). Returns the next head
+/// and sequence (past the last batch read, landed or not) and the batches.
+fn replay_journal(
+    dev: &dyn Device,
+    sup: &DiskSuper,
+    dropped: &mut Dropped,
+    t: &mut Targets,
+    report: &mut RecoveryReport,
+) -> Result<(u64, u64, u64)> {
+    let mut journal = JournalReader::new(dev, sup);
+    let mut replay = Replay::default();
+    let mut ahead = journal.next_batch()?;
+    while let Some(batch) = ahead.take() {
+        ahead = journal.next_batch()?;
+        let held = replay.pending() + batch.len() + ahead.as_ref().map_or(0, Vec::len);
+        report.records_held_max = report.records_held_max.max(held as u64);
+        if ahead.is_none() && sup.version >= 2 && !last_batch_landed(dev, &sup.geo, &batch)? {
+            // The only batch whose data pages may lack a flush: dropped
+            // whole, as if the power had failed before it was written.
+            report.records_unlanded = batch.len() as u64;
             break;
         }
-        let mut b = vec![0u8; nb as usize * BLOCK];
-        dev.read_at(&mut b, base + pos * BLOCK as u64)?;
-        let payload = &b[BATCH_HEADER..BATCH_HEADER + len];
-        if !journal::batch_payload_ok(&b, payload) {
-            break;
+        for &(o, _) in batch.iter().flat_map(|r| &r.objs) {
+            if o < SB_OBJ && !t.objs[shard(o)].contains(o) && dropped.is_dropped(&sup.geo, o) {
+                let obj = read_home(dev, &sup.geo, o)?;
+                dropped.take_back(&sup.geo, o, &obj);
+                t.objs[shard(o)].insert(o, obj);
+            }
         }
-        let Ok(recs) = journal::decode_records(payload, sup.version) else {
-            break;
-        };
-        last_batch = records.len();
-        records.extend(recs);
-        batches += 1;
-        scanned += nb;
-        pos = (pos + nb) % j;
-        seq += 1;
+        replay.batch(batch, t, report);
     }
-    Ok((records, last_batch, pos, seq, batches))
+    replay.finish(report);
+    let (head, seq) = journal.end();
+    Ok((head, seq, journal.batches()))
 }
 
 /// Above the sequence number of every batch the journal region can hold
@@ -543,117 +529,6 @@ fn seq_bound(sup: &DiskSuper) -> u64 {
         .journal_tail_seq
         .saturating_add(2 * sup.geo.journal_blocks + 1);
     bound.min(JOURNAL_SEQ_LIMIT - 1)
-}
-
-/// Apply records in per-object stamp order: a record applies when, for each
-/// of its objects, its stamp is the object's next (or already covered by
-/// the object's home). Records that never become ready follow a lost
-/// record and are dropped.
-#[allow(clippy::too_many_arguments)]
-fn replay(
-    records: &[Record],
-    geo: &Geometry,
-    groups: &Groups,
-    objs: &mut [ObjMap],
-    suspects: &HashSet<Ino>,
-    usage: &mut [UsageRec],
-    sb_stamp: &mut u64,
-    sb: &mut Superblock,
-    report: &mut RecoveryReport,
-) {
-    let mut by_key: IntMap<(u64, u64), usize> = IntMap::default();
-    by_key.reserve(records.iter().map(|r| r.objs.len()).sum());
-    let mut valid = vec![true; records.len()];
-    for (i, r) in records.iter().enumerate() {
-        for &(o, s) in &r.objs {
-            let in_range = o >= SB_OBJ || geo.ino_place(o).is_some();
-            if !in_range || by_key.insert((o, s), i).is_some() {
-                valid[i] = false;
-            }
-        }
-    }
-    let cur = |objs: &[ObjMap], usage: &[UsageRec], sb_stamp: u64, o: u64| -> u64 {
-        if o >= USAGE_OBJ_BASE {
-            usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp
-        } else if o == SB_OBJ {
-            sb_stamp
-        } else {
-            objs[shard(o)].get(&o).map_or(0, |x| x.stamp)
-        }
-    };
-    let mut done = vec![false; records.len()];
-    let mut queue: VecDeque<usize> = (0..records.len()).filter(|&i| valid[i]).collect();
-    while let Some(i) = queue.pop_front() {
-        if done[i] {
-            continue;
-        }
-        let r = &records[i];
-        let ready = r
-            .objs
-            .iter()
-            .all(|&(o, s)| s <= cur(objs, usage, *sb_stamp, o) + 1);
-        if !ready {
-            continue;
-        }
-        done[i] = true;
-        let fresh: Vec<(u64, u64)> = r
-            .objs
-            .iter()
-            .copied()
-            .filter(|&(o, s)| s == cur(objs, usage, *sb_stamp, o) + 1)
-            .collect();
-        for op in &r.ops {
-            let o = op.obj();
-            if !fresh.iter().any(|(x, _)| *x == o) {
-                continue;
-            }
-            match op {
-                Op::Usage(_, b, n) => {
-                    let u = &mut usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES];
-                    u.blocks += b;
-                    u.inodes += n;
-                }
-                Op::WriteSb(x) => *sb = *x,
-                _ => {
-                    let mut obj = objs[shard(o)].get_or_default(o);
-                    if obj.bad && !suspects.contains(&o) {
-                        continue;
-                    }
-                    if let Op::MapPage(_, _, b, _) = op {
-                        if !groups.claim(*b) {
-                            report.problems.push(format!(
-                                "inode {o}: journal maps block {b}, out of range or in use"
-                            ));
-                            continue;
-                        }
-                    }
-                    let mut freed = Vec::new();
-                    obj.apply(op, &mut freed);
-                    freed.into_iter().for_each(|b| groups.defer_free(b));
-                }
-            }
-        }
-        for &(o, s) in &fresh {
-            if o >= USAGE_OBJ_BASE {
-                usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp = s;
-            } else if o == SB_OBJ {
-                *sb_stamp = s;
-            } else {
-                let mut obj = objs[shard(o)].get_or_default(o);
-                if !obj.bad || suspects.contains(&o) {
-                    obj.stamp = s;
-                    obj.dirty = true;
-                }
-            }
-        }
-        report.records_replayed += 1;
-        for &(o, s) in &r.objs {
-            if let Some(&n) = by_key.get(&(o, s + 1)) {
-                queue.push_back(n);
-            }
-        }
-    }
-    report.records_dropped = done.iter().filter(|d| !**d).count() as u64;
 }
 
 /// Open an image with recovery: replay, free orphans, rebuild counters,

@@ -152,6 +152,10 @@ pub struct RecoveryReport {
     /// whole batch is dropped, as if the power had failed before it was
     /// written (docs/FORMAT.md, "One flush per commit").
     pub records_unlanded: u64,
+    /// The most decoded journal records held at once while replaying: the
+    /// records waiting for a predecessor, the batch being applied and the
+    /// one read ahead (replay streams the journal; `replay.rs`).
+    pub records_held_max: u64,
     pub orphans_freed: u64,
     /// Records whose derived fields (a directory's size, link count, next
     /// cookie; a block count) disagreed with the entries or pages and were

@@ -203,8 +203,13 @@ fn verify(image: Vec<u8>, st: &Setup, m: &Model, what: &str) {
     if std::env::var("LANEFS_CRASH_DEBUG").is_ok() {
         let r = s.recovery_report();
         eprintln!(
-            "{what}: replayed {} dropped {} batches {} orphans {} synced {:?}",
-            r.records_replayed, r.records_dropped, r.batches, r.orphans_freed, m.synced
+            "{what}: replayed {} dropped {} held {} batches {} orphans {} synced {:?}",
+            r.records_replayed,
+            r.records_dropped,
+            r.records_held_max,
+            r.batches,
+            r.orphans_freed,
+            m.synced
         );
     }
     let entries = s.dir_read(st.dir).unwrap();
