@@ -224,12 +224,12 @@ impl FsInner {
 
     /// The directory's attributes after [`add_entry`](Self::add_entry),
     /// in `name`'s stripe (still held, so a later change of the same name
-    /// comes after): one more entry, mtime and ctime now, and for a
-    /// subdirectory one more link, reserved before (`dir_attr`,
-    /// `fs::reserve_subdir_link`). The next cookie is the index's own
-    /// until the index is folded back.
-    pub fn entry_added(&self, idx: &mut DirWrite<'_>, name: &[u8], is_dir: bool) {
-        idx.note(name, 1, is_dir as i32, Timespec::now());
+    /// comes after): one more entry, mtime and ctime `now` (the
+    /// operation's time), and for a subdirectory one more link, reserved
+    /// before (`dir_attr`, `fs::reserve_subdir_link`). The next cookie is
+    /// the index's own until the index is folded back.
+    pub fn entry_added(&self, idx: &mut DirWrite<'_>, name: &[u8], is_dir: bool, now: Timespec) {
+        idx.note(name, 1, is_dir as i32, now);
     }
 
     /// Remove entry `name` from `dir` under its stripe: commit `txn` (the
@@ -251,8 +251,8 @@ impl FsInner {
     /// The directory's attributes after [`remove_entry`](Self::remove_entry),
     /// in `name`'s stripe, a removed subdirectory's link too (given back
     /// to the stripe's room, `dir_attr`).
-    pub fn entry_removed(&self, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool) {
-        idx.note(name, -1, -(was_dir as i32), Timespec::now());
+    pub fn entry_removed(&self, idx: &mut DirWrite<'_>, name: &[u8], was_dir: bool, now: Timespec) {
+        idx.note(name, -1, -(was_dir as i32), now);
     }
 
     /// Create `name` in `parent` (mknod, mkdir, symlink).
@@ -385,8 +385,10 @@ impl FsInner {
             if in_store {
                 nm.dirty = false;
             }
+            // The directory's times are the new inode's (one clock read).
+            let now = nm.rec.ctime;
             drop(nm);
-            self.entry_added(&mut idx, name, is_dir);
+            self.entry_added(&mut idx, name, is_dir, now);
             return Ok(Made::New(inode));
         }
     }
@@ -655,7 +657,7 @@ impl Fs {
         touch_c(inode, &mut m, now);
         let attr = Attr::from_record(&m.rec);
         drop(m);
-        fs.entry_added(&mut idx, newname, false);
+        fs.entry_added(&mut idx, newname, false, now);
         Ok(attr)
     }
 
@@ -754,7 +756,7 @@ impl Fs {
             touch_c(&child, &mut cm, now);
             fs.note_unlinked(&child, &cm);
             drop(cm);
-            fs.entry_removed(&mut idx, name, is_dir);
+            fs.entry_removed(&mut idx, name, is_dir, now);
         }
         drop(idx);
         fs.maybe_free(&child);
