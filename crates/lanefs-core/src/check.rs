@@ -75,6 +75,9 @@ impl Fs {
     pub fn check(&self) -> std::result::Result<(), Vec<String>> {
         let fs = &self.inner;
         let mut bad = Vec::new();
+        // The store's entries are read below: a volatile store's are in
+        // the loaded indexes until they are dropped.
+        fs.unload_dirs();
         if let Err(e) = fs.sync_all() {
             return Err(vec![format!("sync failed: {e}")]);
         }

@@ -68,7 +68,7 @@ use lanefs_store::{
 
 use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
-use crate::dir::{DirWrite, FIRST_COOKIE};
+use crate::dir::{DirIndex, DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
 use crate::handles::{HandleOwner, HandleUsers, Handles};
 use crate::icache::{self, Claim, InodeCache, InodeLru};
@@ -580,6 +580,33 @@ impl FsInner {
         Ok(true)
     }
 
+    /// Add an entry change `op()` to its transaction — unless the store is
+    /// volatile, whose entries live in the loaded index
+    /// ([`Store::volatile`]).
+    pub fn txn_entry(&self, txn: &mut Txn, op: impl FnOnce() -> TxnOp) -> Result<()> {
+        if self.volatile_store {
+            return Ok(());
+        }
+        txn.push(op())
+    }
+
+    /// Commit `txn`, if it holds anything.
+    pub fn commit(&self, txn: &Txn) -> Result<()> {
+        if txn.ops().is_empty() {
+            return Ok(());
+        }
+        self.store.commit(txn)
+    }
+
+    /// Before a directory's index is dropped: a volatile store gets its
+    /// entries back (it gave them up at load, `namei::load_index`).
+    pub(crate) fn save_entries(&self, dir: Ino, idx: &DirIndex) -> Result<()> {
+        if !self.volatile_store {
+            return Ok(());
+        }
+        self.store.dir_put_all(dir, &idx.records())
+    }
+
     /// The inode `ino`, from the cache or the store.
     pub fn iget(&self, ino: Ino) -> Result<IRef<'_>> {
         if ino == ROOT_INO {
@@ -861,7 +888,7 @@ impl FsInner {
         drop(data);
         if let Body::Dir(d) = &inode.body {
             // Freed: nothing of its attributes is kept.
-            d.lock_load().take(|_, _| {});
+            d.lock_load().take(|_| true, |_, _| {});
         }
         // DEAD (lookups wait), freed in the store, then unhashed: a racing
         // `iget` never reloads the store's possibly stale record, and a new
@@ -943,6 +970,32 @@ impl FsInner {
         Ok(())
     }
 
+    /// A volatile store's directories all given back: every loaded index
+    /// dropped, its entries handed to the store (unmount, whose store may
+    /// be mounted again; `check`, which reads the store). Nothing for a
+    /// store that persists (it has every entry already).
+    pub(crate) fn unload_dirs(&self) {
+        if !self.volatile_store {
+            return;
+        }
+        let unload = |inode: &Arc<Inode>| {
+            if let Body::Dir(d) = &inode.body {
+                d.lock_load().take(
+                    |idx| match self.save_entries(inode.ino, idx) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::error!(ino = inode.ino, "entries not saved: {e}");
+                            false
+                        }
+                    },
+                    |c, next| fold_dir_changes(inode, c, next, false),
+                );
+            }
+        };
+        unload(&self.root);
+        self.icache.for_each(&mut |inode| unload(inode));
+    }
+
     pub fn sync_all(&self) -> Result<()> {
         let mut first_err = Ok(());
         let mut visit = |inode: &Arc<Inode>| {
@@ -990,7 +1043,10 @@ impl FsInner {
                 };
                 (
                     0,
-                    load.try_take(|c, next| fold_dir_changes(inode, c, next, false)),
+                    load.try_take(
+                        |idx| self.save_entries(inode.ino, idx).is_ok(),
+                        |c, next| fold_dir_changes(inode, c, next, false),
+                    ),
                 )
             }
             Body::Other => (0, false),
@@ -1032,7 +1088,10 @@ impl FsInner {
             let taken = match d.try_lock_load() {
                 Some(mut load) => {
                     load.index().is_none()
-                        || load.try_take(|c, next| fold_dir_changes(inode, c, next, false))
+                        || load.try_take(
+                            |idx| self.save_entries(inode.ino, idx).is_ok(),
+                            |c, next| fold_dir_changes(inode, c, next, false),
+                        )
                 }
                 None => false,
             };
@@ -1147,6 +1206,7 @@ impl Drop for FsInner {
         if let Some(id) = self.shrinker.lock().take() {
             reclaim::registry(self.config.variants.reclaim).unregister(id);
         }
+        self.unload_dirs();
         if let Err(e) = self.sync_all() {
             tracing::error!("writeback at unmount failed: {e}");
         }

@@ -137,7 +137,19 @@ impl FsInner {
     /// the same `meta` section, `fs::first_link_grants`). The caller
     /// installs it (nothing else can fail in between).
     fn load_index(&self, dir: &Inode) -> Result<DirIndex> {
-        let records = self.store.dir_read(dir.ino)?;
+        // A volatile store gives them up: the index holds them now
+        // (`Store::volatile`). So no index is loaded into a directory
+        // being evicted (claimed before its evictor takes the index out
+        // under this lock, so seen here): it would go with the inode and
+        // the entries with it, or, read without taking them, be a copy
+        // that a new cache object of the directory may have emptied since.
+        // Its caller reached it without a count and reruns on a counted
+        // reference. A freed directory has no entries.
+        let records = match dir.life.state() {
+            State::Live => self.store.dir_take(dir.ino)?,
+            State::Freeing => return Err(Errno::ESTALE),
+            State::Dead => Vec::new(),
+        };
         let (next_cookie, rooms) = {
             let mut m = dir.meta.lock();
             (m.rec.next_cookie, first_link_grants(&mut m))
@@ -216,8 +228,8 @@ impl FsInner {
             kind,
             cookie: idx.new_cookie(name),
         };
-        txn.push(TxnOp::PutEntry(dir.ino, slot.record(name)))?;
-        self.store.commit(&txn)?;
+        self.txn_entry(&mut txn, || TxnOp::PutEntry(dir.ino, slot.record(name)))?;
+        self.commit(&txn)?;
         idx.insert(name, slot);
         Ok(())
     }
@@ -242,8 +254,8 @@ impl FsInner {
         name: &[u8],
         mut txn: Txn,
     ) -> Result<()> {
-        txn.push(TxnOp::RemoveEntry(dir.ino, name.to_vec()))?;
-        self.store.commit(&txn)?;
+        self.txn_entry(&mut txn, || TxnOp::RemoveEntry(dir.ino, name.to_vec()))?;
+        self.commit(&txn)?;
         idx.remove(name);
         Ok(())
     }

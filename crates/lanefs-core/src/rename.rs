@@ -371,8 +371,10 @@ impl Fs {
                 ..oslot
             };
             let mut txn = Txn::new();
-            txn.push(TxnOp::PutEntry(odir.ino, o_new.record(name)))?;
-            txn.push(TxnOp::PutEntry(ndir.ino, n_new.record(newname)))?;
+            fs.txn_entry(&mut txn, || TxnOp::PutEntry(odir.ino, o_new.record(name)))?;
+            fs.txn_entry(&mut txn, || {
+                TxnOp::PutEntry(ndir.ino, n_new.record(newname))
+            })?;
             // A directory moving to the other parent takes its record (its
             // `..`) along; the metas of the records committed are held
             // across the commit. Only directories are locked together here
@@ -392,7 +394,7 @@ impl Fs {
                     fs.txn_record(&mut txn, || reparented(&m.rec, to.ino, now))?;
                 }
             }
-            fs.store.commit(&txn)?;
+            fs.commit(&txn)?;
             for (m, inode, to) in [(&mut om, &*old, ndir), (&mut tm, &*t, odir)] {
                 if let Some(m) = m {
                     m.rec.parent = to.ino;
@@ -436,8 +438,10 @@ impl Fs {
         let cookie = nidx!().new_cookie(newname);
         let moved = Slot { cookie, ..oslot };
         let mut txn = Txn::new();
-        txn.push(TxnOp::PutEntry(ndir.ino, moved.record(newname)))?;
-        txn.push(TxnOp::RemoveEntry(odir.ino, name.to_vec()))?;
+        fs.txn_entry(&mut txn, || {
+            TxnOp::PutEntry(ndir.ino, moved.record(newname))
+        })?;
+        fs.txn_entry(&mut txn, || TxnOp::RemoveEntry(odir.ino, name.to_vec()))?;
         // The replaced inode's new link count (0: an orphan until freed)
         // and a moved directory's new parent go with the entries. If both,
         // both are directories (kinds match without RENAME_EXCHANGE).
@@ -466,7 +470,7 @@ impl Fs {
             if let Some(m) = &om {
                 fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, now))?;
             }
-            fs.store.commit(&txn)?;
+            fs.commit(&txn)?;
             if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
                 m.rec.nlink = n;
                 touch_c(t, m, now);

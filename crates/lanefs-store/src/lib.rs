@@ -77,6 +77,27 @@ pub trait Store: Send + Sync + 'static {
     fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>>;
     /// Add `entry` to `dir`, replacing an entry of the same name.
     fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()>;
+    /// [`dir_read`](Self::dir_read) for the engine's load of a directory's
+    /// index. A [`volatile`](Self::volatile) store may give the entries up
+    /// (the engine keeps them until [`dir_put_all`](Self::dir_put_all));
+    /// the default keeps them.
+    fn dir_take(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
+        self.dir_read(dir)
+    }
+    /// Make `entries` the entries of `dir` (a volatile store's entries
+    /// given back when the engine drops the directory's index). The
+    /// default removes the names the store has that `entries` lacks (a
+    /// store that kept them at [`dir_take`](Self::dir_take)), then inserts
+    /// every entry.
+    fn dir_put_all(&self, dir: Ino, entries: &[DirEntryRecord]) -> Result<()> {
+        let keep: std::collections::HashSet<&[u8]> = entries.iter().map(|e| &e.name[..]).collect();
+        for old in self.dir_read(dir)? {
+            if !keep.contains(&old.name[..]) {
+                self.dir_remove(dir, &old.name)?;
+            }
+        }
+        entries.iter().try_for_each(|e| self.dir_insert(dir, e))
+    }
     /// Remove the entry called `name` from `dir` (absent is not an error).
     fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()>;
 
@@ -142,12 +163,18 @@ pub trait Store: Send + Sync + 'static {
     /// Does this store end with the process (nothing to recover after a
     /// crash)? Then the engine keeps the records an operation changes in
     /// its write-back cache, as it does for sizes and times, and hands
-    /// [`commit`](Self::commit) only the entry changes and frees: the
-    /// records reach the store at writeback (eviction, fsync, sync), before
-    /// anything could read them from it. A store that persists answers
-    /// `false` (the default) and gets every record an operation changes in
-    /// that operation's transaction, so a crash can never leave an entry to
-    /// a free inode or a record nothing links.
+    /// [`commit`](Self::commit) only the frees: the records reach the
+    /// store at writeback (eviction, fsync, sync), before anything could
+    /// read them from it, and a directory's entries live in one place at a
+    /// time — the engine's index while it is loaded, the store while not:
+    /// the engine takes them out with [`dir_take`](Self::dir_take) when it
+    /// loads the index and gives them back with
+    /// [`dir_put_all`](Self::dir_put_all) when it drops it (no second copy
+    /// of every entry, and no store call per change of names). A store
+    /// that persists answers `false` (the default) and gets every record
+    /// and entry an operation changes in that operation's transaction, so
+    /// a crash can never leave an entry to a free inode or a record
+    /// nothing links.
     fn volatile(&self) -> bool {
         false
     }

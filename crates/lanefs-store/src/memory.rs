@@ -6,7 +6,9 @@
 //!   chunks, so `ino % SHARDS` put every lane's first file in one shard);
 //!   each protects the records of the inodes in its shard.
 //!   No call holds two of these at once (except `unwritten[s]` below).
-//! * `dirs[s]`: one mutex per shard of directory entries, chosen by a hash
+//! * `dirs[s]`: one mutex per shard of directory entries (of the
+//!   directories whose index the engine has not loaded: it takes them out
+//!   at load and gives them back when it drops the index, `Store::volatile`), chosen by a hash
 //!   of (directory, name), so that changes of different names in one
 //!   directory take different locks (the engine changes them side by side
 //!   under different stripes of the directory). Reading a whole directory
@@ -230,6 +232,20 @@ impl Store for MemoryStore {
         for shard in &self.dirs {
             if let Some(m) = shard.lock().maps.get(&dir) {
                 for (name, v) in m {
+                    out.push(DirEntryRecord::decode_value(name, v)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gives the entries up: the engine holds them while the index is
+    /// loaded (`Store::volatile`).
+    fn dir_take(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
+        let mut out = Vec::new();
+        for shard in &self.dirs {
+            if let Some(m) = shard.lock().maps.remove(&dir) {
+                for (name, v) in &m {
                     out.push(DirEntryRecord::decode_value(name, v)?);
                 }
             }
