@@ -141,6 +141,9 @@ pub(crate) struct FsInner {
     pub handles: Handles<FsInner>,
     pub totals: Superblock,
     shrinker: Mutex<Option<ShrinkerId>>,
+    /// This mount's flusher (`flusher.rs`), if its store persists and a
+    /// writeback interval is set; stopped at drop.
+    flusher: std::sync::OnceLock<crate::flusher::Flusher>,
 }
 
 /// A reference to an inode: the root (pinned by the mount, borrowed, so the
@@ -431,8 +434,17 @@ impl Fs {
             totals: sb,
             config,
             shrinker: Mutex::new(None),
+            flusher: std::sync::OnceLock::new(),
         });
         inner.store.watch_overhead(overhead_hook(&inner));
+        // Model builds run no thread of their own outside the checker.
+        #[cfg(not(lanefs_shuttle))]
+        if let (Some(every), false) = (inner.config.writeback_interval, inner.volatile_store) {
+            let _ = inner.flusher.set(crate::flusher::Flusher::start(
+                Arc::downgrade(&inner),
+                every,
+            ));
+        }
         let id =
             reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));
         *inner.shrinker.lock() = Some(id);
@@ -996,6 +1008,20 @@ impl FsInner {
         self.icache.for_each(&mut |inode| unload(inode));
     }
 
+    /// Write back every dirty inode to the store (the flusher's round):
+    /// [`sync_all`](Self::sync_all) without the superblock and the
+    /// store's own sync, which its commit interval does. Errors are
+    /// logged; the inode stays dirty for the next round.
+    pub(crate) fn write_back_dirty(&self) {
+        let visit = |inode: &Arc<Inode>| {
+            if let Err(e) = self.writeback(inode) {
+                tracing::warn!(ino = inode.ino, "background writeback failed: {e}");
+            }
+        };
+        visit(&self.root);
+        self.icache.for_each(&mut |inode| visit(inode));
+    }
+
     pub fn sync_all(&self) -> Result<()> {
         let mut first_err = Ok(());
         let mut visit = |inode: &Arc<Inode>| {
@@ -1203,6 +1229,9 @@ impl FsInner {
 
 impl Drop for FsInner {
     fn drop(&mut self) {
+        if let Some(f) = self.flusher.get() {
+            f.stop();
+        }
         if let Some(id) = self.shrinker.lock().take() {
             reclaim::registry(self.config.variants.reclaim).unregister(id);
         }

@@ -33,6 +33,7 @@ mod dir;
 mod dir_attr;
 mod dir_hash;
 mod file;
+mod flusher;
 mod fs;
 mod handles;
 mod icache;

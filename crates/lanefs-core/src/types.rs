@@ -233,6 +233,17 @@ pub struct FsConfig {
     pub atime: AtimePolicy,
     /// `nodiratime`: listings never move a directory's atime.
     pub nodiratime: bool,
+    /// Write back every dirty inode (pages, record, a directory's
+    /// attributes) this often, on a thread of the mount's own, when the
+    /// store persists (`Store::volatile` is false): with the store's own
+    /// commit interval, what bounds the writes a crash can lose that no
+    /// `fsync` or `sync` covered (Linux's flusher threads with
+    /// `dirty_expire_centisecs`). `None` (the default for the engine
+    /// alone): only eviction, `fsync`, `sync` and unmount write back.
+    /// `lanefs::Filesystem::open_image*` set it to the store's commit
+    /// interval (`lanefs mount IMAGE` instead syncs the whole mount on a
+    /// timer of its own, `daemon::serve_mounted`).
+    pub writeback_interval: Option<std::time::Duration>,
 }
 
 /// When an access (read, directory listing) updates atime.
@@ -260,6 +271,7 @@ impl Default for FsConfig {
             variants: crate::Variants::default(),
             atime: AtimePolicy::Relatime,
             nodiratime: false,
+            writeback_interval: None,
         }
     }
 }

@@ -349,9 +349,15 @@ impl Filesystem {
     pub fn open_image_with<P: AsRef<Path>>(
         path: P,
         image: &ImageConfig,
-        config: FsConfig,
+        mut config: FsConfig,
     ) -> io::Result<Filesystem> {
         let path = path.as_ref();
+        // Dirty inodes written back as often as the store commits, unless
+        // the caller chose: a crash loses at most about two intervals of
+        // writes no fsync covered (`FsConfig::writeback_interval`).
+        if config.writeback_interval.is_none() {
+            config.writeback_interval = image.commit_interval;
+        }
         let store = match ImageStore::open_with(path, image) {
             Ok(s) => Arc::new(s),
             Err(Errno::EUCLEAN) => return Err(image_error(path)),
