@@ -9,7 +9,8 @@
 //! entries up when the index is loaded and gets them back, every stripe
 //! held, before it is dropped (`DirLoad::take`'s `save`,
 //! `FsInner::save_entries`), so they live in one place at a time; a
-//! directory being evicted gets no index loaded (`namei::load_index`).
+//! directory being evicted gets no index loaded (`namei::load_index`:
+//! `ESTALE`, or, when it is open, a wait until its evictor gives it back).
 //!
 //! Stripes (sv6's per-bucket directory): a name belongs to one of
 //! [`STRIPES`] stripes, the root slot of the index's hash trie it hashes to

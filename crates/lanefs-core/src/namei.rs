@@ -143,12 +143,18 @@ impl FsInner {
         // under this lock, so seen here): it would go with the inode and
         // the entries with it, or, read without taking them, be a copy
         // that a new cache object of the directory may have emptied since.
-        // Its caller reached it without a count and reruns on a counted
-        // reference. A freed directory has no entries.
-        let records = match dir.life.state() {
-            State::Live => self.store.dir_take(dir.ino)?,
-            State::Freeing => return Err(Errno::ESTALE),
-            State::Dead => Vec::new(),
+        // A claimed directory that is open (a handle's readdir) is given
+        // back LIVE by its evictor, which fails at the open count without
+        // needing this lock: wait for that. One not open: its caller
+        // reached it without a count and reruns on a counted reference
+        // (`ESTALE`). A freed directory has no entries.
+        let records = loop {
+            match dir.life.state() {
+                State::Live => break self.store.dir_take(dir.ino)?,
+                State::Dead => break Vec::new(),
+                State::Freeing if dir.open_count() == 0 => return Err(Errno::ESTALE),
+                State::Freeing => crate::sync::yield_now(),
+            }
         };
         let (next_cookie, rooms) = {
             let mut m = dir.meta.lock();
