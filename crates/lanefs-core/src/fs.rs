@@ -143,7 +143,7 @@ pub(crate) struct FsInner {
     shrinker: Mutex<Option<ShrinkerId>>,
     /// This mount's flusher (`flusher.rs`), if its store persists and a
     /// writeback interval is set; stopped at drop.
-    flusher: std::sync::OnceLock<crate::flusher::Flusher>,
+    flusher: std::sync::OnceLock<lanefs_store::Ticker>,
 }
 
 /// A reference to an inode: the root (pinned by the mount, borrowed, so the
@@ -440,10 +440,9 @@ impl Fs {
         // Model builds run no thread of their own outside the checker.
         #[cfg(not(lanefs_shuttle))]
         if let (Some(every), false) = (inner.config.writeback_interval, inner.volatile_store) {
-            let _ = inner.flusher.set(crate::flusher::Flusher::start(
-                Arc::downgrade(&inner),
-                every,
-            ));
+            if let Some(t) = crate::flusher::start(Arc::downgrade(&inner), every) {
+                let _ = inner.flusher.set(t);
+            }
         }
         let id =
             reclaim::registry(v.reclaim).register(Arc::new(FsShrinker(Arc::downgrade(&inner))));

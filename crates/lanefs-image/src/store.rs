@@ -64,10 +64,10 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use lanefs_store::{
-    lane, DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock, Txn, TxnOp,
-    ROOT_INO,
+    lane, DirEntryRecord, Errno, Ino, InodeRecord, Page, Result, Store, Superblock, Ticker, Txn,
+    TxnOp, ROOT_INO,
 };
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use crate::alloc::Groups;
 use crate::cache::ObjMap;
@@ -237,8 +237,7 @@ pub(crate) struct Inner {
 pub struct ImageStore {
     pub(crate) inner: Arc<Inner>,
     report: RecoveryReport,
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    committer: Option<std::thread::JoinHandle<()>>,
+    committer: Option<Ticker>,
 }
 
 pub(crate) fn shard(ino: Ino) -> usize {
@@ -887,32 +886,21 @@ impl ImageStore {
         report: RecoveryReport,
         cfg: &ImageConfig,
     ) -> ImageStore {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let committer = cfg.commit_interval.map(|every| {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("lanefs-commit".into())
-                .spawn(move || loop {
-                    {
-                        let mut stopped = stop.0.lock();
-                        if !*stopped {
-                            stop.1.wait_for(&mut stopped, every);
-                        }
-                        if *stopped {
-                            return;
-                        }
-                    }
-                    let Some(inner) = weak.upgrade() else { return };
-                    // An error marks the store failed; calls report it.
-                    let _ = inner.group_commit();
-                })
-                .expect("spawn the commit thread")
+            Ticker::spawn("lanefs-commit", every, move || {
+                let Some(inner) = weak.upgrade() else {
+                    return false;
+                };
+                // An error marks the store failed; calls report it.
+                let _ = inner.group_commit();
+                true
+            })
+            .expect("spawn the commit thread")
         });
         ImageStore {
             inner,
             report,
-            stop,
             committer,
         }
     }
@@ -944,10 +932,8 @@ impl ImageStore {
 
 impl Drop for ImageStore {
     fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(h) = self.committer.take() {
-            let _ = h.join();
+        if let Some(t) = self.committer.take() {
+            t.join();
         }
         // Best effort: a failed device keeps its recoverable image.
         let _ = self.inner.checkpoint();

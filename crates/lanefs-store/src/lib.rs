@@ -17,6 +17,7 @@ mod lane;
 mod memory;
 mod record;
 mod shard;
+mod ticker;
 mod txn;
 
 pub use errno::{Errno, Result};
@@ -27,6 +28,7 @@ pub use record::{
     ROOT_INO,
 };
 pub use shard::{ino_shard, CacheLine};
+pub use ticker::Ticker;
 pub use txn::{Txn, TxnOp, TXN_BYTES_MAX, TXN_OPS_MAX};
 
 /// File-system-wide totals and usage, as kept by a store.
