@@ -9,6 +9,13 @@
 //!   any change, so a failed reservation (`ENOSPC`) leaves nothing half-done.
 //!   The two cache counters also charge the process-wide cache budget
 //!   (`reclaim::pressure`), checked by the budget functions below.
+//! * `store_overhead` (atomic, Relaxed): the blocks the store's own
+//!   structures take, written only by the store's hook (`watch_overhead`:
+//!   at creation and when a checkpoint ends), which charges each change to
+//!   `free_blocks` in the same call; read by `statfs`, `sync_all`, `check`.
+//! * `flusher` (set once at creation): the writeback thread of a persistent
+//!   store (`flusher.rs`); a round takes what `writeback` takes, inode by
+//!   inode, holding nothing else.
 //! * `orphans`: the configured orphan table; an orphan's slot lives in its
 //!   `Meta::orphan_slot` from `note_unlinked` to `maybe_free`.
 //! * `shrinker` (mutex): this mount's id in the process-wide registry of its
