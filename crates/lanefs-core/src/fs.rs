@@ -1241,7 +1241,12 @@ impl Drop for FsInner {
         if let Some(id) = self.shrinker.lock().take() {
             reclaim::registry(self.config.variants.reclaim).unregister(id);
         }
-        self.unload_dirs();
+        // Entries for a volatile store only if someone else can still read
+        // it (a memory store mounted again); else they would be built up
+        // just to be dropped with it.
+        if Arc::strong_count(&self.store) > 1 {
+            self.unload_dirs();
+        }
         if let Err(e) = self.sync_all() {
             tracing::error!("writeback at unmount failed: {e}");
         }

@@ -84,10 +84,13 @@ const CORE_OPEN_FLAGS: i32 = libc::O_ACCMODE | libc::O_TRUNC | libc::O_APPEND | 
 const READDIR_BATCH_MAX: usize = 128;
 
 struct Inner {
-    fs: Fs,
+    /// Dropped before `fs` (field order): the engine's unmount then holds
+    /// the last reference to a memory store it made, and skips handing
+    /// the store every directory's entries (`FsInner::drop`).
     memory: Option<Arc<MemoryStore>>,
     /// The image store underneath, when this instance opened it.
     image: Option<Arc<ImageStore>>,
+    fs: Fs,
     /// `File`s' and `ReadDir`s' references to this state, per lane, and
     /// its reference to itself while any is open (`handle.rs`).
     handles: Handles<Inner>,
