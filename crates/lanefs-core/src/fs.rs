@@ -1014,6 +1014,27 @@ impl FsInner {
         self.icache.for_each(&mut |inode| unload(inode));
     }
 
+    /// At unmount: the lookup references the mount's users held are gone
+    /// with them (the kernel forgets every inode at unmount), so an
+    /// unlinked inode that only they kept is freed now, as Linux's umount
+    /// evicts and deletes it — not left to the next mount's orphan
+    /// processing (an image), nor leaked (a memory store mounted again,
+    /// which `check` then reports). Open handles keep the engine alive, so
+    /// none is open here.
+    fn free_forgotten_orphans(&self) {
+        let mut unlinked = Vec::new();
+        self.icache.for_each(&mut |inode| {
+            let mut m = inode.meta.lock();
+            if !m.freed && m.rec.nlink == 0 && m.lookups > 0 {
+                *m.lookups_mut() = 0;
+                unlinked.push(Arc::clone(inode));
+            }
+        });
+        for inode in unlinked {
+            self.maybe_free(&inode);
+        }
+    }
+
     /// Write back every dirty inode to the store (the flusher's round):
     /// [`sync_all`](Self::sync_all) without the superblock and the
     /// store's own sync, which its commit interval does. Errors are
@@ -1241,6 +1262,7 @@ impl Drop for FsInner {
         if let Some(id) = self.shrinker.lock().take() {
             reclaim::registry(self.config.variants.reclaim).unregister(id);
         }
+        self.free_forgotten_orphans();
         // Entries for a volatile store only if someone else can still read
         // it (a memory store mounted again); else they would be built up
         // just to be dropped with it.
