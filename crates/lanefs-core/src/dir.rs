@@ -8,7 +8,7 @@
 //! index loses nothing; a volatile store (the memory store) gives its
 //! entries up when the index is loaded and gets them back, every stripe
 //! held, before it is dropped (`DirLoad::take`'s `save`,
-//! `FsInner::save_entries`), so they live in one place at a time; a
+//! `FsInner::take_index`), so they live in one place at a time; a
 //! directory being evicted gets no index loaded (`namei::load_index`:
 //! `ESTALE`, or, when it is open, a wait until its evictor gives it back).
 //!
@@ -808,7 +808,7 @@ impl DirLoad<'_> {
 
     /// Take the loaded index out, waiting for every stripe; whether there
     /// was one. `save` gets it first, every stripe held (a volatile store
-    /// gets the entries back: `FsInner::save_entries`), and may refuse
+    /// gets the entries back: `FsInner::take_index`), and may refuse
     /// (`false`: the index stays). `fold` gets the stripes' attribute
     /// changes and the next cookie, to move into the directory's record
     /// (`dir_attr`).

@@ -75,7 +75,7 @@ use lanefs_store::{
 
 use crate::attr_seq::MetaGuard;
 use crate::counters::{new_counter, Counter};
-use crate::dir::{DirIndex, DirWrite, FIRST_COOKIE};
+use crate::dir::{DirIndex, DirLoad, DirWrite, FIRST_COOKIE};
 use crate::dir_attr::Collect;
 use crate::handles::{HandleOwner, HandleUsers, Handles};
 use crate::icache::{self, Claim, InodeCache, InodeLru};
@@ -616,13 +616,36 @@ impl FsInner {
         self.store.commit(txn)
     }
 
-    /// Before a directory's index is dropped: a volatile store gets its
-    /// entries back (it gave them up at load, `namei::load_index`).
-    pub(crate) fn save_entries(&self, dir: Ino, idx: &DirIndex) -> Result<()> {
-        if !self.volatile_store {
-            return Ok(());
+    /// Take directory `inode`'s index out (its load lock held in `load`),
+    /// waiting for its stripes if `wait`, else only if none is held. A
+    /// volatile store first gets the entries back (it gave them up at
+    /// load, `namei::load_index`; if it fails, logged, the index stays);
+    /// the stripes' changes fold into the record. Whether it was taken.
+    pub(crate) fn take_index(&self, inode: &Inode, load: &mut DirLoad<'_>, wait: bool) -> bool {
+        let save = |idx: &DirIndex| {
+            if !self.volatile_store {
+                return true;
+            }
+            match self.store.dir_put_all(inode.ino, &idx.records()) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(ino = inode.ino, "directory entries not handed back: {e}");
+                    false
+                }
+            }
+        };
+        let fold = |c: Collect<'_>, next| fold_dir_changes(inode, c, next, false);
+        if wait {
+            load.take(save, fold)
+        } else {
+            load.try_take(save, fold)
         }
-        self.store.dir_put_all(dir, &idx.records())
+    }
+
+    /// `f` on the root, then on every inode in the cache.
+    fn for_each_cached(&self, mut f: impl FnMut(&Arc<Inode>)) {
+        f(&self.root);
+        self.icache.for_each(&mut f);
     }
 
     /// The inode `ino`, from the cache or the store.
@@ -996,22 +1019,11 @@ impl FsInner {
         if !self.volatile_store {
             return;
         }
-        let unload = |inode: &Arc<Inode>| {
+        self.for_each_cached(|inode| {
             if let Body::Dir(d) = &inode.body {
-                d.lock_load().take(
-                    |idx| match self.save_entries(inode.ino, idx) {
-                        Ok(()) => true,
-                        Err(e) => {
-                            tracing::error!(ino = inode.ino, "entries not saved: {e}");
-                            false
-                        }
-                    },
-                    |c, next| fold_dir_changes(inode, c, next, false),
-                );
+                self.take_index(inode, &mut d.lock_load(), true);
             }
-        };
-        unload(&self.root);
-        self.icache.for_each(&mut |inode| unload(inode));
+        });
     }
 
     /// At unmount: the lookup references the mount's users held are gone
@@ -1040,26 +1052,22 @@ impl FsInner {
     /// store's own sync, which its commit interval does. Errors are
     /// logged; the inode stays dirty for the next round.
     pub(crate) fn write_back_dirty(&self) {
-        let visit = |inode: &Arc<Inode>| {
+        self.for_each_cached(|inode| {
             if let Err(e) = self.writeback(inode) {
                 tracing::warn!(ino = inode.ino, "background writeback failed: {e}");
             }
-        };
-        visit(&self.root);
-        self.icache.for_each(&mut |inode| visit(inode));
+        });
     }
 
     pub fn sync_all(&self) -> Result<()> {
         let mut first_err = Ok(());
-        let mut visit = |inode: &Arc<Inode>| {
+        self.for_each_cached(|inode| {
             if let Err(e) = self.writeback(inode) {
                 if first_err.is_ok() {
                     first_err = Err(e);
                 }
             }
-        };
-        visit(&self.root);
-        self.icache.for_each(&mut visit);
+        });
         first_err?;
         let sb = Superblock {
             used_blocks: self
@@ -1094,13 +1102,7 @@ impl FsInner {
                 let Some(mut load) = d.try_lock_load() else {
                     return (0, false);
                 };
-                (
-                    0,
-                    load.try_take(
-                        |idx| self.save_entries(inode.ino, idx).is_ok(),
-                        |c, next| fold_dir_changes(inode, c, next, false),
-                    ),
-                )
+                (0, self.take_index(inode, &mut load, false))
             }
             Body::Other => (0, false),
         }
@@ -1140,11 +1142,7 @@ impl FsInner {
             // folded into the record: give the inode back.
             let taken = match d.try_lock_load() {
                 Some(mut load) => {
-                    load.index().is_none()
-                        || load.try_take(
-                            |idx| self.save_entries(inode.ino, idx).is_ok(),
-                            |c, next| fold_dir_changes(inode, c, next, false),
-                        )
+                    load.index().is_none() || self.take_index(inode, &mut load, false)
                 }
                 None => false,
             };

@@ -10,6 +10,10 @@ use lanefs_core::*;
 use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
 use parking_lot::Mutex;
 
+#[allow(dead_code)] // this binary uses only `names_in_store`
+mod common;
+use common::names_in_store;
+
 /// A memory store that counts commits and the record writes made outside
 /// them, and keeps every transaction's inode records.
 #[derive(Default)]
@@ -245,11 +249,9 @@ fn a_volatile_store_gets_records_at_writeback() {
     assert_eq!(l.nlink, 2);
     fs.check().unwrap();
     // `check` dropped the indexes: the store has the entries now.
-    let names = |dir| {
-        let mut v: Vec<_> = store.inner.dir_read(dir).unwrap();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        v.into_iter().map(|e| e.name).collect::<Vec<_>>()
-    };
-    assert_eq!(names(d), vec![b"g".to_vec()]);
-    assert_eq!(names(ROOT_INO), vec![b"d".to_vec(), b"l".to_vec()]);
+    assert_eq!(names_in_store(&store.inner, d), vec![b"g".to_vec()]);
+    assert_eq!(
+        names_in_store(&store.inner, ROOT_INO),
+        vec![b"d".to_vec(), b"l".to_vec()]
+    );
 }

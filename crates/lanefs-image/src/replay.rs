@@ -130,11 +130,16 @@ pub(crate) struct Targets<'a> {
     pub sb: &'a mut Superblock,
 }
 
+/// The usage record that object `o` (at or above `USAGE_OBJ_BASE`) names.
+fn usage_lane(o: u64) -> usize {
+    ((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES
+}
+
 impl Targets<'_> {
     /// Object `o`'s current stamp (0: not loaded, never written).
     fn cur(&self, o: u64) -> u64 {
         if o >= USAGE_OBJ_BASE {
-            self.usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp
+            self.usage[usage_lane(o)].stamp
         } else if o == SB_OBJ {
             *self.sb_stamp
         } else {
@@ -165,7 +170,7 @@ impl Targets<'_> {
         }
         for &(o, s) in &fresh {
             if o >= USAGE_OBJ_BASE {
-                self.usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES].stamp = s;
+                self.usage[usage_lane(o)].stamp = s;
             } else if o == SB_OBJ {
                 *self.sb_stamp = s;
             } else {
@@ -183,7 +188,7 @@ impl Targets<'_> {
     fn apply_op(&mut self, o: u64, op: &Op, report: &mut RecoveryReport) {
         match op {
             Op::Usage(_, b, n) => {
-                let u = &mut self.usage[((o - USAGE_OBJ_BASE) as usize) % USAGE_LANES];
+                let u = &mut self.usage[usage_lane(o)];
                 u.blocks += b;
                 u.inodes += n;
             }

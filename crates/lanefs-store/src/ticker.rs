@@ -79,15 +79,22 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    #[test]
-    fn ticks_until_joined_and_stops_when_the_task_says_so() {
+    /// A ticker every millisecond that counts its ticks and answers
+    /// `again` each time.
+    fn counting(again: bool) -> (Arc<AtomicU32>, Ticker) {
         let n = Arc::new(AtomicU32::new(0));
         let seen = Arc::clone(&n);
         let t = Ticker::spawn("t", Duration::from_millis(1), move || {
             seen.fetch_add(1, Ordering::Relaxed);
-            true
+            again
         })
         .unwrap();
+        (n, t)
+    }
+
+    #[test]
+    fn ticks_until_joined_and_stops_when_the_task_says_so() {
+        let (n, t) = counting(true);
         while n.load(Ordering::Relaxed) < 3 {
             std::thread::yield_now();
         }
@@ -96,13 +103,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(n.load(Ordering::Relaxed), after, "ticked after join");
 
-        let once = Arc::new(AtomicU32::new(0));
-        let seen = Arc::clone(&once);
-        let t = Ticker::spawn("t", Duration::from_millis(1), move || {
-            seen.fetch_add(1, Ordering::Relaxed);
-            false
-        })
-        .unwrap();
+        let (once, t) = counting(false);
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(
             once.load(Ordering::Relaxed),

@@ -2,6 +2,8 @@
 //!
 //! [`create_rw`]: a file made read-write in the root.
 //!
+//! [`names_in_store`]: the names a store holds for a directory, sorted.
+//!
 //! [`HookedStore`]: a [`Store`] that forwards the trait's *required* calls
 //! to a [`MemoryStore`] and asks a hook first, which may fail the call. The
 //! optional calls (unwritten-extent records, range counts) are not
@@ -11,6 +13,19 @@
 
 use lanefs_core::*;
 use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
+
+/// The names `store` holds for directory `dir`, sorted.
+#[allow(dead_code)] // not every test binary reads a store's entries
+pub fn names_in_store(store: &dyn Store, dir: Ino) -> Vec<Vec<u8>> {
+    let mut v: Vec<_> = store
+        .dir_read(dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    v.sort();
+    v
+}
 
 /// Create `/name` read-write as root (mode 0644): its attributes and the
 /// handle.
