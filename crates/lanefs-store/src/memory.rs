@@ -8,10 +8,11 @@
 //!   No call holds two of these at once (except `unwritten[s]` below).
 //! * `dirs[s]`: one mutex per shard of directory entries (of the
 //!   directories whose index the engine has not loaded: it takes them out
-//!   at load and gives them back when it drops the index, `Store::volatile`), chosen by a hash
-//!   of (directory, name), so that changes of different names in one
-//!   directory take different locks (the engine changes them side by side
-//!   under different stripes of the directory). Reading a whole directory
+//!   at load and gives them back when it drops the index,
+//!   `Store::volatile`), chosen by a hash of (directory, name), so that
+//!   changes of different names in one directory take different locks
+//!   (the engine changes them side by side under different stripes of the
+//!   directory). Reading a whole directory
 //!   visits every shard. A directory's map in a shard that loses its last
 //!   entry stays (a name renamed back and forth would otherwise free and
 //!   allocate a map each time) until the shard holds [`EMPTY_MAPS_MAX`]
