@@ -40,11 +40,17 @@ fn racing_mkdir_rmdir_rename_keep_the_link_count_exact() {
     let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
     let made = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // The writers start once the reader has read: on two cores they could
+    // otherwise all finish before the reader is scheduled at all.
+    let reader_ran = Arc::new(AtomicBool::new(false));
     let kept: usize = std::thread::scope(|s| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| {
-                let (fs, made) = (fs.clone(), made.clone());
+                let (fs, made, reader_ran) = (fs.clone(), made.clone(), reader_ran.clone());
                 s.spawn(move || {
+                    while !reader_ran.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
                     let r = Cred::root();
                     let mut kept = 0;
                     for i in 0..EACH {
@@ -81,6 +87,7 @@ fn racing_mkdir_rmdir_rename_keep_the_link_count_exact() {
             .collect();
         let reader = {
             let (fs, made, stop) = (fs.clone(), made.clone(), stop.clone());
+            let reader_ran = reader_ran.clone();
             s.spawn(move || {
                 let mut seen = 0usize;
                 while !stop.load(Ordering::SeqCst) {
@@ -93,6 +100,7 @@ fn racing_mkdir_rmdir_rename_keep_the_link_count_exact() {
                         "nlink {nlink} with {bound} subdirectories made"
                     );
                     seen += 1;
+                    reader_ran.store(true, Ordering::SeqCst);
                 }
                 seen
             })
