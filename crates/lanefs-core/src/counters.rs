@@ -39,6 +39,7 @@
 
 use crate::lane::lane;
 use crate::sync::{spin_hint, AtomicI64, AtomicU64, Mutex, Ordering};
+use lanefs_store::CacheLine;
 
 /// A counter the engine can swap implementations of (`FsConfig::variants`).
 pub trait Counter: Send + Sync {
@@ -182,6 +183,20 @@ impl PercpuCounter {
         false
     }
 
+    /// Move every shard's value into `global` (each move a fold, so `sum`
+    /// stays exact). For the conflict audit, which settles process-wide
+    /// counters before each recorded pair so that whether an operation's
+    /// change folds does not depend on what ran on its lane before.
+    #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+    pub(crate) fn fold_all(&self) {
+        for shard in self.shards.iter() {
+            self.folds_started.fetch_add(1, Ordering::SeqCst);
+            let v = shard.0.swap(0, Ordering::SeqCst);
+            self.global.fetch_add(v, Ordering::SeqCst);
+            self.folds_finished.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     /// `true` when the value is certainly ≥ 0 now: no fold was in flight
     /// while `global` was read, and `global` exceeds the error bound.
     fn no_shortage_fast(&self) -> bool {
@@ -222,12 +237,15 @@ impl Counter for PercpuCounter {
     }
 }
 
-/// `counter=atomic`: one shared atomic (the before-design without lanes).
-pub struct AtomicCounter(AtomicI64);
+/// `counter=atomic`: one shared atomic (the before-design without lanes),
+/// on a cache line of its own: unpadded, two instances' counters could
+/// share a line in the heap, and the conflict audit saw one instance's
+/// unmount read a line another's operations wrote.
+pub struct AtomicCounter(CacheLine<AtomicI64>);
 
 impl AtomicCounter {
     pub fn new(value: i64) -> AtomicCounter {
-        AtomicCounter(AtomicI64::new(value))
+        AtomicCounter(CacheLine(AtomicI64::new(value)))
     }
 }
 

@@ -9,8 +9,8 @@
 //!   any change, so a failed reservation (`ENOSPC`) leaves nothing half-done.
 //!   The two cache counters also charge the process-wide cache budget
 //!   (`reclaim::pressure`), checked by the budget functions below.
-//! * `store_overhead` (atomic, Relaxed): the blocks the store's own
-//!   structures take, written only by the store's hook (`watch_overhead`:
+//! * `store_overhead` (atomic, Relaxed, on a line of its own): the blocks
+//!   the store's own structures take, written only by the store's hook (`watch_overhead`:
 //!   at creation and when a checkpoint ends), which charges each change to
 //!   `free_blocks` in the same call; read by `statfs`, `sync_all`, `check`.
 //! * `flusher` (set once at creation): the writeback thread of a persistent
@@ -70,7 +70,8 @@
 use crossbeam_epoch::Guard;
 
 use lanefs_store::{
-    Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, Txn, TxnOp, ROOT_INO,
+    CacheLine, Errno, FileKind, Ino, InodeRecord, Result, Store, Superblock, Timespec, Txn, TxnOp,
+    ROOT_INO,
 };
 
 use crate::attr_seq::MetaGuard;
@@ -136,7 +137,7 @@ pub(crate) struct FsInner {
     /// Blocks of `totals.total_blocks` the store's own structures take
     /// (`Store::watch_overhead`): charged to `free_blocks` as the store
     /// reports them; read by `statfs`, `sync` and `check`.
-    pub store_overhead: std::sync::Arc<AtomicI64>,
+    pub store_overhead: std::sync::Arc<CacheLine<AtomicI64>>,
     pub free_inodes: Box<dyn Counter>,
     pub cached_pages: Box<dyn Counter>,
     pub cached_inodes: Box<dyn Counter>,
@@ -431,7 +432,7 @@ impl Fs {
             lru: InodeLru::new(),
             orphans: new_orphan_table(v.orphan),
             free_blocks: std::sync::Arc::from(counter(free_blocks)),
-            store_overhead: std::sync::Arc::new(AtomicI64::new(0)),
+            store_overhead: std::sync::Arc::new(CacheLine(AtomicI64::new(0))),
             free_inodes: counter(free_inodes),
             cached_pages: Box::new(Charged::new(counter(0))),
             cached_inodes: Box::new(Charged::new(counter(0))),

@@ -46,6 +46,9 @@ mod perm;
 mod reclaim;
 mod rename;
 pub(crate) mod sync;
+/// Settle process-wide per-lane counters before a recorded audit pair.
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub use reclaim::pressure::settle_for_audit;
 /// The conflict audit's recorder (see `sync/audit.rs`).
 #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
 pub use sync::audit;

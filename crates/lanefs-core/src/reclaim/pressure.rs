@@ -57,6 +57,13 @@ pub fn process_cached_objects() -> i64 {
     state().cached.sum()
 }
 
+/// Fold the process-wide counter's shards into its total (the conflict
+/// audit's preparation: see `PercpuCounter::fold_all`).
+#[cfg(all(feature = "audit", not(lanefs_shuttle)))]
+pub fn settle_for_audit() {
+    state().cached.fold_all();
+}
+
 /// If the process is over its limit, scan `registry` (every mount of that
 /// design) for the excess plus an eighth of the limit, so that reclaim runs
 /// in batches rather than at every insert. Returns the objects freed.
