@@ -24,7 +24,8 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
-    check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
+    check_name, creation_perm, fold_dir_changes, fold_file_times, is_dot_or_dotdot, touch_c,
+    touch_mc, FsInner, IRef,
 };
 use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
@@ -135,23 +136,37 @@ impl OpenFile {
                     if a.atime > a.mtime && a.atime > a.ctime {
                         return;
                     }
-                } else if !self.inode.atime_stale.load(Ordering::Relaxed) {
+                } else if !self.inode.atime_stale.load(Ordering::Relaxed)
+                    && !self.data_atime_stale()
+                {
                     return;
                 }
                 let mut m = self.inode.meta.lock();
-                // A directory's times with its stripes' changes.
+                if let Body::File(d) = &self.inode.body {
+                    // Before the times are read (`pcache` module doc).
+                    d.take_atime_stale();
+                }
+                // A directory's times with its stripes' changes, a file's
+                // with its data-side times.
                 let a = self.inode.attr_locked(&m);
                 if m.rec.atime <= a.mtime || m.rec.atime <= a.ctime {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
-                self.inode.atime_stale.store(false, Ordering::Relaxed);
+                if self.inode.atime_stale.load(Ordering::Relaxed) {
+                    self.inode.atime_stale.store(false, Ordering::Relaxed);
+                }
             }
         }
     }
 }
 
 impl OpenFile {
+    /// A pure overwrite moved a regular file's times past atime (`pcache`).
+    fn data_atime_stale(&self) -> bool {
+        matches!(&self.inode.body, Body::File(d) if d.atime_stale())
+    }
+
     /// A new handle of `inode` in `fs` (counted on this lane).
     fn new(fs: &FsInner, inode: Arc<Inode>, flags: i32, cred: Cred) -> OpenFile {
         OpenFile {
@@ -389,6 +404,7 @@ impl FsInner {
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
         self.free_blocks.add(freed as i64);
+        pm.set_times(mtime.unwrap_or(now), now);
         let mut m = inode.meta.lock();
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
@@ -397,9 +413,11 @@ impl FsInner {
         if let Some(t) = mtime {
             m.rec.mtime = t;
         }
+        // The record holds the data-side times now.
+        pm.clear_times_dirty();
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
-        kill_privs(cred, &mut m);
+        kill_privs(cred, inode, &mut m);
         Ok(inode.attr_locked(&m))
     }
 }
@@ -409,7 +427,7 @@ impl FsInner {
 /// setuid/setgid by [`privs_to_kill`], and `security.capability` whenever
 /// it is present, even for root (`security_inode_need_killpriv` does not
 /// look at the caller). The caller updates ctime.
-fn kill_privs(cred: &Cred, m: &mut crate::inode::Meta) {
+fn kill_privs(cred: &Cred, inode: &Inode, m: &mut crate::inode::Meta) {
     if m.rec.kind != FileKind::Regular {
         return;
     }
@@ -418,6 +436,7 @@ fn kill_privs(cred: &Cred, m: &mut crate::inode::Meta) {
         m.rec.perm &= !kill;
     }
     kill_capability(&mut m.rec);
+    inode.note_privs(&m.rec);
 }
 
 impl Fs {
@@ -607,6 +626,15 @@ impl Fs {
     /// Write `data` at `offset`; `remove_privs`: the data change removes
     /// privileges (`file_remove_privs`) as a `write(2)` by that caller
     /// does; `None`: it removes nothing.
+    ///
+    /// A *pure overwrite* — not `O_APPEND`, all of it inside the current
+    /// size, on pages already allocated (no hole to reserve), and no
+    /// privilege to remove (the file's privilege hint, `pcache`) — changes
+    /// only the pages and the data-side times (`pcache`), under the data
+    /// lock alone: no `meta`, no attribute mirror, no
+    /// `Inode::atime_stale`. Its times reach the record at writeback. Every
+    /// other write sets the record's size, blocks and times under `meta`
+    /// as well.
     fn write_data(
         &self,
         file: &OpenFile,
@@ -651,16 +679,25 @@ impl Fs {
                 return Err(e);
             }
         };
-        pm.write(off, &data[..len]);
         let end = off + len as u64;
+        let pure = file.flags & libc::O_APPEND == 0
+            && end <= pm.size()
+            && holes == 0
+            && (remove_privs.is_none() || !lock.may_have_privs());
+        let now = Timespec::now();
+        pm.write(off, &data[..len], now);
         let grown = pm.cached_pages() as i64 - before as i64;
-        {
+        if pure {
+            pm.note_pure_overwrite();
+        } else {
             let mut m = file.inode.meta.lock();
             m.rec.size = pm.size();
             m.rec.blocks += holes;
-            touch_mc(&file.inode, &mut m, Timespec::now());
+            touch_mc(&file.inode, &mut m, now);
+            // The record holds the data-side times (`now`) again.
+            pm.clear_times_dirty();
             if let Some(cred) = remove_privs {
-                kill_privs(cred, &mut m);
+                kill_privs(cred, &file.inode, &mut m);
             }
         }
         drop(pm);
@@ -747,14 +784,17 @@ impl Fs {
         if block_delta < 0 {
             fs.free_blocks.add(-block_delta);
         }
+        let now = Timespec::now();
+        pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);
         debug_assert!(blocks.is_some(), "block count out of range");
         m.rec.blocks = blocks.unwrap_or(0);
-        touch_mc(&file.inode, &mut m, Timespec::now());
+        touch_mc(&file.inode, &mut m, now);
+        pm.clear_times_dirty();
         // `file_modified`, as a write.
-        kill_privs(caller, &mut m);
+        kill_privs(caller, &file.inode, &mut m);
         Ok(())
     }
 
@@ -958,7 +998,17 @@ impl Fs {
         if let Some(f) = &frozen {
             f.fold(|c, next| fold_dir_changes(inode, c, next, true));
         }
+        // A regular file's mtime lives on its data side (`pcache`): a change
+        // of the times takes the data lock, folds what a pure overwrite left
+        // there into the record, and sets the data side to the result.
+        let mut data_side = match &inode.body {
+            Body::File(d) if ch.mtime.is_some() || ch.ctime.is_some() => Some(d.write()),
+            _ => None,
+        };
         let mut m = inode.meta.lock();
+        if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
+            fold_file_times(pm, &mut m);
+        }
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
             // change (`setattr_should_drop_sgid`): setgid goes if it is
@@ -1004,6 +1054,12 @@ impl Fs {
             || ch.ctime.is_some();
         if changed {
             touch_c(inode, &mut m, ch.ctime.unwrap_or(now));
+        }
+        if let Some(pm) = &data_side {
+            pm.set_times(m.rec.mtime, m.rec.ctime);
+        }
+        if ch.mode.is_some() || ch.uid.is_some() || ch.gid.is_some() {
+            inode.note_privs(&m.rec);
         }
         Ok(inode.attr_locked(&m))
     }
@@ -1155,5 +1211,46 @@ mod model {
             crate::sync::model_iterations(),
             3,
         );
+    }
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod tests {
+    use crate::inode::Body;
+    use crate::sync::Ordering;
+    use crate::{Cred, Fs};
+    use lanefs_store::ROOT_INO;
+
+    /// A pure overwrite changes the data side only: the attribute mirror's
+    /// times group is not republished, `Inode::atime_stale` is not written
+    /// and the record is not marked dirty; an append (not pure) does all.
+    #[test]
+    fn a_pure_overwrite_leaves_meta_and_the_mirror_alone() {
+        let fs = Fs::new_in_memory();
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let (a, f, _) = fs
+            .open_at(&Cred::root(), ROOT_INO, b"f", flags, 0o644, 0, false)
+            .unwrap();
+        fs.write(&f, 0, &[1; 5000]).unwrap();
+        let mut buf = [0u8; 8];
+        fs.read(&f, 0, &mut buf).unwrap();
+        fs.sync().unwrap();
+        let inode = fs.inner.iget(a.ino).unwrap();
+        assert!(!inode.atime_stale.load(Ordering::Relaxed), "read cleared it");
+        let published = inode.meta.rest_writes();
+        assert!(!inode.meta.lock().dirty);
+        fs.write(&f, 10, b"abc").unwrap();
+        fs.write(&f, 4097, b"def").unwrap();
+        assert_eq!(inode.meta.rest_writes(), published, "mirror republished");
+        assert!(!inode.atime_stale.load(Ordering::Relaxed));
+        assert!(!inode.meta.lock().dirty, "record touched");
+        let Body::File(d) = &inode.body else {
+            unreachable!()
+        };
+        assert!(d.atime_stale(), "data-side atime flag not set");
+        assert!(fs.getattr(a.ino).unwrap().mtime > fs.getattr(a.ino).unwrap().atime);
+        fs.write(&f, 5000, b"append").unwrap();
+        assert!(inode.meta.rest_writes() > published, "size change not published");
+        assert!(inode.meta.lock().dirty);
     }
 }

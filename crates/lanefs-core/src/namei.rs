@@ -673,7 +673,7 @@ impl Fs {
         m.rec.nlink += 1;
         m.lookups += 1;
         touch_c(inode, &mut m, now);
-        let attr = Attr::from_record(&m.rec);
+        let attr = inode.attr_locked(&m);
         drop(m);
         fs.entry_added(&mut idx, newname, false, now);
         Ok(attr)
