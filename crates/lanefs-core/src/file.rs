@@ -31,7 +31,7 @@ use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
 use crate::namei::{Made, NewNode};
 use crate::pcache::page_range;
-use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
+use crate::perm::{self, has_privs, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
 use crate::xattr::kill_capability;
 use crate::{
     AtimePolicy, Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE,
@@ -431,12 +431,13 @@ fn kill_privs(cred: &Cred, inode: &Inode, m: &mut crate::inode::Meta) {
     if m.rec.kind != FileKind::Regular {
         return;
     }
+    let had = has_privs(&m.rec);
     let kill = privs_to_kill(cred, &m.rec);
     if kill != 0 {
         m.rec.perm &= !kill;
     }
     kill_capability(&mut m.rec);
-    inode.note_privs(&m.rec);
+    inode.note_privs(had, &m.rec);
 }
 
 impl Fs {
@@ -906,7 +907,8 @@ impl Fs {
 
     /// Change attributes (chmod, chown, truncate, utimens). `handle` is the
     /// open file the change came through (ftruncate, futimens), if any.
-    /// All checks pass before anything changes.
+    /// All checks pass before anything changes. Returns the attributes
+    /// after the change.
     pub fn setattr(
         &self,
         cred: &Cred,
@@ -914,6 +916,32 @@ impl Fs {
         ch: &SetAttr,
         handle: Option<&OpenFile>,
     ) -> Result<Attr> {
+        self.setattr_impl(cred, ino, ch, handle, true)
+            .map(|a| a.expect("attributes asked for"))
+    }
+
+    /// As [`setattr`](Self::setattr), for a caller that wants no attributes
+    /// back (`chmod(2)`, `chown(2)`, `utimensat(2)` return none): a regular
+    /// file's data-side times (`pcache`), which a concurrent overwrite
+    /// writes, are then not read.
+    pub fn setattr_no_attr(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        ch: &SetAttr,
+        handle: Option<&OpenFile>,
+    ) -> Result<()> {
+        self.setattr_impl(cred, ino, ch, handle, false).map(drop)
+    }
+
+    fn setattr_impl(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        ch: &SetAttr,
+        handle: Option<&OpenFile>,
+        want_attr: bool,
+    ) -> Result<Option<Attr>> {
         let fs = &self.inner;
         // Through a handle of this inode (ftruncate, futimens): the inode
         // it holds, without a lookup and a count in the inode cache.
@@ -987,7 +1015,7 @@ impl Fs {
             };
             if *ch == only_size {
                 // Size, ctime and mtime are set: nothing else to change.
-                return Ok(attr);
+                return Ok(Some(attr));
             }
         }
         // A directory's mode and owner are what creates in it check and
@@ -1009,6 +1037,7 @@ impl Fs {
         if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
             fold_file_times(pm, &mut m);
         }
+        let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
             // change (`setattr_should_drop_sgid`): setgid goes if it is
@@ -1058,10 +1087,8 @@ impl Fs {
         if let Some(pm) = &data_side {
             pm.set_times(m.rec.mtime, m.rec.ctime);
         }
-        if ch.mode.is_some() || ch.uid.is_some() || ch.gid.is_some() {
-            inode.note_privs(&m.rec);
-        }
-        Ok(inode.attr_locked(&m))
+        inode.note_privs(had_privs, &m.rec);
+        Ok(want_attr.then(|| inode.attr_locked(&m)))
     }
 }
 
@@ -1236,7 +1263,10 @@ mod tests {
         fs.read(&f, 0, &mut buf).unwrap();
         fs.sync().unwrap();
         let inode = fs.inner.iget(a.ino).unwrap();
-        assert!(!inode.atime_stale.load(Ordering::Relaxed), "read cleared it");
+        assert!(
+            !inode.atime_stale.load(Ordering::Relaxed),
+            "read cleared it"
+        );
         let published = inode.meta.rest_writes();
         assert!(!inode.meta.lock().dirty);
         fs.write(&f, 10, b"abc").unwrap();
@@ -1250,7 +1280,10 @@ mod tests {
         assert!(d.atime_stale(), "data-side atime flag not set");
         assert!(fs.getattr(a.ino).unwrap().mtime > fs.getattr(a.ino).unwrap().atime);
         fs.write(&f, 5000, b"append").unwrap();
-        assert!(inode.meta.rest_writes() > published, "size change not published");
+        assert!(
+            inode.meta.rest_writes() > published,
+            "size change not published"
+        );
         assert!(inode.meta.lock().dirty);
     }
 }

@@ -277,11 +277,14 @@ impl Inode {
     }
 
     /// After a change of a regular file's mode, owner or xattrs (under
-    /// `meta`, `rec` being its record): keep its privilege hint true
-    /// (`pcache`).
-    pub fn note_privs(&self, rec: &lanefs_store::InodeRecord) {
-        if let Body::File(d) = &self.body {
-            d.note_privs(crate::perm::has_privs(rec));
+    /// `meta`; `had`: [`has_privs`](crate::perm::has_privs) of the record
+    /// before, `rec`: after): keep its privilege hint equal to the record's
+    /// (`pcache`). Touches the hint only when that changed, so a chmod that
+    /// gives or takes no privilege writes and reads nothing of the data side.
+    pub fn note_privs(&self, had: bool, rec: &lanefs_store::InodeRecord) {
+        let has = crate::perm::has_privs(rec);
+        if let (Body::File(d), true) = (&self.body, has != had) {
+            d.set_privs(has);
         }
     }
 

@@ -10,7 +10,7 @@
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
 use crate::fs::touch_c;
-use crate::perm::{self, owner_or_root, S_ISVTX};
+use crate::perm::{self, has_privs, owner_or_root, S_ISVTX};
 use crate::{
     Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
     XATTR_TOTAL_MAX,
@@ -139,11 +139,12 @@ impl Fs {
         if total_size(&m.rec) - old_len + name.len() + value.len() > XATTR_TOTAL_MAX {
             return Err(Errno::ENOSPC);
         }
+        let had_privs = has_privs(&m.rec);
         match pos {
             Ok(i) => m.rec.xattrs[i].1 = value.to_vec(),
             Err(i) => m.rec.xattrs.insert(i, (name.to_vec(), value.to_vec())),
         }
-        inode.note_privs(&m.rec);
+        inode.note_privs(had_privs, &m.rec);
         touch_c(&inode, &mut m, Timespec::now());
         Ok(())
     }
@@ -192,8 +193,9 @@ impl Fs {
             .binary_search_by(|(k, _)| k.as_slice().cmp(name))
         {
             Ok(i) => {
+                let had_privs = has_privs(&m.rec);
                 m.rec.xattrs.remove(i);
-                inode.note_privs(&m.rec);
+                inode.note_privs(had_privs, &m.rec);
                 touch_c(&inode, &mut m, Timespec::now());
                 Ok(())
             }

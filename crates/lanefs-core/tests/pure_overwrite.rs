@@ -184,7 +184,10 @@ fn a_read_after_an_overwrite_moves_a_relatime_atime() {
     assert_eq!(w.atime, r1.atime, "a write moved atime");
     fs.read(&f, 0, &mut buf).unwrap();
     let r2 = fs.getattr(a.ino).unwrap();
-    assert!(r2.atime >= w.mtime && r2.atime > r1.atime, "atime not moved");
+    assert!(
+        r2.atime >= w.mtime && r2.atime > r1.atime,
+        "atime not moved"
+    );
 }
 
 #[test]

@@ -45,12 +45,12 @@
 //!   `Inode::atime_stale`: set (only when clear) by a pure overwrite after
 //!   its change section, cleared by a read's relatime check under `meta`
 //!   before it reads the times.
-//! * `privs` (Relaxed): a hint that the file may hold privileges a write
-//!   must remove (setuid/setgid, a non-empty `security.capability`). Stored
-//!   (only when it changes) under `meta` by every change of the mode, the
-//!   owner or the xattrs of the file; read by a write under the data lock
-//!   without `meta`. A stale `true` only sends a write down the locked path;
-//!   it is never `false` while the record holds privileges.
+//! * `privs` (Relaxed): whether the file holds privileges a write must
+//!   remove (setuid/setgid, a non-empty `security.capability`:
+//!   `perm::has_privs` of its record). Stored under `meta` by a change of
+//!   the mode, the owner or the xattrs that gives or takes them (one that
+//!   does neither does not touch it); read by a write under the data
+//!   lock without `meta`, which then goes down the locked path if set.
 //!
 //! Lock order: the data lock before the inode's `meta`. No `meta` is taken
 //! inside a change section (a reader under `meta` may wait for one to end).
@@ -276,12 +276,10 @@ impl FileData {
         self.privs.load(Ordering::Relaxed)
     }
 
-    /// Record whether the file holds privileges now (under `meta`, after a
-    /// change of its mode, owner or xattrs); stores only on a change.
-    pub fn note_privs(&self, privs: bool) {
-        if self.privs.load(Ordering::Relaxed) != privs {
-            self.privs.store(privs, Ordering::Relaxed);
-        }
+    /// Record whether the file holds privileges now (under `meta`, when a
+    /// change of its mode, owner or xattrs gave or took them).
+    pub fn set_privs(&self, privs: bool) {
+        self.privs.store(privs, Ordering::Relaxed);
     }
 
     /// The data lock, exclusively.
