@@ -1119,6 +1119,49 @@ mod model {
         fs.check().unwrap();
     }
 
+    /// A pure overwrite changes a file's times on its data side only (no
+    /// `meta`), while a stat reads them lock-free and a writeback folds them
+    /// into the record. The stat sees the times before or after, never
+    /// older than before and never a ctime behind the mtime; once both are
+    /// done, a sync leaves the record with exactly the mtime stat shows
+    /// (a writeback that ran first left the overwrite's times dirty, one
+    /// that ran after folded them).
+    #[test]
+    fn model_pure_overwrite_vs_stat_and_writeback() {
+        crate::sync::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let (attr, f) = create_f(&fs);
+                fs.write(&f, 0, &[1; 100]).unwrap();
+                fs.sync().unwrap();
+                let before = fs.getattr(attr.ino).unwrap();
+                let writer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.write(&f, 10, b"x").unwrap();
+                    })
+                };
+                let syncer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.sync().unwrap())
+                };
+                let seen = fs.getattr(attr.ino).unwrap();
+                assert!(seen.mtime >= before.mtime, "mtime went back");
+                assert!(seen.ctime >= seen.mtime, "ctime behind mtime");
+                assert_eq!(seen.size, 100);
+                writer.join().unwrap();
+                syncer.join().unwrap();
+                let after = fs.getattr(attr.ino).unwrap();
+                assert!(after.mtime >= seen.mtime);
+                fs.sync().unwrap();
+                let rec = fs.store().read_inode(attr.ino).unwrap().unwrap();
+                assert_eq!((rec.mtime, rec.ctime), (after.mtime, after.ctime));
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+
     /// Closes lower the open count without `meta` unless they are the last
     /// (`OpenFile::drop`). Two handles closed on two threads while a third
     /// unlinks the file and a fourth opens a second handle from the first
