@@ -2,7 +2,9 @@
 //! fallocate, fsync, readdir, and attribute changes.
 //!
 //! Locks: a file's data lock (`Body::File`) is taken before its `meta`
-//! (and after any directory entry lock, as in the mount's order);
+//! (and after any directory entry lock, as in the mount's order); a pure
+//! overwrite takes the data lock alone (`write_data`: its times go to the
+//! file's data side, `pcache`);
 //! `open_at` finds the entry lock-free and opens the inode it names, as
 //! Linux's RCU-walk open does. Setattr of a directory's mode or owner
 //! holds every stripe of its entry lock (`FsInner::dir_freeze`). Reads go through the mount's

@@ -57,7 +57,9 @@
 //!    the names an operation changes, ascending (`dir`; lookups take none):
 //!    ancestors before descendants; two unrelated directories (only under
 //!    `rename_lock`) by inode number
-//! 3. a file's data lock (`Body::File`)
+//! 3. a file's data lock (`Body::File`); writeback and eviction take it,
+//!    then `meta`, to fold a regular file's data-side times into its
+//!    record (`fold_file_times`, `pcache`)
 //! 4. `Inode::meta` — a directory's before that of an inode linked (or
 //!    being linked) in it; a non-directory's meta is always innermost.
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.

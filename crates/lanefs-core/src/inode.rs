@@ -31,9 +31,10 @@
 //!   not write the line reads load), cleared when atime is brought past
 //!   them — lets reads skip `meta` in the common relatime case. A stale
 //!   `false` only delays an atime update. A pure overwrite sets the
-//!   data-side flag instead (`pcache`); reads check both. Not used for a directory: the
-//!   changes of its entries move its times in its stripes (`dir_attr`),
-//!   and a listing compares atime with them lock-free instead.
+//!   data-side flag instead (`pcache`); reads check both. Not used for a
+//!   directory: the changes of its entries move its times in its stripes
+//!   (`dir_attr`), and a listing compares atime with them lock-free
+//!   instead.
 //!
 //! * `opens` (atomic, on a line of its own): open handles, and the bit
 //!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
