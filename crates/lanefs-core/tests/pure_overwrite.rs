@@ -234,3 +234,21 @@ fn stat_never_sees_mtime_go_back_during_overwrites() {
     assert!(g.mtime >= last && g.mtime > past());
     assert!(stats > 1, "{stats} stats saw {moved} changes");
 }
+
+#[test]
+fn data_side_times_before_1970_round_trip() {
+    let fs = Fs::new_in_memory();
+    let (a, _f) = file_in_past(&fs, b"f");
+    let t = Timespec {
+        sec: -86_400,
+        nsec: 999_999_999,
+    };
+    let set = SetAttr {
+        mtime: Some(TimeSet::At(t)),
+        ctime: Some(t),
+        ..Default::default()
+    };
+    fs.setattr(&Cred::root(), a.ino, &set, None).unwrap();
+    let g = fs.getattr(a.ino).unwrap();
+    assert_eq!((g.mtime, g.ctime), (t, t));
+}
