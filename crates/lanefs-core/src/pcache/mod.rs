@@ -12,8 +12,9 @@
 //! * `seq` (sequence count): even when stable, odd while a change that a
 //!   reader could observe is in progress. Advanced (by 2, in a [`Change`]
 //!   section, only under the data lock held exclusively) by writes,
-//!   truncate, punch, zero-range, fallocate's size change and page drops
-//!   (`drop_clean`, `discard`). Writer: store odd (Relaxed),
+//!   truncate, punch, zero-range, fallocate's size change, page drops
+//!   (`drop_clean`, `discard`) and changes of the data-side times
+//!   (`set_times`). Writer: store odd (Relaxed),
 //!   `fence(Release)`, the changes (Relaxed or Release), store even
 //!   (Release). Reader: load (Acquire), its Relaxed loads, `fence(Acquire)`,
 //!   load again (Relaxed); equal and even means no change overlapped the
