@@ -170,6 +170,18 @@ impl AttrSnapshot {
         self
     }
 
+    /// With a regular file's data-side times (`pcache`): mtime replaced,
+    /// ctime the later of the record's and `dctime`.
+    pub fn with_data_times(mut self, mtime: Timespec, dctime: Timespec) -> AttrSnapshot {
+        let w = &mut self.rest;
+        let ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff).max(dctime);
+        w[W_MTIME_SEC] = mtime.sec as u64;
+        w[W_CTIME_SEC] = ctime.sec as u64;
+        w[W_AM_NSEC] = (w[W_AM_NSEC] & 0xffff_ffff) | (mtime.nsec as u64) << 32;
+        w[W_CB_NSEC] = (w[W_CB_NSEC] & !0xffff_ffff) | ctime.nsec as u64;
+        self
+    }
+
     /// The attributes, as `Attr::from_record` makes them.
     pub fn attr(&self, ino: Ino, kind: FileKind) -> Attr {
         let w = &self.rest;

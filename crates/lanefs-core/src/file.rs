@@ -2,7 +2,9 @@
 //! fallocate, fsync, readdir, and attribute changes.
 //!
 //! Locks: a file's data lock (`Body::File`) is taken before its `meta`
-//! (and after any directory entry lock, as in the mount's order);
+//! (and after any directory entry lock, as in the mount's order); a pure
+//! overwrite takes the data lock alone (`write_data`: its times go to the
+//! file's data side, `pcache`);
 //! `open_at` finds the entry lock-free and opens the inode it names, as
 //! Linux's RCU-walk open does. Setattr of a directory's mode or owner
 //! holds every stripe of its entry lock (`FsInner::dir_freeze`). Reads go through the mount's
@@ -24,13 +26,14 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
-    check_name, creation_perm, fold_dir_changes, is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
+    check_name, creation_perm, fold_dir_changes, fold_file_times, is_dot_or_dotdot, touch_c,
+    touch_mc, FsInner, IRef,
 };
 use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
 use crate::namei::{Made, NewNode};
 use crate::pcache::page_range;
-use crate::perm::{self, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
+use crate::perm::{self, has_privs, owner_or_root, privs_to_kill, S_ISGID, S_ISUID, S_IXGRP};
 use crate::xattr::kill_capability;
 use crate::{
     AtimePolicy, Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE,
@@ -135,23 +138,37 @@ impl OpenFile {
                     if a.atime > a.mtime && a.atime > a.ctime {
                         return;
                     }
-                } else if !self.inode.atime_stale.load(Ordering::Relaxed) {
+                } else if !self.inode.atime_stale.load(Ordering::Relaxed)
+                    && !self.data_atime_stale()
+                {
                     return;
                 }
                 let mut m = self.inode.meta.lock();
-                // A directory's times with its stripes' changes.
+                if let Body::File(d) = &self.inode.body {
+                    // Before the times are read (`pcache` module doc).
+                    d.take_atime_stale();
+                }
+                // A directory's times with its stripes' changes, a file's
+                // with its data-side times.
                 let a = self.inode.attr_locked(&m);
                 if m.rec.atime <= a.mtime || m.rec.atime <= a.ctime {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
-                self.inode.atime_stale.store(false, Ordering::Relaxed);
+                if self.inode.atime_stale.load(Ordering::Relaxed) {
+                    self.inode.atime_stale.store(false, Ordering::Relaxed);
+                }
             }
         }
     }
 }
 
 impl OpenFile {
+    /// A pure overwrite moved a regular file's times past atime (`pcache`).
+    fn data_atime_stale(&self) -> bool {
+        matches!(&self.inode.body, Body::File(d) if d.atime_stale())
+    }
+
     /// A new handle of `inode` in `fs` (counted on this lane).
     fn new(fs: &FsInner, inode: Arc<Inode>, flags: i32, cred: Cred) -> OpenFile {
         OpenFile {
@@ -389,6 +406,7 @@ impl FsInner {
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
         self.free_blocks.add(freed as i64);
+        pm.set_times(mtime.unwrap_or(now), now);
         let mut m = inode.meta.lock();
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
@@ -397,9 +415,11 @@ impl FsInner {
         if let Some(t) = mtime {
             m.rec.mtime = t;
         }
+        // The record holds the data-side times now.
+        pm.clear_times_dirty();
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
-        kill_privs(cred, &mut m);
+        kill_privs(cred, inode, &mut m);
         Ok(inode.attr_locked(&m))
     }
 }
@@ -409,15 +429,17 @@ impl FsInner {
 /// setuid/setgid by [`privs_to_kill`], and `security.capability` whenever
 /// it is present, even for root (`security_inode_need_killpriv` does not
 /// look at the caller). The caller updates ctime.
-fn kill_privs(cred: &Cred, m: &mut crate::inode::Meta) {
+fn kill_privs(cred: &Cred, inode: &Inode, m: &mut crate::inode::Meta) {
     if m.rec.kind != FileKind::Regular {
         return;
     }
+    let had = has_privs(&m.rec);
     let kill = privs_to_kill(cred, &m.rec);
     if kill != 0 {
         m.rec.perm &= !kill;
     }
     kill_capability(&mut m.rec);
+    inode.note_privs(had, &m.rec);
 }
 
 impl Fs {
@@ -607,6 +629,15 @@ impl Fs {
     /// Write `data` at `offset`; `remove_privs`: the data change removes
     /// privileges (`file_remove_privs`) as a `write(2)` by that caller
     /// does; `None`: it removes nothing.
+    ///
+    /// A *pure overwrite* — not `O_APPEND`, all of it inside the current
+    /// size, on pages already allocated (no hole to reserve), and no
+    /// privilege to remove (the file's privilege hint, `pcache`) — changes
+    /// only the pages and the data-side times (`pcache`), under the data
+    /// lock alone: no `meta`, no attribute mirror, no
+    /// `Inode::atime_stale`. Its times reach the record at writeback. Every
+    /// other write sets the record's size, blocks and times under `meta`
+    /// as well.
     fn write_data(
         &self,
         file: &OpenFile,
@@ -651,16 +682,25 @@ impl Fs {
                 return Err(e);
             }
         };
-        pm.write(off, &data[..len]);
         let end = off + len as u64;
+        let pure = file.flags & libc::O_APPEND == 0
+            && end <= pm.size()
+            && holes == 0
+            && (remove_privs.is_none() || !lock.may_have_privs());
+        let now = Timespec::now();
+        pm.write(off, &data[..len], now);
         let grown = pm.cached_pages() as i64 - before as i64;
-        {
+        if pure {
+            pm.note_pure_overwrite();
+        } else {
             let mut m = file.inode.meta.lock();
             m.rec.size = pm.size();
             m.rec.blocks += holes;
-            touch_mc(&file.inode, &mut m, Timespec::now());
+            touch_mc(&file.inode, &mut m, now);
+            // The record holds the data-side times (`now`) again.
+            pm.clear_times_dirty();
             if let Some(cred) = remove_privs {
-                kill_privs(cred, &mut m);
+                kill_privs(cred, &file.inode, &mut m);
             }
         }
         drop(pm);
@@ -747,14 +787,17 @@ impl Fs {
         if block_delta < 0 {
             fs.free_blocks.add(-block_delta);
         }
+        let now = Timespec::now();
+        pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);
         debug_assert!(blocks.is_some(), "block count out of range");
         m.rec.blocks = blocks.unwrap_or(0);
-        touch_mc(&file.inode, &mut m, Timespec::now());
+        touch_mc(&file.inode, &mut m, now);
+        pm.clear_times_dirty();
         // `file_modified`, as a write.
-        kill_privs(caller, &mut m);
+        kill_privs(caller, &file.inode, &mut m);
         Ok(())
     }
 
@@ -866,7 +909,8 @@ impl Fs {
 
     /// Change attributes (chmod, chown, truncate, utimens). `handle` is the
     /// open file the change came through (ftruncate, futimens), if any.
-    /// All checks pass before anything changes.
+    /// All checks pass before anything changes. Returns the attributes
+    /// after the change.
     pub fn setattr(
         &self,
         cred: &Cred,
@@ -874,6 +918,32 @@ impl Fs {
         ch: &SetAttr,
         handle: Option<&OpenFile>,
     ) -> Result<Attr> {
+        self.setattr_impl(cred, ino, ch, handle, true)
+            .map(|a| a.expect("attributes asked for"))
+    }
+
+    /// As [`setattr`](Self::setattr), for a caller that wants no attributes
+    /// back (`chmod(2)`, `chown(2)`, `utimensat(2)` return none): a regular
+    /// file's data-side times (`pcache`), which a concurrent overwrite
+    /// writes, are then not read.
+    pub fn setattr_no_attr(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        ch: &SetAttr,
+        handle: Option<&OpenFile>,
+    ) -> Result<()> {
+        self.setattr_impl(cred, ino, ch, handle, false).map(drop)
+    }
+
+    fn setattr_impl(
+        &self,
+        cred: &Cred,
+        ino: Ino,
+        ch: &SetAttr,
+        handle: Option<&OpenFile>,
+        want_attr: bool,
+    ) -> Result<Option<Attr>> {
         let fs = &self.inner;
         // Through a handle of this inode (ftruncate, futimens): the inode
         // it holds, without a lookup and a count in the inode cache.
@@ -947,7 +1017,7 @@ impl Fs {
             };
             if *ch == only_size {
                 // Size, ctime and mtime are set: nothing else to change.
-                return Ok(attr);
+                return Ok(Some(attr));
             }
         }
         // A directory's mode and owner are what creates in it check and
@@ -958,7 +1028,18 @@ impl Fs {
         if let Some(f) = &frozen {
             f.fold(|c, next| fold_dir_changes(inode, c, next, true));
         }
+        // A regular file's mtime lives on its data side (`pcache`): a change
+        // of the times takes the data lock, folds what a pure overwrite left
+        // there into the record, and sets the data side to the result.
+        let mut data_side = match &inode.body {
+            Body::File(d) if ch.mtime.is_some() || ch.ctime.is_some() => Some(d.write()),
+            _ => None,
+        };
         let mut m = inode.meta.lock();
+        if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
+            fold_file_times(pm, &mut m);
+        }
+        let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
             // change (`setattr_should_drop_sgid`): setgid goes if it is
@@ -1005,7 +1086,11 @@ impl Fs {
         if changed {
             touch_c(inode, &mut m, ch.ctime.unwrap_or(now));
         }
-        Ok(inode.attr_locked(&m))
+        if let Some(pm) = &data_side {
+            pm.set_times(m.rec.mtime, m.rec.ctime);
+        }
+        inode.note_privs(had_privs, &m.rec);
+        Ok(want_attr.then(|| inode.attr_locked(&m)))
     }
 }
 
@@ -1034,6 +1119,49 @@ mod model {
         drop(h);
         assert_eq!(files_free(), free_before, "not freed once");
         fs.check().unwrap();
+    }
+
+    /// A pure overwrite changes a file's times on its data side only (no
+    /// `meta`), while a stat reads them lock-free and a writeback folds them
+    /// into the record. The stat sees the times before or after, never
+    /// older than before and never a ctime behind the mtime; once both are
+    /// done, a sync leaves the record with exactly the mtime stat shows
+    /// (a writeback that ran first left the overwrite's times dirty, one
+    /// that ran after folded them).
+    #[test]
+    fn model_pure_overwrite_vs_stat_and_writeback() {
+        crate::sync::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let (attr, f) = create_f(&fs);
+                fs.write(&f, 0, &[1; 100]).unwrap();
+                fs.sync().unwrap();
+                let before = fs.getattr(attr.ino).unwrap();
+                let writer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.write(&f, 10, b"x").unwrap();
+                    })
+                };
+                let syncer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.sync().unwrap())
+                };
+                let seen = fs.getattr(attr.ino).unwrap();
+                assert!(seen.mtime >= before.mtime, "mtime went back");
+                assert!(seen.ctime >= seen.mtime, "ctime behind mtime");
+                assert_eq!(seen.size, 100);
+                writer.join().unwrap();
+                syncer.join().unwrap();
+                let after = fs.getattr(attr.ino).unwrap();
+                assert!(after.mtime >= seen.mtime);
+                fs.sync().unwrap();
+                let rec = fs.store().read_inode(attr.ino).unwrap().unwrap();
+                assert_eq!((rec.mtime, rec.ctime), (after.mtime, after.ctime));
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
     }
 
     /// Closes lower the open count without `meta` unless they are the last
@@ -1155,5 +1283,52 @@ mod model {
             crate::sync::model_iterations(),
             3,
         );
+    }
+}
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod tests {
+    use crate::inode::Body;
+    use crate::sync::Ordering;
+    use crate::{Cred, Fs};
+    use lanefs_store::ROOT_INO;
+
+    /// A pure overwrite changes the data side only: the attribute mirror's
+    /// times group is not republished, `Inode::atime_stale` is not written
+    /// and the record is not marked dirty; an append (not pure) does all.
+    #[test]
+    fn a_pure_overwrite_leaves_meta_and_the_mirror_alone() {
+        let fs = Fs::new_in_memory();
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let (a, f, _) = fs
+            .open_at(&Cred::root(), ROOT_INO, b"f", flags, 0o644, 0, false)
+            .unwrap();
+        fs.write(&f, 0, &[1; 5000]).unwrap();
+        let mut buf = [0u8; 8];
+        fs.read(&f, 0, &mut buf).unwrap();
+        fs.sync().unwrap();
+        let inode = fs.inner.iget(a.ino).unwrap();
+        assert!(
+            !inode.atime_stale.load(Ordering::Relaxed),
+            "read cleared it"
+        );
+        let published = inode.meta.rest_writes();
+        assert!(!inode.meta.lock().dirty);
+        fs.write(&f, 10, b"abc").unwrap();
+        fs.write(&f, 4097, b"def").unwrap();
+        assert_eq!(inode.meta.rest_writes(), published, "mirror republished");
+        assert!(!inode.atime_stale.load(Ordering::Relaxed));
+        assert!(!inode.meta.lock().dirty, "record touched");
+        let Body::File(d) = &inode.body else {
+            unreachable!()
+        };
+        assert!(d.atime_stale(), "data-side atime flag not set");
+        assert!(fs.getattr(a.ino).unwrap().mtime > fs.getattr(a.ino).unwrap().atime);
+        fs.write(&f, 5000, b"append").unwrap();
+        assert!(
+            inode.meta.rest_writes() > published,
+            "size change not published"
+        );
+        assert!(inode.meta.lock().dirty);
     }
 }

@@ -57,7 +57,9 @@
 //!    the names an operation changes, ascending (`dir`; lookups take none):
 //!    ancestors before descendants; two unrelated directories (only under
 //!    `rename_lock`) by inode number
-//! 3. a file's data lock (`Body::File`)
+//! 3. a file's data lock (`Body::File`); writeback and eviction take it,
+//!    then `meta`, to fold a regular file's data-side times into its
+//!    record (`fold_file_times`, `pcache`)
 //! 4. `Inode::meta` — a directory's before that of an inode linked (or
 //!    being linked) in it; a non-directory's meta is always innermost.
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.
@@ -83,7 +85,7 @@ use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
 use crate::orphan::{new_orphan_table, OrphanTable};
-use crate::pcache::{page_cache, PageCache};
+use crate::pcache::{page_cache, PageCache, PagesMut};
 use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
@@ -235,6 +237,17 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
     m.rec.ctime = now;
     m.dirty = true;
     mark_atime_stale(inode);
+}
+
+/// Fold a regular file's data-side times (`pcache`) into its record: mtime,
+/// and ctime the later of both; the record is marked dirty and the times
+/// no longer are. Under the data lock (`pm`) then `meta` (`m`).
+pub(crate) fn fold_file_times(pm: &mut PagesMut<'_>, m: &mut Meta) {
+    let (mtime, dctime) = pm.times();
+    m.rec.mtime = mtime;
+    m.rec.ctime = m.rec.ctime.max(dctime);
+    m.dirty = true;
+    pm.clear_times_dirty();
 }
 
 /// Move a directory's stripe changes (`dir_attr`) and its index's next
@@ -998,7 +1011,16 @@ impl FsInner {
     /// its stripes' changes folded in, under every stripe).
     pub fn writeback(&self, inode: &Inode) -> Result<()> {
         match &inode.body {
-            Body::File(d) => d.write().flush(&*self.store, inode.ino)?,
+            Body::File(d) => {
+                let mut pm = d.write();
+                pm.flush(&*self.store, inode.ino)?;
+                if pm.times_dirty() {
+                    let mut m = inode.meta.lock();
+                    if !m.freed {
+                        fold_file_times(&mut pm, &mut m);
+                    }
+                }
+            }
             Body::Dir(d) => d
                 .freeze()
                 .fold(|c, next| fold_dir_changes(inode, c, next, true)),
@@ -1155,9 +1177,14 @@ impl FsInner {
             self.drop_caches_of(inode);
         }
         if let Body::File(d) = &inode.body {
-            // Dirty pages left: their writeback failed.
-            match d.try_read() {
-                Some(pm) if pm.cached_pages() == 0 => {}
+            // Dirty pages left: their writeback failed. Data-side times
+            // not in the record yet (a pure overwrite's) go into it now.
+            match d.try_write() {
+                Some(mut pm) if pm.cached_pages() == 0 => {
+                    if pm.times_dirty() {
+                        fold_file_times(&mut pm, &mut inode.meta.lock());
+                    }
+                }
                 _ => {
                     self.unclaim_to_lru(inode);
                     return false;

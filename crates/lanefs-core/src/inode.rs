@@ -21,13 +21,20 @@
 //!   `pcache`) or a directory's entry state (`DirState`: its striped entry
 //!   lock, lookups take none, see `dir`); either lock is taken
 //!   before `meta` whenever both are held.
+//!   A regular file's mtime is its data-side mtime (`pcache::FileData`,
+//!   under its data lock), and its ctime `max(rec.ctime, dctime)`: a pure
+//!   overwrite (`file::write_data`) changes them without `meta`, and the
+//!   record's copy catches up at writeback (`times_dirty`). Read them with
+//!   [`Inode::attr_snapshot`] or [`Inode::attr_locked`] too.
 //! * `atime_stale` (Relaxed): set whenever mtime or ctime changes under
 //!   `meta` (stored only if not already set, so that repeated changes do
 //!   not write the line reads load), cleared when atime is brought past
 //!   them — lets reads skip `meta` in the common relatime case. A stale
-//!   `false` only delays an atime update. Not used for a directory: the
-//!   changes of its entries move its times in its stripes (`dir_attr`),
-//!   and a listing compares atime with them lock-free instead.
+//!   `false` only delays an atime update. A pure overwrite sets the
+//!   data-side flag instead (`pcache`); reads check both. Not used for a
+//!   directory: the changes of its entries move its times in its stripes
+//!   (`dir_attr`), and a listing compares atime with them lock-free
+//!   instead.
 //!
 //! * `opens` (atomic, on a line of its own): open handles, and the bit
 //!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
@@ -200,7 +207,14 @@ impl Inode {
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
     pub fn new(rec: InodeRecord, dirty: bool) -> Inode {
         let body = match rec.kind {
-            FileKind::Regular => Body::File(FileData::new(rec.size, rec.blocks == 0)),
+            FileKind::Regular => Body::File(FileData::with_attrs(
+                rec.size,
+                rec.blocks == 0,
+                rec.mtime,
+                rec.ctime,
+                false,
+                crate::perm::has_privs(&rec),
+            )),
             FileKind::Directory => Body::Dir(DirState::default()),
             _ => Body::Other,
         };
@@ -227,7 +241,8 @@ impl Inode {
     }
 
     /// The whole attribute mirror read lock-free, a directory's with its
-    /// stripes' link count, size and time changes folded in (`dir_attr`).
+    /// stripes' link count, size and time changes folded in (`dir_attr`),
+    /// a regular file's with its data-side times (`pcache`).
     #[inline]
     pub fn attr_snapshot(&self) -> AttrSnapshot {
         match &self.body {
@@ -235,18 +250,43 @@ impl Inode {
                 let (a, c) = d.attr_snapshot(|| self.meta.attr());
                 a.folded(c)
             }
-            _ => self.meta.attr(),
+            Body::File(d) => {
+                let a = self.meta.attr();
+                let (mtime, dctime) = d.times();
+                a.with_data_times(mtime, dctime)
+            }
+            Body::Other => self.meta.attr(),
         }
     }
 
     /// The attributes from the record under `meta` (held by the caller as
-    /// `m`), a directory's with its stripes' changes folded in.
+    /// `m`), a directory's with its stripes' changes folded in, a regular
+    /// file's with its data-side times (read lock-free: no change section
+    /// takes `meta`).
     pub fn attr_locked(&self, m: &Meta) -> Attr {
         let mut a = Attr::from_record(&m.rec);
-        if let Body::Dir(d) = &self.body {
-            d.attr_snapshot(|| ()).1.apply_attr(&mut a);
+        match &self.body {
+            Body::Dir(d) => d.attr_snapshot(|| ()).1.apply_attr(&mut a),
+            Body::File(d) => {
+                let (mtime, dctime) = d.times();
+                a.mtime = mtime;
+                a.ctime = a.ctime.max(dctime);
+            }
+            Body::Other => {}
         }
         a
+    }
+
+    /// After a change of a regular file's mode, owner or xattrs (under
+    /// `meta`; `had`: [`has_privs`](crate::perm::has_privs) of the record
+    /// before, `rec`: after): keep its privilege hint equal to the record's
+    /// (`pcache`). Touches the hint only when that changed, so a chmod that
+    /// gives or takes no privilege writes and reads nothing of the data side.
+    pub fn note_privs(&self, had: bool, rec: &lanefs_store::InodeRecord) {
+        let has = crate::perm::has_privs(rec);
+        if let (Body::File(d), true) = (&self.body, has != had) {
+            d.set_privs(has);
+        }
     }
 
     /// Permission check from the mirror, without `meta` (lookup hot path).

@@ -603,9 +603,37 @@ impl Fs {
         newparent: impl Into<DirAt>,
         newname: &[u8],
     ) -> Result<Attr> {
+        self.link_impl(cred, ino.into(), newparent.into(), newname, true)
+            .map(|a| a.expect("attributes asked for"))
+    }
+
+    /// As [`link`](Self::link), for a caller that wants neither the
+    /// attributes nor a lookup reference (`link(2)`): not counted, and a
+    /// regular file's data-side times (`pcache`), which a concurrent
+    /// overwrite writes, are not read.
+    pub fn link_no_attr(
+        &self,
+        cred: &Cred,
+        ino: impl Into<DirAt>,
+        newparent: impl Into<DirAt>,
+        newname: &[u8],
+    ) -> Result<()> {
+        self.link_impl(cred, ino.into(), newparent.into(), newname, false)
+            .map(drop)
+    }
+
+    /// [`link`](Self::link); `counted`: count a lookup and return the
+    /// attributes.
+    fn link_impl(
+        &self,
+        cred: &Cred,
+        at: DirAt,
+        newparent: DirAt,
+        newname: &[u8],
+        counted: bool,
+    ) -> Result<Option<Attr>> {
         let fs = &*self.inner;
-        let at = ino.into();
-        fs.with_dir(newparent.into(), |dir| {
+        fs.with_dir(newparent, |dir| {
             dir.permission_unlocked(cred, MAY_EXEC)?;
             if is_dot_or_dotdot(newname) {
                 return Err(Errno::EEXIST);
@@ -621,7 +649,7 @@ impl Fs {
             // The owner from the mirror: the inode's `meta` is taken only
             // by a link that goes ahead.
             let owner = inode.meta.attr().uid();
-            self.link_in(cred, &inode, owner, dir, newname)
+            self.link_in(cred, &inode, owner, dir, newname, counted)
         })
     }
 
@@ -633,7 +661,8 @@ impl Fs {
         dir_owner_of_target: u32,
         dir: &Inode,
         newname: &[u8],
-    ) -> Result<Attr> {
+        counted: bool,
+    ) -> Result<Option<Attr>> {
         let fs = &*self.inner;
         let ino = inode.ino;
         let mut idx = fs.dir_write(dir, Stripes::Of(&[newname]))?;
@@ -671,9 +700,11 @@ impl Fs {
         fs.txn_record(&mut txn, || relinked(&m.rec, m.rec.nlink + 1, now))?;
         fs.add_entry(dir, &mut idx, newname, ino, inode.kind, txn)?;
         m.rec.nlink += 1;
-        m.lookups += 1;
+        if counted {
+            m.lookups += 1;
+        }
         touch_c(inode, &mut m, now);
-        let attr = Attr::from_record(&m.rec);
+        let attr = counted.then(|| inode.attr_locked(&m));
         drop(m);
         fs.entry_added(&mut idx, newname, false, now);
         Ok(attr)

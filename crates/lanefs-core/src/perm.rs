@@ -87,3 +87,11 @@ pub(crate) fn privs_to_kill(cred: &Cred, rec: &InodeRecord) -> u16 {
     }
     kill
 }
+
+/// Whether a write may have privileges to remove from `rec`: setuid or
+/// setgid (whoever writes), or a file capability. A write to a file
+/// without any is decided without `meta` (`pcache`'s `privs` hint).
+pub(crate) fn has_privs(rec: &InodeRecord) -> bool {
+    rec.kind == FileKind::Regular
+        && (rec.perm & (S_ISUID | S_ISGID) != 0 || crate::xattr::has_capability(rec))
+}

@@ -3,12 +3,14 @@
 //! directory only its owner may write them), `trusted.*` root only,
 //! `security.*` readable by all and writable by root, `system.*` and
 //! unknown prefixes `EOPNOTSUPP` after the ordinary permission check.
-//! Values live in the inode record, under the inode's `meta` lock.
+//! Values live in the inode record, under the inode's `meta` lock; a change
+//! of a regular file's xattrs updates its privilege hint
+//! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it.
 
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
 use crate::fs::touch_c;
-use crate::perm::{self, owner_or_root, S_ISVTX};
+use crate::perm::{self, has_privs, owner_or_root, S_ISVTX};
 use crate::{
     Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
     XATTR_TOTAL_MAX,
@@ -73,16 +75,27 @@ pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
 /// remove it). Neither looks at the caller's credentials, so root's writes
 /// remove it too. Returns whether it was removed. Called under `meta`.
 pub(crate) fn kill_capability(rec: &mut InodeRecord) -> bool {
-    let found = rec
-        .xattrs
-        .binary_search_by(|(k, _)| k.as_slice().cmp(XATTR_NAME_CAPS));
-    match found {
-        Ok(i) if !rec.xattrs[i].1.is_empty() => {
+    match capability_at(rec) {
+        Some(i) => {
             rec.xattrs.remove(i);
             true
         }
-        _ => false,
+        None => false,
     }
+}
+
+/// Where `rec` holds a non-empty `security.capability` (what
+/// [`kill_capability`] removes).
+fn capability_at(rec: &InodeRecord) -> Option<usize> {
+    let found = rec
+        .xattrs
+        .binary_search_by(|(k, _)| k.as_slice().cmp(XATTR_NAME_CAPS));
+    found.ok().filter(|i| !rec.xattrs[*i].1.is_empty())
+}
+
+/// `rec` holds a non-empty `security.capability` (a write removes it).
+pub(crate) fn has_capability(rec: &InodeRecord) -> bool {
+    capability_at(rec).is_some()
 }
 
 fn total_size(rec: &InodeRecord) -> usize {
@@ -126,10 +139,12 @@ impl Fs {
         if total_size(&m.rec) - old_len + name.len() + value.len() > XATTR_TOTAL_MAX {
             return Err(Errno::ENOSPC);
         }
+        let had_privs = has_privs(&m.rec);
         match pos {
             Ok(i) => m.rec.xattrs[i].1 = value.to_vec(),
             Err(i) => m.rec.xattrs.insert(i, (name.to_vec(), value.to_vec())),
         }
+        inode.note_privs(had_privs, &m.rec);
         touch_c(&inode, &mut m, Timespec::now());
         Ok(())
     }
@@ -178,7 +193,9 @@ impl Fs {
             .binary_search_by(|(k, _)| k.as_slice().cmp(name))
         {
             Ok(i) => {
+                let had_privs = has_privs(&m.rec);
                 m.rec.xattrs.remove(i);
+                inode.note_privs(had_privs, &m.rec);
                 touch_c(&inode, &mut m, Timespec::now());
                 Ok(())
             }

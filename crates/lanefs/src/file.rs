@@ -158,7 +158,7 @@ impl File {
             ..SetAttr::default()
         };
         self.core()
-            .setattr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
+            .setattr_no_attr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
         Ok(())
     }
 
@@ -169,7 +169,7 @@ impl File {
             ..SetAttr::default()
         };
         self.core()
-            .setattr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
+            .setattr_no_attr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
         Ok(())
     }
 

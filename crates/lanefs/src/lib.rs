@@ -766,8 +766,8 @@ impl Filesystem {
         let mut w = self.walker();
         let p = w.parent(bytes(&link))?;
         let name = self.create_target(&p, false)?;
-        let attr = self.core().link(&self.cred, src.at(), p.dir.at(), name)?;
-        self.core().forget(attr.ino, 1);
+        self.core()
+            .link_no_attr(&self.cred, src.at(), p.dir.at(), name)?;
         Ok(())
     }
 
@@ -845,9 +845,10 @@ impl Filesystem {
         }
     }
 
-    fn setattr_path(&self, path: &[u8], follow: bool, changes: &SetAttr) -> Result<Attr> {
+    fn setattr_path(&self, path: &[u8], follow: bool, changes: &SetAttr) -> Result<()> {
         let h = self.resolve(path, follow)?;
-        self.core().setattr(&self.cred, h.ino, changes, None)
+        self.core()
+            .setattr_no_attr(&self.cred, h.ino, changes, None)
     }
 
     /// `chmod(path, mode)` (follows symlinks).
@@ -911,7 +912,8 @@ impl Filesystem {
                 changes.mode = Some(newperm);
             }
         }
-        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        self.core()
+            .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
         if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
             // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
             // file capability once the change is allowed, whoever the
@@ -990,7 +992,8 @@ impl Filesystem {
             mtime,
             ..SetAttr::default()
         };
-        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        self.core()
+            .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
         Ok(())
     }
 
@@ -1011,7 +1014,8 @@ impl Filesystem {
             size: Some(size),
             ..SetAttr::default()
         };
-        self.core().setattr(&self.cred, h.ino, &changes, None)?;
+        self.core()
+            .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
         Ok(())
     }
 

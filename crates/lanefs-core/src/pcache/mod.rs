@@ -12,8 +12,9 @@
 //! * `seq` (sequence count): even when stable, odd while a change that a
 //!   reader could observe is in progress. Advanced (by 2, in a [`Change`]
 //!   section, only under the data lock held exclusively) by writes,
-//!   truncate, punch, zero-range, fallocate's size change and page drops
-//!   (`drop_clean`, `discard`). Writer: store odd (Relaxed),
+//!   truncate, punch, zero-range, fallocate's size change, page drops
+//!   (`drop_clean`, `discard`) and changes of the data-side times
+//!   (`set_times`). Writer: store odd (Relaxed),
 //!   `fence(Release)`, the changes (Relaxed or Release), store even
 //!   (Release). Reader: load (Acquire), its Relaxed loads, `fence(Acquire)`,
 //!   load again (Relaxed); equal and even means no change overlapped the
@@ -28,6 +29,32 @@
 //!   `false` only inside a change section (a page drop).
 //! * `index`: the lock-free page index ([`index`]), changed only under the
 //!   data lock held exclusively; page words ([`page`]) are atomics.
+//! * `mtime_sec`, `dctime_sec`, `times_nsec` (Relaxed): the file's *data-side
+//!   times* — its mtime, authoritative for a regular file (the record's
+//!   `mtime` is a copy that may lag behind), and `dctime`, the ctime of its
+//!   latest data change (the ctime shown is `max(rec.ctime, dctime)`).
+//!   Written like `size`: only inside a change section, under the data lock
+//!   held exclusively; read lock-free validated by `seq` ([`FileData::times`])
+//!   or under the data lock. Every path that sets a regular file's mtime
+//!   sets them (writes, truncate, fallocate, punch, zero-range, utimens).
+//! * `PageMap::times_dirty` (under the data lock): a *pure overwrite* (see
+//!   `file::write_data`) changed the data-side times without `meta`, so the
+//!   record does not hold them yet. Cleared, under the data lock then
+//!   `meta`, once they are folded into the record and it is marked dirty
+//!   (writeback, eviction, and every locked change of the times).
+//! * `atime_stale` (Release store, Acquire swap): the data-side half of
+//!   `Inode::atime_stale`: set (only when clear) by a pure overwrite after
+//!   its change section, cleared by a read's relatime check under `meta`
+//!   before it reads the times.
+//! * `privs` (Relaxed): whether the file holds privileges a write must
+//!   remove (setuid/setgid, a non-empty `security.capability`:
+//!   `perm::has_privs` of its record). Stored under `meta` by a change of
+//!   the mode, the owner or the xattrs that gives or takes them (one that
+//!   does neither does not touch it); read by a write under the data
+//!   lock without `meta`, which then goes down the locked path if set.
+//!
+//! Lock order: the data lock before the inode's `meta`. No `meta` is taken
+//! inside a change section (a reader under `meta` may wait for one to end).
 //!
 //! Allocation: a page is *allocated* (one block, counted in `rec.blocks`)
 //! when it is a data page — cached or in the store — or inside an unwritten
@@ -49,11 +76,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crossbeam_epoch::{self as epoch, Guard};
-use lanefs_store::{Errno, Ino, Result, Store, PAGE_SIZE};
+use lanefs_store::{Errno, Ino, Result, Store, Timespec, PAGE_SIZE};
 
-use crate::sync::{
-    fence, AtomicBool, AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+use crate::sync::{fence, spin_hint, AtomicBool, AtomicU64, Ordering, RwLock, RwLockWriteGuard};
 use extents::Extents;
 use index::PageIndex;
 use page::PageBuf;
@@ -110,6 +135,8 @@ pub(crate) struct PageMap {
     unwritten_dirty: bool,
     /// Store data pages not cached; `None` until counted.
     uncached: Option<u64>,
+    /// The data-side times are newer than the record's (module header).
+    times_dirty: bool,
 }
 
 /// The data of one regular file (see the module header for the rules).
@@ -117,6 +144,12 @@ pub(crate) struct FileData {
     seq: AtomicU64,
     size: AtomicU64,
     all_cached: AtomicBool,
+    mtime_sec: AtomicU64,
+    dctime_sec: AtomicU64,
+    /// mtime.nsec | dctime.nsec << 32.
+    times_nsec: AtomicU64,
+    atime_stale: AtomicBool,
+    privs: AtomicBool,
     index: PageIndex,
     map: RwLock<PageMap>,
 }
@@ -143,14 +176,111 @@ impl FileData {
             seq: AtomicU64::new(0),
             size: AtomicU64::new(size),
             all_cached: AtomicBool::new(empty),
+            mtime_sec: AtomicU64::new(0),
+            dctime_sec: AtomicU64::new(0),
+            times_nsec: AtomicU64::new(0),
+            atime_stale: AtomicBool::new(false),
+            privs: AtomicBool::new(false),
             index: PageIndex::new(),
             map: RwLock::new(PageMap {
                 pages: BTreeMap::new(),
                 unwritten: empty.then(Extents::default),
                 unwritten_dirty: false,
                 uncached: empty.then_some(0),
+                times_dirty: false,
             }),
         }
+    }
+
+    /// As [`new`](Self::new), with the data-side times of a record (mtime,
+    /// and its ctime as the latest data change's), whether its atime is
+    /// stale, and whether it may hold privileges.
+    pub fn with_attrs(
+        size: u64,
+        empty: bool,
+        mtime: Timespec,
+        ctime: Timespec,
+        atime_stale: bool,
+        privs: bool,
+    ) -> FileData {
+        let f = FileData::new(size, empty);
+        f.store_times(mtime, ctime);
+        f.atime_stale.store(atime_stale, Ordering::Relaxed);
+        f.privs.store(privs, Ordering::Relaxed);
+        f
+    }
+
+    /// Store the data-side times (in a change section, or before the
+    /// file is shared).
+    fn store_times(&self, mtime: Timespec, dctime: Timespec) {
+        self.mtime_sec.store(mtime.sec as u64, Ordering::Relaxed);
+        self.dctime_sec.store(dctime.sec as u64, Ordering::Relaxed);
+        self.times_nsec.store(
+            mtime.nsec as u64 | (dctime.nsec as u64) << 32,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The data-side times as stored (Relaxed loads: validate, or hold
+    /// the data lock).
+    fn load_times(&self) -> (Timespec, Timespec) {
+        let m = self.mtime_sec.load(Ordering::Relaxed);
+        let d = self.dctime_sec.load(Ordering::Relaxed);
+        let n = self.times_nsec.load(Ordering::Relaxed);
+        (
+            Timespec {
+                sec: m as i64,
+                nsec: n as u32,
+            },
+            Timespec {
+                sec: d as i64,
+                nsec: (n >> 32) as u32,
+            },
+        )
+    }
+
+    /// `(mtime, dctime)` read lock-free, validated by `seq` (retried while a
+    /// change section overlaps). Safe under `meta`: no change section
+    /// takes it.
+    pub fn times(&self) -> (Timespec, Timespec) {
+        loop {
+            let s = self.seq.load(Ordering::Acquire);
+            if s.is_multiple_of(2) {
+                let t = self.load_times();
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s {
+                    return t;
+                }
+            }
+            spin_hint();
+        }
+    }
+
+    /// Whether a pure overwrite moved the times past atime since the last
+    /// [`take_atime_stale`](Self::take_atime_stale).
+    pub fn atime_stale(&self) -> bool {
+        self.atime_stale.load(Ordering::Relaxed)
+    }
+
+    /// Clear the data-side atime-stale flag (under `meta`, before reading
+    /// the times: an overwrite whose times the caller may miss sets it
+    /// again after, and one whose flag this clears is seen, by the Acquire
+    /// pairing with its Release store).
+    pub fn take_atime_stale(&self) {
+        if self.atime_stale.load(Ordering::Relaxed) {
+            self.atime_stale.swap(false, Ordering::Acquire);
+        }
+    }
+
+    /// The privilege hint (module header).
+    pub fn may_have_privs(&self) -> bool {
+        self.privs.load(Ordering::Relaxed)
+    }
+
+    /// Record whether the file holds privileges now (under `meta`, when a
+    /// change of its mode, owner or xattrs gave or took them).
+    pub fn set_privs(&self, privs: bool) {
+        self.privs.store(privs, Ordering::Relaxed);
     }
 
     /// The data lock, exclusively.
@@ -165,12 +295,6 @@ impl FileData {
         Some(PagesMut {
             f: self,
             map: self.map.try_write()?,
-        })
-    }
-
-    pub fn try_read(&self) -> Option<PagesRef<'_>> {
-        Some(PagesRef {
-            map: self.map.try_read()?,
         })
     }
 
@@ -195,17 +319,6 @@ impl FileData {
             }
         }
         n
-    }
-}
-
-/// The data lock held shared.
-pub(crate) struct PagesRef<'a> {
-    map: RwLockReadGuard<'a, PageMap>,
-}
-
-impl PagesRef<'_> {
-    pub fn cached_pages(&self) -> usize {
-        self.map.pages.len()
     }
 }
 
@@ -236,6 +349,42 @@ impl<'a> PagesMut<'a> {
 
     fn set_size(&self, _section: &Change<'_>, size: u64) {
         self.f.size.store(size, Ordering::Relaxed);
+    }
+
+    /// The data-side times `(mtime, dctime)`.
+    pub fn times(&self) -> (Timespec, Timespec) {
+        self.f.load_times()
+    }
+
+    /// Set the data-side times (in a change section of their own). The
+    /// caller sets the record's to match under `meta`, or marks them
+    /// dirty.
+    pub fn set_times(&self, mtime: Timespec, dctime: Timespec) {
+        let _section = self.change();
+        self.f.store_times(mtime, dctime);
+    }
+
+    pub fn times_dirty(&self) -> bool {
+        self.map.times_dirty
+    }
+
+    /// A pure overwrite changed the times without `meta`: the record lags
+    /// behind, and atime may be stale. Stores only what changes.
+    pub fn note_pure_overwrite(&mut self) {
+        if !self.map.times_dirty {
+            self.map.times_dirty = true;
+        }
+        if !self.f.atime_stale.load(Ordering::Relaxed) {
+            self.f.atime_stale.store(true, Ordering::Release);
+        }
+    }
+
+    /// The record holds the data-side times now (folded, or set by the
+    /// caller under `meta`, and marked dirty).
+    pub fn clear_times_dirty(&mut self) {
+        if self.map.times_dirty {
+            self.map.times_dirty = false;
+        }
     }
 
     fn publish_all_cached(&self) {
@@ -413,12 +562,14 @@ impl<'a> PagesMut<'a> {
         Ok(holes)
     }
 
-    /// Write `data` at `offset` and grow the size to cover it. Every page in
-    /// range must have been [`prepare`](Self::prepare)d and its holes
-    /// reserved.
-    pub fn write(&mut self, offset: u64, data: &[u8]) {
+    /// Write `data` at `offset`, grow the size to cover it, and set the
+    /// data-side mtime and dctime to `now` in the same change section.
+    /// Every page in range must have been [`prepare`](Self::prepare)d and
+    /// its holes reserved.
+    pub fn write(&mut self, offset: u64, data: &[u8], now: Timespec) {
         let guard = epoch::pin();
         let section = self.change();
+        self.f.store_times(now, now);
         for (idx, in_page, done, chunk) in chunks(offset, data.len()) {
             let bytes = &data[done..done + chunk];
             if let Some(page) = self.f.index.get(idx, &guard) {

@@ -17,7 +17,7 @@ fn write(f: &FileData, s: &MemoryStore, off: u64, data: &[u8]) {
     let mut pm = f.write();
     pm.prepare(s, INO, page_range(off, data.len() as u64))
         .unwrap();
-    pm.write(off, data);
+    pm.write(off, data, Timespec::default());
 }
 
 /// Every state the writer thread passes through, as a reader of

@@ -10,7 +10,7 @@ fn write(f: &FileData, s: &MemoryStore, off: u64, data: &[u8]) -> u64 {
     let holes = pm
         .prepare(s, INO, page_range(off, data.len() as u64))
         .unwrap();
-    pm.write(off, data);
+    pm.write(off, data, Timespec::default());
     holes
 }
 
