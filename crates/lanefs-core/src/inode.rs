@@ -263,6 +263,7 @@ impl Inode {
     /// `m`), a directory's with its stripes' changes folded in, a regular
     /// file's with its data-side times (read lock-free: no change section
     /// takes `meta`).
+    #[inline]
     pub fn attr_locked(&self, m: &Meta) -> Attr {
         let mut a = Attr::from_record(&m.rec);
         match &self.body {

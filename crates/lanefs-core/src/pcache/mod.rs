@@ -800,14 +800,23 @@ impl<'a> PagesMut<'a> {
         Ok(())
     }
 
-    /// Set the size to `new_size`. Shrinking frees every allocated page past
-    /// the new end (extents beyond the old size too) and zeroes the tail of
-    /// the last page. Returns the pages freed.
-    pub fn truncate(&mut self, store: &dyn Store, ino: Ino, new_size: u64) -> Result<u64> {
+    /// Set the size to `new_size` and the data-side times to `times`
+    /// (`(mtime, dctime)`, in the same change section). Shrinking frees
+    /// every allocated page past the new end (extents beyond the old size
+    /// too) and zeroes the tail of the last page. Returns the pages freed;
+    /// on an error the times are unchanged.
+    pub fn truncate(
+        &mut self,
+        store: &dyn Store,
+        ino: Ino,
+        new_size: u64,
+        times: (Timespec, Timespec),
+    ) -> Result<u64> {
         let guard = epoch::pin();
         if new_size >= self.size() {
             let section = self.change();
             self.set_size(&section, new_size);
+            self.f.store_times(times.0, times.1);
             return Ok(0);
         }
         self.learn(store, ino)?;
@@ -818,6 +827,7 @@ impl<'a> PagesMut<'a> {
             self.zero_in_page(store, ino, new_size, page_end, &guard)?;
         }
         self.set_size(&section, new_size);
+        self.f.store_times(times.0, times.1);
         Ok(freed)
     }
 

@@ -37,7 +37,9 @@ fn check_reads(design: &'static dyn PageCache) {
         shuttle::thread::spawn(move || {
             write(&f, &s, AT, &[2; LEN]);
             f.write().punch(&*s, INO, PAGE, PAGE).unwrap();
-            f.write().truncate(&*s, INO, AT + 4).unwrap();
+            f.write()
+                .truncate(&*s, INO, AT + 4, (Timespec::default(), Timespec::default()))
+                .unwrap();
         })
     };
     let dropper = {

@@ -82,13 +82,27 @@ fn truncate_and_punch_count_freed_pages_once() {
     f.write().flush(&s, INO).unwrap();
     write(&f, &s, 3 * PAGE, &[8u8; 10]);
     assert_eq!(
-        f.write().truncate(&s, INO, PAGE + 1).unwrap(),
+        f.write()
+            .truncate(
+                &s,
+                INO,
+                PAGE + 1,
+                (Timespec::default(), Timespec::default())
+            )
+            .unwrap(),
         2,
         "pages 2 (store) and 3 (cache)"
     );
     let (buf, _) = read(&f, &s, PAGE - 5, 10);
     assert_eq!(buf, [7, 7, 7, 7, 7, 7]);
-    f.write().truncate(&s, INO, 3 * PAGE).unwrap();
+    f.write()
+        .truncate(
+            &s,
+            INO,
+            3 * PAGE,
+            (Timespec::default(), Timespec::default()),
+        )
+        .unwrap();
     let (tail, _) = read(&f, &s, PAGE + 1, 4);
     assert_eq!(tail, [0; 4], "truncate zeroed the tail of the last page");
     let freed = f.write().punch(&s, INO, 10, 2 * PAGE).unwrap();
