@@ -1045,6 +1045,18 @@ impl Fs {
         if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
             fold_file_times(pm, &mut m);
         }
+        // The clock read again under the data lock, so that a `UTIME_NOW`
+        // is not older than an overwrite that finished before the lock was
+        // taken (Linux reads it under the inode lock).
+        let now = if data_side.is_some() {
+            Timespec::now()
+        } else {
+            now
+        };
+        let pick = |t: TimeSet| match t {
+            TimeSet::Now => now,
+            TimeSet::At(t) => t,
+        };
         let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
