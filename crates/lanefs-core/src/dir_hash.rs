@@ -275,7 +275,13 @@ impl<A> NameTable<A> {
             // SAFETY: nodes reachable from the table are freed only
             // through `defer` after being unlinked, after `_guard`.
             let node = unsafe { &*p };
+            // The node's fields are plain (fixed once it is linked): tell
+            // the conflict audit what this lookup reads of its line, which
+            // a removal's store to `next` writes (other builds: nothing).
+            crate::sync::note_opaque(&node.hash, false);
             if node.hash == hash && same_name(&node.name, name) {
+                crate::sync::note_opaque(&node.name, false);
+                crate::sync::note_opaque(&node.slot, false);
                 return Some((link, node));
             }
             link = &node.next;
