@@ -1010,12 +1010,8 @@ impl Fs {
             }
         }
         let now = Timespec::now();
-        let pick = |t: TimeSet| match t {
-            TimeSet::Now => now,
-            TimeSet::At(t) => t,
-        };
         if let Some(size) = ch.size {
-            let attr = fs.truncate(cred, inode, size, ch.mtime.map(pick), now)?;
+            let attr = fs.truncate(cred, inode, size, ch.mtime.map(|t| t.at(now)), now)?;
             let only_size = SetAttr {
                 size: ch.size,
                 mtime: ch.mtime,
@@ -1053,10 +1049,6 @@ impl Fs {
         } else {
             now
         };
-        let pick = |t: TimeSet| match t {
-            TimeSet::Now => now,
-            TimeSet::At(t) => t,
-        };
         let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
@@ -1089,10 +1081,10 @@ impl Fs {
             m.rec.perm = perm;
         }
         if let Some(t) = ch.atime {
-            m.rec.atime = pick(t);
+            m.rec.atime = t.at(now);
         }
         if let Some(t) = ch.mtime {
-            m.rec.mtime = pick(t);
+            m.rec.mtime = t.at(now);
         }
         let changed = ch.mode.is_some()
             || ch.uid.is_some()

@@ -171,6 +171,16 @@ pub enum TimeSet {
     At(Timespec),
 }
 
+impl TimeSet {
+    /// The time this sets, with `now` standing for `UTIME_NOW`.
+    pub fn at(self, now: Timespec) -> Timespec {
+        match self {
+            TimeSet::Now => now,
+            TimeSet::At(t) => t,
+        }
+    }
+}
+
 /// The changes of one `setattr` call; `None` leaves a field alone
 /// (`UTIME_OMIT` for times).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
