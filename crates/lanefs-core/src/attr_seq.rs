@@ -170,11 +170,12 @@ impl AttrSnapshot {
         self
     }
 
-    /// With a regular file's data-side times (`pcache`): mtime replaced,
-    /// ctime the later of the record's and `dctime`.
-    pub fn with_data_times(mut self, mtime: Timespec, dctime: Timespec) -> AttrSnapshot {
+    /// With a regular file's data-side times `(mtime, dctime)` folded in
+    /// (`pcache::fold_times`).
+    pub fn with_data_times(mut self, data: (Timespec, Timespec)) -> AttrSnapshot {
         let w = &mut self.rest;
-        let ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff).max(dctime);
+        let record_ctime = time(w[W_CTIME_SEC], w[W_CB_NSEC] & 0xffff_ffff);
+        let (mtime, ctime) = crate::pcache::fold_times(record_ctime, data);
         w[W_MTIME_SEC] = mtime.sec as u64;
         w[W_CTIME_SEC] = ctime.sec as u64;
         w[W_AM_NSEC] = (w[W_AM_NSEC] & 0xffff_ffff) | (mtime.nsec as u64) << 32;

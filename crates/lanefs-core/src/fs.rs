@@ -243,9 +243,7 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
 /// and ctime the later of both; the record is marked dirty and the times
 /// no longer are. Under the data lock (`pm`) then `meta` (`m`).
 pub(crate) fn fold_file_times(pm: &mut PagesMut<'_>, m: &mut Meta) {
-    let (mtime, dctime) = pm.times();
-    m.rec.mtime = mtime;
-    m.rec.ctime = m.rec.ctime.max(dctime);
+    (m.rec.mtime, m.rec.ctime) = crate::pcache::fold_times(m.rec.ctime, pm.times());
     m.dirty = true;
     pm.clear_times_dirty();
 }

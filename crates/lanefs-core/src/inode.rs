@@ -250,11 +250,7 @@ impl Inode {
                 let (a, c) = d.attr_snapshot(|| self.meta.attr());
                 a.folded(c)
             }
-            Body::File(d) => {
-                let a = self.meta.attr();
-                let (mtime, dctime) = d.times();
-                a.with_data_times(mtime, dctime)
-            }
+            Body::File(d) => self.meta.attr().with_data_times(d.times()),
             Body::Other => self.meta.attr(),
         }
     }
@@ -268,11 +264,7 @@ impl Inode {
         let mut a = Attr::from_record(&m.rec);
         match &self.body {
             Body::Dir(d) => d.attr_snapshot(|| ()).1.apply_attr(&mut a),
-            Body::File(d) => {
-                let (mtime, dctime) = d.times();
-                a.mtime = mtime;
-                a.ctime = a.ctime.max(dctime);
-            }
+            Body::File(d) => (a.mtime, a.ctime) = crate::pcache::fold_times(a.ctime, d.times()),
             Body::Other => {}
         }
         a

@@ -111,6 +111,18 @@ pub(crate) fn page_range(offset: u64, len: u64) -> Range<u64> {
     offset / PAGE..(offset + len - 1) / PAGE + 1
 }
 
+/// The one rule of the data-side times (module header): a regular file's
+/// `(mtime, ctime)` from its record's ctime and its data side's `(mtime,
+/// dctime)` — mtime from the data side, ctime the later of both. stat's
+/// mirror, attributes under `meta` and writeback all fold by it.
+pub(crate) fn fold_times(
+    record_ctime: Timespec,
+    data: (Timespec, Timespec),
+) -> (Timespec, Timespec) {
+    let (mtime, dctime) = data;
+    (mtime, record_ctime.max(dctime))
+}
+
 /// Bytes readable at `offset` in a file of `size`, up to `want`.
 fn readable(size: u64, offset: u64, want: usize) -> usize {
     if offset >= size {
