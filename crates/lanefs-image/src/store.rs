@@ -24,7 +24,9 @@
 //!   lanes share no cache line (Linux's percpu rw-semaphore).
 //! * `commit` (mutex): the group-commit point — journal head, tail and
 //!   sequence. The only lock all lanes can meet on. Taken with no gate
-//!   held, or under all gates by a checkpoint.
+//!   held, or under all gates by a checkpoint; a checkpoint that leaves
+//!   the journal empty holds it (under `ckpt`, no gate) through its
+//!   superblock's write and flush, to move tail and head to block 0.
 //! * `shards[s]` (mutex on its own cache line, `lanefs_store::ino_shard`:
 //!   a hash, since allocation groups hand out runs of numbers): the inode objects of shard `s`
 //!   (`cache.rs`: the objects, their byte estimate and CLOCK hand). A
@@ -568,7 +570,8 @@ impl Inner {
         drop(cs);
         drop(gates);
         let r = self.write_homes(&mut st, snaps, usage, sb_stamp, sb, orphan_blocks, new_tail);
-        let written = self.io(r)?;
+        // The tail written: `new_tail`, or block 0 of an empty journal.
+        let (written, new_tail) = self.io(r)?;
         // The new tail is durable: no replay reaches those records.
         self.journaled.forget_old();
         {
@@ -619,7 +622,10 @@ impl Inner {
         sb: Superblock,
         orphan_blocks: Vec<(usize, Vec<u8>)>,
         new_tail: (u64, u64),
-    ) -> Result<Vec<(Ino, u64, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>> {
+    ) -> Result<(
+        Vec<(Ino, u64, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>,
+        (u64, u64),
+    )> {
         let bs = BLOCK as u64;
         let mut slots = Vec::with_capacity(snaps.len());
         let mut out = Vec::with_capacity(snaps.len());
@@ -730,6 +736,24 @@ impl Inner {
         // Phase 3: the superblock, older copy first overwritten.
         let mut u = [UsageRec::default(); USAGE_LANES];
         u.copy_from_slice(&usage);
+        // If no batch was written since the snapshot, the journal this
+        // superblock leaves is empty: its tail goes to block 0 (same
+        // sequence), so that the next batch has the whole journal in one
+        // run. Left at the head, a batch over the room between the head
+        // and the journal's end (wrapped: between 0 and the tail) would
+        // never fit, and no checkpoint could ever move the tail of an
+        // empty journal: every commit would answer ENOSPC. The commit
+        // lock is held until this superblock is durable, so no batch is
+        // written at 0 while the previous one (old tail) may still be the
+        // one recovery reads.
+        let rewind = {
+            let cs = self.commit.lock();
+            (new_tail.0 != 0 && (cs.head, cs.seq) == new_tail).then_some(cs)
+        };
+        let new_tail = match rewind {
+            Some(_) => (0, new_tail.1),
+            None => new_tail,
+        };
         let sup = DiskSuper {
             version: FORMAT_VERSION,
             generation: st.generation + 1,
@@ -744,10 +768,13 @@ impl Inner {
         self.dev
             .write_at(&sup.encode(), (sup.generation % 2) * bs)?;
         self.dev.flush()?;
+        if let Some(mut cs) = rewind {
+            (cs.head, cs.tail, cs.tail_seq) = (0, 0, new_tail.1);
+        }
         st.generation = sup.generation;
         st.durable = sup;
         st.durable_marks = Some(marks);
-        Ok(out)
+        Ok((out, new_tail))
     }
 
     /// Write checkpoint slots: a run of consecutive inode-table blocks that
