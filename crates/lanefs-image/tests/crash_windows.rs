@@ -501,3 +501,9 @@ fn crash_keeps_a_fsynced_file_beside_an_unsynced_one() {
 fn crash_on_a_full_image() {
     scenario("full", 4 << 20, full_body, full_check);
 }
+
+tiny_budget_too!(
+    crash_during_truncate_down_then_extend_reads_zeros,
+    crash_during_rename_over_an_open_file,
+    crash_after_unlink_of_an_open_file,
+);
