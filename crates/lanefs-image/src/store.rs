@@ -320,6 +320,16 @@ impl Inner {
         for &i in &inos {
             self.check_ino(i)?;
         }
+        if record_bytes(&ops) > self.geo.journal_blocks as usize * BLOCK / 4 {
+            // A record over a quarter of the journal may not fit the room
+            // left (up to half of it used, and a wrapped batch wastes the
+            // blocks before the journal's end); once applied it could
+            // then never be committed, nor could a checkpoint (which
+            // commits first) make room. Checkpoint first: an idle one
+            // leaves the journal empty from block 0, where any batch
+            // under the whole journal fits.
+            self.checkpoint()?;
+        }
         let l = lane();
         let _gate = self.gates[l % LOG_LANES].0.read();
         let mut shard_ids: Vec<usize> = inos.iter().map(|&i| shard(i)).collect();
@@ -887,6 +897,21 @@ fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
         target: 1 - obj.home_slot,
         old_blocks: obj.home_blocks.clone(),
     }
+}
+
+/// About the bytes `ops` take in a journal record (the inode records and
+/// names exactly, a bound for the fixed-size fields).
+fn record_bytes(ops: &[Op]) -> usize {
+    ops.iter()
+        .map(|op| {
+            64 + match op {
+                Op::PutInode(_, b) => b.len(),
+                Op::PutEntry(_, n, _) | Op::RemoveEntry(_, n) => n.len(),
+                Op::SetUnwritten(_, list) => 16 * list.len(),
+                _ => 0,
+            }
+        })
+        .sum()
 }
 
 fn txn_op(op: &TxnOp) -> Op {

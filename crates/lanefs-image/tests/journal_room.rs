@@ -38,6 +38,47 @@ fn records_as_large_as_the_engine_makes_commit_on_the_smallest_journal() {
     }
 }
 
+/// The same record when the journal is nearly half full (128 one-block
+/// batches, no checkpoint yet): it fits neither before the end nor,
+/// wrapped, before the tail, and once applied no checkpoint could commit
+/// it (a checkpoint commits first). A record over a quarter of the
+/// journal checkpoints before it applies.
+#[test]
+fn a_large_record_on_a_nearly_half_full_journal_commits() {
+    let dev = fresh(4 << 20);
+    let s = open(&dev);
+    let (a, b, c) = (
+        s.alloc_ino().unwrap(),
+        s.alloc_ino().unwrap(),
+        s.alloc_ino().unwrap(),
+    );
+    let big = |ino, v: u8| {
+        let mut r = rec(ino, FileKind::Regular, 1, 0);
+        r.xattrs = (0..4)
+            .map(|k| (format!("user.x{k}").into_bytes(), vec![v; 65536]))
+            .collect();
+        r
+    };
+    s.checkpoint().unwrap();
+    for k in 0..128 {
+        s.write_inode(&rec(c, FileKind::Regular, 1, k)).unwrap();
+        s.sync().unwrap();
+    }
+    for round in 0..3u8 {
+        let mut t = Txn::new();
+        t.push(TxnOp::PutInode(big(a, round))).unwrap();
+        t.push(TxnOp::PutInode(big(b, round))).unwrap();
+        assert_eq!(s.commit(&t), Ok(()), "round {round}: commit");
+        assert_eq!(s.sync(), Ok(()), "round {round}: sync");
+        s.write_inode(&rec(c, FileKind::Regular, 1, 1000)).unwrap();
+        assert_eq!(s.sync(), Ok(()), "round {round}: a small record after");
+    }
+    drop(s);
+    let s = open(&dev);
+    assert_eq!(s.read_inode(a).unwrap().unwrap().xattrs[0].1[0], 2);
+    assert_eq!(s.read_inode(c).unwrap().unwrap().size, 1000);
+}
+
 /// The same records on a power-cut device, cut at every event (torn or
 /// not): the journal's rewind to block 0 never loses a synced round (the
 /// old superblock, read if the cut falls before the new one is durable,
