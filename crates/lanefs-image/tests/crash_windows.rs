@@ -393,14 +393,18 @@ fn scenario(name: &str, image_bytes: usize, body: Body, check: Check) {
     scenario_from(name, image_bytes, body, check, None, 1);
 }
 
-/// Cut at every event after step `from` (every event if `None`), with
-/// `seeds` seeds each (times `LANEFS_WINDOW_SEEDS`).
+/// Events before a scenario's window that are cut: one in this many.
+const BEFORE_STRIDE: u64 = 8;
+
+/// Cut at every event from `back` events before step `from` on (every
+/// event if `None`), with `seeds` seeds each (times
+/// `LANEFS_WINDOW_SEEDS`), and at one event in [`BEFORE_STRIDE`] before.
 fn scenario_from(
     name: &str,
     image_bytes: usize,
     body: Body,
     check: Check,
-    from: Option<&str>,
+    from: Option<(&str, u64)>,
     seeds: u64,
 ) {
     let seeds = seeds * env_u64("LANEFS_WINDOW_SEEDS", 1);
@@ -409,9 +413,21 @@ fn scenario_from(
     let mut dry_done = Done::default();
     run_body(dry.clone(), body, &mut dry_done).unwrap();
     let events = dry.events();
-    let first = from.map_or(1, |l| dry_done.events_at(l).expect("step done") + 1);
+    let first = from.map_or(1, |(l, back)| {
+        dry_done
+            .events_at(l)
+            .expect("step done")
+            .saturating_sub(back)
+            + 1
+    });
     let mut rng = env_u64("LANEFS_CRASH_SEED", 0xc4a5) ^ name.len() as u64 | 1;
-    for cut_at in first..=events {
+    for cut_at in 1..=events {
+        // Before the window: every BEFORE_STRIDE-th event, one seed.
+        let seeds = match cut_at >= first {
+            true => seeds,
+            false if cut_at % BEFORE_STRIDE == 0 => 1,
+            false => 0,
+        };
         for s in 0..seeds {
             let seed = next_rand(&mut rng);
             let tear = (s + cut_at) % 2 == 1;
@@ -462,7 +478,7 @@ fn crash_during_truncate_down_then_extend_reads_zeros() {
         4 << 20,
         truncate_body,
         truncate_check,
-        Some("setup"),
+        Some(("setup", 0)),
         12,
     );
 }
@@ -499,7 +515,15 @@ fn crash_keeps_a_fsynced_file_beside_an_unsynced_one() {
 
 #[test]
 fn crash_on_a_full_image() {
-    scenario("full", 4 << 20, full_body, full_check);
+    // Every event from the last files written before ENOSPC on.
+    scenario_from(
+        "full",
+        4 << 20,
+        full_body,
+        full_check,
+        Some(("full", 24)),
+        1,
+    );
 }
 
 tiny_budget_too!(
