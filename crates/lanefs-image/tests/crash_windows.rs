@@ -13,6 +13,9 @@
 //! * fsync of a file beside a sibling never fsynced: the fsynced one keeps
 //!   its content and size;
 //! * a full image (`ENOSPC`), then frees and new writes;
+//! * (ignored, a known limit) a long extending write, fsynced: a file
+//!   whose new size was lost and is then extended by truncate should
+//!   read zeros past its old size;
 //!
 //! and after each cut, a second cut during the recovery itself at a random
 //! event, then a full recovery: the same checks hold (recovering twice).
@@ -360,6 +363,46 @@ fn full_check(fs: &Fs, done: &Done, what: &str) {
     }
 }
 
+// ---- a long extending write, fsynced ----
+
+const GROW_PAGES: u64 = 200;
+
+fn grow_body(fs: &Fs, _: &ImageStore, done: &mut Done) -> Result<()> {
+    let f = create(fs, "w", &content(7, 0, 4096))?;
+    fs.fsync(&f, false)?;
+    done.mark("setup");
+    // Its writeback's records fill a lane buffer several times over:
+    // batches that map pages are committed before the one with the size.
+    fs.write(&f, 4096, &content(7, 1, (GROW_PAGES as usize - 1) * 4096))?;
+    fs.fsync(&f, false)?;
+    done.mark("synced");
+    Ok(())
+}
+
+fn grow_check(fs: &Fs, done: &Done, what: &str) {
+    if !done.has("setup") {
+        return;
+    }
+    let got = read_name(fs, "w").unwrap_or_else(|| panic!("{what}: w lost"));
+    if got.len() == 4096 {
+        assert!(!done.has("synced"), "{what}: fsynced growth lost");
+        // Extend it by truncate: what lies past the old size reads zeros.
+        let root = Cred::root();
+        let a = fs.lookup(&root, ROOT_INO, b"w").unwrap();
+        let f = fs.open(&root, a.ino, libc::O_RDWR).unwrap();
+        let len = GROW_PAGES as usize * 4096;
+        set_size(fs, &f, len as u64).unwrap();
+        let mut buf = vec![0u8; len];
+        assert_eq!(fs.read(&f, 0, &mut buf).unwrap(), len);
+        let stale = buf[4096..].iter().position(|&b| b != 0);
+        assert!(
+            stale.is_none(),
+            "{what}: w extended by truncate reads unsynced bytes past its old size at {}",
+            4096 + stale.unwrap_or(0)
+        );
+    }
+}
+
 // ---- the harness ----
 
 fn run_body(dev: Arc<CrashDevice>, body: Body, done: &mut Done) -> Result<()> {
@@ -511,6 +554,27 @@ fn crash_after_unlink_of_an_open_file() {
 #[test]
 fn crash_keeps_a_fsynced_file_beside_an_unsynced_one() {
     scenario("sibling", 4 << 20, sibling_body, sibling_check);
+}
+
+/// Known limit (docs/FORMAT.md, "Derived fields"): pages an extending
+/// write mapped in a batch before the one with the size survive a cut
+/// that loses the size, past it; a truncate that then grows the file over
+/// them shows the unsynced bytes where it must read zeros (only the page
+/// holding the old end is read before the size grows). Dropping them at
+/// recovery would need the store to treat a regular file's size as a
+/// bound on its pages, which the `Store` contract does not (the store
+/// crash tests keep pages past an arbitrary size).
+#[test]
+#[ignore = "known limit: whole pages past the recorded size show after a truncate up"]
+fn crash_during_a_long_extending_write_then_truncate_up_reads_zeros() {
+    scenario_from(
+        "grow",
+        4 << 20,
+        grow_body,
+        grow_check,
+        Some(("setup", 0)),
+        2,
+    );
 }
 
 #[test]
