@@ -764,6 +764,10 @@ impl Fs {
                 let freed = pm.punch(&*fs.store, ino, off, len)?;
                 return Ok((-(freed as i64), pm.size()));
             }
+            if !keep && end > pm.size() {
+                // The size grows: the old last page's tail reads zeros.
+                pm.load_eof_page(&*fs.store, ino)?;
+            }
             let range = page_range(off, len);
             let free = fs.free_blocks.sum().max(0) as u64;
             let holes = pm.holes(&*fs.store, ino, range.clone(), free)?;

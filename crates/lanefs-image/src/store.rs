@@ -24,7 +24,9 @@
 //!   lanes share no cache line (Linux's percpu rw-semaphore).
 //! * `commit` (mutex): the group-commit point — journal head, tail and
 //!   sequence. The only lock all lanes can meet on. Taken with no gate
-//!   held, or under all gates by a checkpoint.
+//!   held, or under all gates by a checkpoint; a checkpoint that leaves
+//!   the journal empty holds it (under `ckpt`, no gate) through its
+//!   superblock's write and flush, to move tail and head to block 0.
 //! * `shards[s]` (mutex on its own cache line, `lanefs_store::ino_shard`:
 //!   a hash, since allocation groups hand out runs of numbers): the inode objects of shard `s`
 //!   (`cache.rs`: the objects, their byte estimate and CLOCK hand). A
@@ -318,6 +320,16 @@ impl Inner {
         for &i in &inos {
             self.check_ino(i)?;
         }
+        if record_bytes(&ops) > self.geo.journal_blocks as usize * BLOCK / 4 {
+            // A record over a quarter of the journal may not fit the room
+            // left (up to half of it used, and a wrapped batch wastes the
+            // blocks before the journal's end); once applied it could
+            // then never be committed, nor could a checkpoint (which
+            // commits first) make room. Checkpoint first: an idle one
+            // leaves the journal empty from block 0, where any batch
+            // under the whole journal fits.
+            self.checkpoint()?;
+        }
         let l = lane();
         let _gate = self.gates[l % LOG_LANES].0.read();
         let mut shard_ids: Vec<usize> = inos.iter().map(|&i| shard(i)).collect();
@@ -568,7 +580,8 @@ impl Inner {
         drop(cs);
         drop(gates);
         let r = self.write_homes(&mut st, snaps, usage, sb_stamp, sb, orphan_blocks, new_tail);
-        let written = self.io(r)?;
+        // The tail written: `new_tail`, or block 0 of an empty journal.
+        let (written, new_tail) = self.io(r)?;
         // The new tail is durable: no replay reaches those records.
         self.journaled.forget_old();
         {
@@ -619,7 +632,10 @@ impl Inner {
         sb: Superblock,
         orphan_blocks: Vec<(usize, Vec<u8>)>,
         new_tail: (u64, u64),
-    ) -> Result<Vec<(Ino, u64, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>> {
+    ) -> Result<(
+        Vec<(Ino, u64, usize, Vec<u64>, Vec<(usize, u64)>, Vec<u64>)>,
+        (u64, u64),
+    )> {
         let bs = BLOCK as u64;
         let mut slots = Vec::with_capacity(snaps.len());
         let mut out = Vec::with_capacity(snaps.len());
@@ -730,6 +746,24 @@ impl Inner {
         // Phase 3: the superblock, older copy first overwritten.
         let mut u = [UsageRec::default(); USAGE_LANES];
         u.copy_from_slice(&usage);
+        // If no batch was written since the snapshot, the journal this
+        // superblock leaves is empty: its tail goes to block 0 (same
+        // sequence), so that the next batch has the whole journal in one
+        // run. Left at the head, a batch over the room between the head
+        // and the journal's end (wrapped: between 0 and the tail) would
+        // never fit, and no checkpoint could ever move the tail of an
+        // empty journal: every commit would answer ENOSPC. The commit
+        // lock is held until this superblock is durable, so no batch is
+        // written at 0 while the previous one (old tail) may still be the
+        // one recovery reads.
+        let rewind = {
+            let cs = self.commit.lock();
+            (new_tail.0 != 0 && (cs.head, cs.seq) == new_tail).then_some(cs)
+        };
+        let new_tail = match rewind {
+            Some(_) => (0, new_tail.1),
+            None => new_tail,
+        };
         let sup = DiskSuper {
             version: FORMAT_VERSION,
             generation: st.generation + 1,
@@ -744,10 +778,13 @@ impl Inner {
         self.dev
             .write_at(&sup.encode(), (sup.generation % 2) * bs)?;
         self.dev.flush()?;
+        if let Some(mut cs) = rewind {
+            (cs.head, cs.tail, cs.tail_seq) = (0, 0, new_tail.1);
+        }
         st.generation = sup.generation;
         st.durable = sup;
         st.durable_marks = Some(marks);
-        Ok(out)
+        Ok((out, new_tail))
     }
 
     /// Write checkpoint slots: a run of consecutive inode-table blocks that
@@ -860,6 +897,21 @@ fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
         target: 1 - obj.home_slot,
         old_blocks: obj.home_blocks.clone(),
     }
+}
+
+/// About the bytes `ops` take in a journal record (the inode records and
+/// names exactly, a bound for the fixed-size fields).
+fn record_bytes(ops: &[Op]) -> usize {
+    ops.iter()
+        .map(|op| {
+            64 + match op {
+                Op::PutInode(_, b) => b.len(),
+                Op::PutEntry(_, n, _) | Op::RemoveEntry(_, n) => n.len(),
+                Op::SetUnwritten(_, list) => 16 * list.len(),
+                _ => 0,
+            }
+        })
+        .sum()
 }
 
 fn txn_op(op: &TxnOp) -> Op {
@@ -1080,6 +1132,19 @@ impl Store for ImageStore {
             self.inner.submit(vec![Op::Punch(ino, start, end)])?;
         }
         Ok(n)
+    }
+
+    /// From the page map: the default reads every index of the range
+    /// (a device read per mapped page), which a truncate or punch of a
+    /// large `fallocate`d file pays per page.
+    fn count_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
+        self.inner.check_ok()?;
+        if start >= end {
+            return Ok(0);
+        }
+        self.inner.with_obj(ino, |o| {
+            Ok(o.map_or(0, |o| o.pages.range(start..end).count() as u64))
+        })
     }
 
     fn list_inodes(&self) -> Result<Vec<Ino>> {

@@ -366,3 +366,49 @@ tiny_budget_too!(
     one_corrupt_inode_answers_eio_and_the_rest_is_usable,
     a_full_image_says_enospc_and_still_checkpoints,
 );
+
+/// `count_pages` answers from the page map: no device read, whatever the
+/// range (the trait's default read every index, a device read per mapped
+/// page: a truncate of a large fallocated, written file read all of it).
+#[test]
+fn count_pages_reads_nothing_from_the_device() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    struct Reads {
+        mem: lanefs_image::MemDevice,
+        reads: AtomicU64,
+    }
+    impl lanefs_image::Device for Reads {
+        fn len(&self) -> u64 {
+            self.mem.len()
+        }
+        fn read_at(&self, buf: &mut [u8], off: u64) -> lanefs_store::Result<()> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.mem.read_at(buf, off)
+        }
+        fn write_at(&self, buf: &[u8], off: u64) -> lanefs_store::Result<()> {
+            self.mem.write_at(buf, off)
+        }
+        fn flush(&self) -> lanefs_store::Result<()> {
+            self.mem.flush()
+        }
+    }
+    let mem = lanefs_image::MemDevice::new(8 << 20);
+    lanefs_image::mkfs_device(&mem).unwrap();
+    let dev = std::sync::Arc::new(Reads {
+        mem,
+        reads: AtomicU64::new(0),
+    });
+    let s = lanefs_image::ImageStore::open_device(dev.clone(), &cfg()).unwrap();
+    let ino = s.alloc_ino().unwrap();
+    s.write_inode(&rec(ino, FileKind::Regular, 1, 64 * 4096))
+        .unwrap();
+    for i in (0..64).step_by(2) {
+        s.write_page(ino, i, &pattern(ino, i)).unwrap();
+    }
+    let before = dev.reads.load(Ordering::SeqCst);
+    assert_eq!(s.count_pages(ino, 0, 64).unwrap(), 32);
+    assert_eq!(s.count_pages(ino, 10, 20).unwrap(), 5);
+    assert_eq!(s.count_pages(ino, 64, 4096).unwrap(), 0);
+    assert_eq!(s.count_pages(ino, 5, 5).unwrap(), 0);
+    assert_eq!(dev.reads.load(Ordering::SeqCst), before, "device reads");
+}

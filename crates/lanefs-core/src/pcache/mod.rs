@@ -123,6 +123,19 @@ pub(crate) fn fold_times(
     (mtime, record_ctime.max(dctime))
 }
 
+/// Zero the bytes of page `idx` (`data`) at and past file offset `size`;
+/// whether any of them was not zero.
+fn zero_past_size(data: &mut [u8; PAGE_SIZE], idx: u64, size: u64) -> bool {
+    let start = idx.saturating_mul(PAGE);
+    let from = size.saturating_sub(start).min(PAGE) as usize;
+    let tail = &mut data[from..];
+    if tail.iter().all(|&b| b == 0) {
+        return false;
+    }
+    tail.fill(0);
+    true
+}
+
 /// Bytes readable at `offset` in a file of `size`, up to `want`.
 fn readable(size: u64, offset: u64, want: usize) -> usize {
     if offset >= size {
@@ -448,11 +461,18 @@ impl<'a> PagesMut<'a> {
         if !store.read_page(ino, idx, &mut data)? {
             return Ok(None);
         }
+        // Bytes at and past the size are not the file's: they read as
+        // zeros once it grows. A store page may hold others there after a
+        // power cut (a truncate's size reached the media, its zeroed tail
+        // page did not): zeroed here, and the page made dirty so that the
+        // store's copy is fixed too (a clean page is evicted and read
+        // again, possibly after the file grew).
+        let stale = zero_past_size(&mut data, idx, self.size());
         let page = self.f.index.insert(idx, PageBuf::from_bytes(&data), guard);
         self.map.pages.insert(
             idx,
             PageState {
-                dirty: false,
+                dirty: stale,
                 in_store: true,
             },
         );
@@ -462,6 +482,21 @@ impl<'a> PagesMut<'a> {
         }
         self.publish_all_cached();
         Ok(Some(page))
+    }
+
+    /// Cache the page holding the end of the file (if the size is not a
+    /// page multiple and the store has it) before the size grows past it:
+    /// loading zeroes what lies past the size ([`load`](Self::load)),
+    /// which a load after the growth would read as file data.
+    pub fn load_eof_page(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
+        let size = self.size();
+        let idx = size / PAGE;
+        if size.is_multiple_of(PAGE) || self.map.pages.contains_key(&idx) {
+            return Ok(());
+        }
+        let guard = epoch::pin();
+        self.load(store, ino, idx, &guard)?;
+        Ok(())
     }
 
     /// The cached page `idx`, loading it from the store.
@@ -561,6 +596,11 @@ impl<'a> PagesMut<'a> {
     /// O(pages in the range).
     pub fn prepare(&mut self, store: &dyn Store, ino: Ino, range: Range<u64>) -> Result<u64> {
         self.learn(store, ino)?;
+        if range.start > self.size() / PAGE {
+            // A write past the end leaves a gap: the old last page's tail
+            // becomes file data (zeros).
+            self.load_eof_page(store, ino)?;
+        }
         let guard = epoch::pin();
         let mut holes = 0;
         for idx in range {
@@ -826,6 +866,10 @@ impl<'a> PagesMut<'a> {
     ) -> Result<u64> {
         let guard = epoch::pin();
         if new_size >= self.size() {
+            if new_size > self.size() {
+                self.learn(store, ino)?;
+                self.load_eof_page(store, ino)?;
+            }
             let section = self.change();
             self.set_size(&section, new_size);
             self.f.store_times(times.0, times.1);
