@@ -579,6 +579,43 @@ impl Handler {
         ))
     }
 
+    /// TMPFILE (`open(dir, O_TMPFILE)`): counted, as CREATE. The file has
+    /// no name and a link count of 0; the kernel allows one LINK of it
+    /// unless it was opened `O_EXCL` (its `I_LINKABLE`, which the engine
+    /// mirrors), and otherwise it goes at the last close and FORGET.
+    pub fn tmpfile(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> Result<(Attr, Opened)> {
+        let (attr, file) = self
+            .fs
+            .tmpfile(&cred_for(caller), parent, flags, mode, umask, true)?;
+        let file = match self.io_file(file) {
+            Ok(f) => f,
+            Err(e) => {
+                // The kernel never learns the inode: give its reference back.
+                self.fs.forget(attr.ino, 1);
+                return Err(e);
+            }
+        };
+        let fh = self.handles.insert(Handle {
+            file,
+            flags,
+            opener: *caller,
+        });
+        Ok((
+            attr,
+            Opened {
+                fh,
+                keep_cache: self.config.cache.keep_cache,
+            },
+        ))
+    }
+
     /// READ: at most `size` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let h = self.handle(fh)?;
