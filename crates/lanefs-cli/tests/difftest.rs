@@ -83,6 +83,10 @@ enum Op {
     /// bytes, `fstat` (mode, owner, link count, size), then, if `.4` names
     /// a path, `linkat` through `/proc/self/fd` to give it that name.
     Tmpfile(String, u32, bool, u32, Option<String>),
+    /// `lgetxattr` (`.2` false) or `lremovexattr` of a POSIX ACL name
+    /// (`.1`: the default ACL, else the access ACL). Neither side ever
+    /// has an ACL set (lanefs keeps none: docs/SEMANTICS.md).
+    Acl(String, bool, bool),
 }
 
 fn gen_path(r: &mut Rng) -> String {
@@ -103,7 +107,7 @@ fn gen_path(r: &mut Rng) -> String {
 
 fn gen_op(r: &mut Rng) -> Op {
     let p = gen_path(r);
-    match r.below(112) {
+    match r.below(114) {
         100..=103 => Op::WriteVia(
             p,
             r.below(IDENTITIES.len() as u64) as usize,
@@ -119,6 +123,7 @@ fn gen_op(r: &mut Rng) -> Op {
         ),
         107 => Op::ChownKeep(p),
         108 => Op::Statx(p),
+        112..=113 => Op::Acl(p, r.below(2) == 0, r.below(2) == 0),
         109..=111 => {
             // The directory: the root or a generated path.
             let dir = if r.below(3) == 0 { ".".to_string() } else { p };
@@ -535,6 +540,26 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
                 }
                 libc::close(fd);
                 Ok(Val::Bytes(desc.into_bytes()))
+            }
+            Op::Acl(p, default, remove) => {
+                let name = if *default {
+                    c"system.posix_acl_default"
+                } else {
+                    c"system.posix_acl_access"
+                };
+                let c = cs(&j(p));
+                if *remove {
+                    rc(libc::lremovexattr(c.as_ptr(), name.as_ptr()))
+                } else {
+                    let mut buf = [0u8; 256];
+                    let n =
+                        libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 256);
+                    if n < 0 {
+                        Err(errno())
+                    } else {
+                        Ok(Val::Num(n as i64))
+                    }
+                }
             }
             Op::Statx(p) => {
                 let want = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
