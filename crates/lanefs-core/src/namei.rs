@@ -26,7 +26,7 @@ use crate::icache::State;
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
 use crate::sync::Ordering;
-use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
+use crate::{AtimePolicy, Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp};
 
 /// What a new node is made of.
@@ -652,8 +652,20 @@ impl Fs {
         if inode.kind != FileKind::Symlink {
             return Err(Errno::EINVAL);
         }
-        let m = inode.meta.lock();
-        Ok(m.rec.symlink.clone())
+        let mut m = inode.meta.lock();
+        let target = m.rec.symlink.clone();
+        // Reading a link is an access (`touch_atime` in `readlinkat` and
+        // when a path walk follows it), by the mount's atime policy.
+        let touch = match self.inner.config.atime {
+            AtimePolicy::Never => false,
+            AtimePolicy::Strict => true,
+            AtimePolicy::Relatime => m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime,
+        };
+        if touch && !m.freed {
+            m.rec.atime = Timespec::now();
+            m.dirty = true;
+        }
+        Ok(target)
     }
 
     /// Add a hard link `newparent/newname` to `ino` (a caller holding no
