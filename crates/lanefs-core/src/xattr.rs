@@ -6,7 +6,9 @@
 //! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`) are
 //! not kept: reading one finds none (`ENODATA`, as tmpfs for a file without
 //! an ACL), removing one succeeds for the owner or root (`EPERM` for
-//! others; a default ACL of a non-directory: always), setting one is
+//! others; a default ACL of a non-directory: always; removing the access
+//! ACL drops setgid when the owner is outside the group, as
+//! `posix_acl_update_mode`), setting one is
 //! `EOPNOTSUPP` (docs/SEMANTICS.md, accepted divergences).
 //! Values live in the inode record, under the inode's `meta` lock; a change
 //! of a regular file's xattrs updates its privilege hint
@@ -15,7 +17,7 @@
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
 use crate::fs::touch_c;
-use crate::perm::{self, has_privs, owner_or_root, S_ISVTX};
+use crate::perm::{self, has_privs, owner_or_root, S_ISGID, S_ISVTX};
 use crate::{
     Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
     XATTR_TOTAL_MAX,
@@ -230,6 +232,17 @@ impl Fs {
             }
             if m.freed {
                 return Err(Errno::ENOENT);
+            }
+            if name == ACL_ACCESS
+                && m.rec.perm & S_ISGID != 0
+                && !cred.is_root()
+                && !cred.in_group(m.rec.gid)
+            {
+                // `posix_acl_update_mode`: an owner outside the file's
+                // group (without CAP_FSETID) loses setgid, directories too.
+                let had_privs = has_privs(&m.rec);
+                m.rec.perm &= !S_ISGID;
+                inode.note_privs(had_privs, &m.rec);
             }
             touch_c(&inode, &mut m, Timespec::now());
             return Ok(());

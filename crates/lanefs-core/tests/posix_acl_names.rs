@@ -73,6 +73,37 @@ fn acl_names_answer_as_tmpfs_without_acls() {
         );
         assert!(fs.listxattr(&root, ino).unwrap().is_empty());
     }
+    // Removing the access ACL drops setgid when the owner is outside the
+    // file's group (`posix_acl_update_mode`); a member, root, or removing
+    // the default ACL keeps it.
+    let set = |ino, perm, gid| {
+        fs.setattr(
+            &root,
+            ino,
+            &lanefs_core::SetAttr {
+                mode: Some(perm),
+                uid: Some(1000),
+                gid: Some(gid),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    };
+    let perm = |ino| fs.getattr(ino).unwrap().perm;
+    set(f.ino, 0o2755, 0);
+    fs.removexattr(&user, f.ino, DEFAULT).unwrap();
+    assert_eq!(perm(f.ino), 0o2755);
+    fs.removexattr(&root, f.ino, ACCESS).unwrap();
+    assert_eq!(perm(f.ino), 0o2755);
+    fs.removexattr(&user, f.ino, ACCESS).unwrap();
+    assert_eq!(perm(f.ino), 0o755, "outside the group: setgid goes");
+    set(f.ino, 0o2755, 1000);
+    fs.removexattr(&user, f.ino, ACCESS).unwrap();
+    assert_eq!(perm(f.ino), 0o2755, "in the group: setgid stays");
+    set(d.ino, 0o2755, 0);
+    fs.removexattr(&user, d.ino, ACCESS).unwrap();
+    assert_eq!(perm(d.ino), 0o755, "directories too");
     // Other `system.` names stay unsupported.
     assert_eq!(
         fs.getxattr(&root, f.ino, b"system.foo"),

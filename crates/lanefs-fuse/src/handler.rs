@@ -50,6 +50,8 @@ const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
 /// The file capability attribute (Linux `XATTR_NAME_CAPS`).
 const CAPS_XATTR: &[u8] = b"security.capability";
+/// The access ACL attribute (Linux `XATTR_NAME_POSIX_ACL_ACCESS`).
+const ACL_ACCESS_XATTR: &[u8] = b"system.posix_acl_access";
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
@@ -841,13 +843,26 @@ impl Handler {
     /// (`file_remove_privs` → `cap_inode_killpriv`, before a write by any
     /// user, or a chown) arrives here with the writer's uid; refusing
     /// that would fail the user's write.
+    ///
+    /// Removing the access ACL may drop setgid (the engine's
+    /// `posix_acl_update_mode`); the kernel refreshes only ctime after a
+    /// REMOVEXATTR, so it is told to forget the attributes then.
     pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
         let cred = if name == CAPS_XATTR {
             lanefs_core::Cred::root()
         } else {
             cred_for(caller)
         };
-        self.fs.removexattr(&cred, ino, name)
+        if name != ACL_ACCESS_XATTR {
+            return self.fs.removexattr(&cred, ino, name);
+        }
+        let perm = |fs: &Fs| fs.getattr(ino).map(|a| a.perm).ok();
+        let before = perm(&self.fs);
+        self.fs.removexattr(&cred, ino, name)?;
+        if perm(&self.fs) != before {
+            self.attrs_changed(ino);
+        }
+        Ok(())
     }
 
     /// ACCESS (only sent without `default_permissions`).

@@ -301,9 +301,11 @@ pub fn decode<'a>(
         FUSE_SYNCFS => Op::Syncfs,
         FUSE_TMPFILE => {
             let arg = a.fixed()?;
+            // The placeholder name is not used: a kernel that sent none
+            // is served too.
             Op::Tmpfile {
                 arg,
-                name: a.cstr()?,
+                name: a.cstr().unwrap_or(b""),
             }
         }
         FUSE_STATX => {
