@@ -369,7 +369,17 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
                 cs(&j(b)).as_ptr(),
                 *fl,
             )),
-            Op::Link(a, b) => rc(libc::link(cs(&j(a)).as_ptr(), cs(&j(b)).as_ptr())),
+            Op::Link(a, b) => {
+                // After the daemon drops setuid/setgid on a write, the
+                // kernel's cached mode is only marked stale, and
+                // `may_linkat` (protected_hardlinks) reads it without a
+                // refresh: a stat first, on both sides, so that this
+                // documented kernel-side gap (docs/FUSE.md,
+                // FUSE_HANDLE_KILLPRIV_V2) does not fail the comparison.
+                let mut st: libc::stat = std::mem::zeroed();
+                libc::lstat(cs(&j(a)).as_ptr(), &mut st);
+                rc(libc::link(cs(&j(a)).as_ptr(), cs(&j(b)).as_ptr()))
+            }
             Op::Symlink(t, p) => rc(libc::symlink(cs(Path::new(t)).as_ptr(), cs(&j(p)).as_ptr())),
             Op::Readlink(p) => {
                 let mut buf = vec![0u8; 8192];
