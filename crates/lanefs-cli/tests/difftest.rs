@@ -74,6 +74,19 @@ enum Op {
     /// mode change a non-owner may not make (EPERM); compared is the
     /// result and whether ctime moved, the mode through the final tree.
     ChownKeep(String),
+    /// `statx(p, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME)`:
+    /// compared are the result, which of those fields came back, the
+    /// type and mode, and whether the birth time is a time of this run
+    /// (the times themselves differ between the two mounts).
+    Statx(String),
+    /// `open(dir, O_TMPFILE | O_RDWR [| O_EXCL], mode)`, write `.3`
+    /// bytes, `fstat` (mode, owner, link count, size), then, if `.4` names
+    /// a path, `linkat` through `/proc/self/fd` to give it that name.
+    Tmpfile(String, u32, bool, u32, Option<String>),
+    /// `lgetxattr` (`.2` false) or `lremovexattr` of a POSIX ACL name
+    /// (`.1`: the default ACL, else the access ACL). Neither side ever
+    /// has an ACL set (lanefs keeps none: docs/SEMANTICS.md).
+    Acl(String, bool, bool),
 }
 
 fn gen_path(r: &mut Rng) -> String {
@@ -94,7 +107,7 @@ fn gen_path(r: &mut Rng) -> String {
 
 fn gen_op(r: &mut Rng) -> Op {
     let p = gen_path(r);
-    match r.below(108) {
+    match r.below(114) {
         100..=103 => Op::WriteVia(
             p,
             r.below(IDENTITIES.len() as u64) as usize,
@@ -109,6 +122,19 @@ fn gen_op(r: &mut Rng) -> Op {
             1 + r.below(9000),
         ),
         107 => Op::ChownKeep(p),
+        108 => Op::Statx(p),
+        112..=113 => Op::Acl(p, r.below(2) == 0, r.below(2) == 0),
+        109..=111 => {
+            // The directory: the root or a generated path.
+            let dir = if r.below(3) == 0 { ".".to_string() } else { p };
+            Op::Tmpfile(
+                dir,
+                [0o644, 0o600, 0o2755, 0o4755][r.below(4) as usize],
+                r.below(4) == 0,
+                r.below(9000) as u32,
+                (r.below(4) != 0).then(|| gen_path(r)),
+            )
+        }
         0..=11 => Op::Create(
             p,
             [0o644, 0o600, 0o755, 0o4755, 0o2755, 0o6775, 0o2745][r.below(7) as usize],
@@ -343,7 +369,17 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
                 cs(&j(b)).as_ptr(),
                 *fl,
             )),
-            Op::Link(a, b) => rc(libc::link(cs(&j(a)).as_ptr(), cs(&j(b)).as_ptr())),
+            Op::Link(a, b) => {
+                // After the daemon drops setuid/setgid on a write, the
+                // kernel's cached mode is only marked stale, and
+                // `may_linkat` (protected_hardlinks) reads it without a
+                // refresh: a stat first, on both sides, so that this
+                // documented kernel-side gap (docs/FUSE.md,
+                // FUSE_HANDLE_KILLPRIV_V2) does not fail the comparison.
+                let mut st: libc::stat = std::mem::zeroed();
+                libc::lstat(cs(&j(a)).as_ptr(), &mut st);
+                rc(libc::link(cs(&j(a)).as_ptr(), cs(&j(b)).as_ptr()))
+            }
             Op::Symlink(t, p) => rc(libc::symlink(cs(Path::new(t)).as_ptr(), cs(&j(p)).as_ptr())),
             Op::Readlink(p) => {
                 let mut buf = vec![0u8; 8192];
@@ -481,6 +517,89 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
                     return Err(errno());
                 }
                 Ok(Val::Num((ctime_of(&j(p))? != before) as i64))
+            }
+            Op::Tmpfile(dir, mode, excl, len, name) => {
+                let fl = libc::O_TMPFILE
+                    | libc::O_RDWR
+                    | libc::O_CLOEXEC
+                    | if *excl { libc::O_EXCL } else { 0 };
+                let fd = libc::open(cs(&j(dir)).as_ptr(), fl, *mode);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                let data = vec![b't'; *len as usize];
+                let n = libc::write(fd, data.as_ptr().cast(), data.len());
+                let mut st: libc::stat = std::mem::zeroed();
+                let r = libc::fstat(fd, &mut st);
+                let mut desc = format!(
+                    "wrote={n} fstat={r} mode={:o} uid={} gid={} nlink={} size={}",
+                    st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size
+                );
+                if let Some(to) = name {
+                    let proc_path = cs(Path::new(&format!("/proc/self/fd/{fd}")));
+                    let r = libc::linkat(
+                        libc::AT_FDCWD,
+                        proc_path.as_ptr(),
+                        libc::AT_FDCWD,
+                        cs(&j(to)).as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    );
+                    let e = if r < 0 { errno() } else { 0 };
+                    libc::fstat(fd, &mut st);
+                    desc.push_str(&format!(" link={r}/{e} nlink={}", st.st_nlink));
+                }
+                libc::close(fd);
+                Ok(Val::Bytes(desc.into_bytes()))
+            }
+            Op::Acl(p, default, remove) => {
+                let name = if *default {
+                    c"system.posix_acl_default"
+                } else {
+                    c"system.posix_acl_access"
+                };
+                let c = cs(&j(p));
+                if *remove {
+                    rc(libc::lremovexattr(c.as_ptr(), name.as_ptr()))
+                } else {
+                    let mut buf = [0u8; 256];
+                    let n =
+                        libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 256);
+                    if n < 0 {
+                        Err(errno())
+                    } else {
+                        Ok(Val::Num(n as i64))
+                    }
+                }
+            }
+            Op::Statx(p) => {
+                let want = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+                let mut sx: libc::statx = std::mem::zeroed();
+                let r = libc::statx(
+                    libc::AT_FDCWD,
+                    cs(&j(p)).as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    want,
+                    &mut sx,
+                );
+                if r < 0 {
+                    return Err(errno());
+                }
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64;
+                // Made during this run: within the last day, not later
+                // than now.
+                let born = sx.stx_btime.tv_sec;
+                let recent = born <= now && born > now - 86_400;
+                Ok(Val::Bytes(
+                    format!(
+                        "mask={:#x} mode={:o} btime_recent={recent}",
+                        sx.stx_mask & want,
+                        sx.stx_mode
+                    )
+                    .into_bytes(),
+                ))
             }
             Op::ReadDir(p) => match std::fs::read_dir(j(p)) {
                 Ok(it) => {

@@ -527,6 +527,7 @@ mod tests {
             freed: false,
             links_granted: 0,
             orphan_slot: std::cell::Cell::new(None),
+            linkable: false,
         }
     }
 
@@ -604,6 +605,7 @@ mod model {
                     freed: false,
                     links_granted: 0,
                     orphan_slot: std::cell::Cell::new(None),
+                    linkable: false,
                 }));
                 let writers: Vec<_> = (1..=2u32)
                     .map(|v| {

@@ -513,6 +513,63 @@ impl Fs {
         Ok((attr, file, created))
     }
 
+    /// `open(dir, O_TMPFILE | flags, mode)` (FUSE TMPFILE): a new regular
+    /// file with `mode & !umask` and no name, opened with `flags`'s
+    /// access mode (`O_TMPFILE`'s bits, `O_CREAT`, `O_TRUNC` and `O_EXCL`
+    /// are taken off). It lives while open or looked up and is freed
+    /// after, as an unlinked file; without `O_EXCL` a [`link`](Fs::link)
+    /// of its number may give it a name (Linux's `I_LINKABLE`; `linkat`
+    /// through `/proc/self/fd`). Write access is required
+    /// (`EINVAL` otherwise, as `open(2)`), and the checks of a create in
+    /// `dir`. `counted` adds a lookup reference (FUSE hands the inode to
+    /// the kernel). Returns its attributes (link count 0) and the handle.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tmpfile(
+        &self,
+        cred: &Cred,
+        dir: impl Into<DirAt>,
+        flags: i32,
+        mode: u32,
+        umask: u32,
+        counted: bool,
+    ) -> Result<(Attr, OpenFile)> {
+        if flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(Errno::EINVAL);
+        }
+        let fs = &self.inner;
+        let linkable = flags & libc::O_EXCL == 0;
+        let flags = flags & !(libc::O_TMPFILE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+        let perm = creation_perm(FileKind::Regular, mode, umask);
+        let requested = creation_perm(FileKind::Regular, mode, 0);
+        let file = fs.with_dir(dir.into(), |d| {
+            if d.kind != FileKind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            let inode = fs.tmpfile_in(cred, d, perm, requested, linkable)?;
+            let file = match fs.open_inode(cred, &inode, flags, true, counted) {
+                Ok(f) => f,
+                Err(e) => {
+                    // Nothing holds it: free it now.
+                    let orphan = inode.arc();
+                    drop(inode);
+                    fs.maybe_free(&orphan);
+                    return Err(e);
+                }
+            };
+            // Open (and maybe looked up): an orphan from now on.
+            {
+                let m = file.inode.meta.lock();
+                fs.note_unlinked(&file.inode, &m);
+            }
+            Ok(file)
+        })?;
+        let attr = {
+            let m = file.inode.meta.lock();
+            file.inode.attr_locked(&m)
+        };
+        Ok((attr, file))
+    }
+
     /// `O_CREAT` on a plain name: open it if it exists (found lock-free,
     /// as Linux's opportunistic lookup for `O_CREAT` does), else create
     /// it; a create that finds the name taken by a racing create opens

@@ -101,6 +101,10 @@ pub(crate) struct Meta {
     /// alive. A `Cell` so that `note_unlinked` can fill it through the
     /// `&Meta` its callers pass; only ever touched under `meta`.
     pub orphan_slot: Cell<Option<OrphanSlot>>,
+    /// Made by `O_TMPFILE` without `O_EXCL` and not linked yet: a link
+    /// may give it its first name although its link count is 0 (Linux's
+    /// `I_LINKABLE`).
+    pub linkable: bool,
 }
 
 // Shuttle's model atomics make `FileData` large in model builds only.
@@ -231,6 +235,7 @@ impl Inode {
                 freed: false,
                 links_granted: 0,
                 orphan_slot: Cell::new(None),
+                linkable: false,
             }),
             body,
             atime_stale: OwnLine(AtomicBool::new(atime_stale)),

@@ -26,7 +26,7 @@ use crate::icache::State;
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
 use crate::sync::Ordering;
-use crate::{Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
+use crate::{AtimePolicy, Attr, Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, SYMLINK_MAX};
 use lanefs_store::{Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp};
 
 /// What a new node is made of.
@@ -411,6 +411,74 @@ impl FsInner {
         }
     }
 
+    /// An unnamed regular file in directory `dir` (`O_TMPFILE`): the
+    /// directory writable and searchable (it may have been removed), the owner and group as for a create there, a link
+    /// count of 0. Its record goes to the store at once with no entry, as
+    /// an unlinked file's: an orphan, freed at the last close or forget,
+    /// or at recovery after a crash. `linkable` (no `O_EXCL`): a later
+    /// [`link`](Fs::link) may give it a name. The creator's reference is
+    /// returned; the caller opens it before dropping that.
+    pub(crate) fn tmpfile_in(
+        &self,
+        cred: &Cred,
+        dir: &Inode,
+        perm: u16,
+        requested: u16,
+        linkable: bool,
+    ) -> Result<IRef<'_>> {
+        let n = NewNode {
+            kind: FileKind::Regular,
+            perm,
+            requested,
+            rdev: 0,
+            target: &[],
+            lookups: 0,
+            opens: 0,
+            needs_mknod_cap: false,
+        };
+        // `vfs_tmpfile`: only write and search permission on the
+        // directory. A removed directory still open may hold one (Linux
+        // makes no dead-directory check here; only a later link fails).
+        let a = dir.meta.attr();
+        if a.freed() {
+            return Err(Errno::ENOENT);
+        }
+        perm::permission_of(
+            cred,
+            FileKind::Directory,
+            a.perm(),
+            a.uid(),
+            a.gid(),
+            MAY_WRITE | MAY_EXEC,
+        )?;
+        let parent = ParentAttrs {
+            ino: dir.ino,
+            perm: a.perm(),
+            uid: a.uid(),
+            gid: a.gid(),
+        };
+        let inode = self.alloc_inode(cred, &parent, &n)?;
+        let mut m = inode.meta.lock();
+        m.rec.nlink = 0;
+        m.linkable = linkable;
+        let mut txn = Txn::new();
+        let committed = self
+            .txn_record(&mut txn, || m.rec.clone())
+            .and_then(|put| self.commit(&txn).map(|()| put));
+        match committed {
+            // The store has exactly this record now (a volatile store
+            // gets it at writeback: the inode stays dirty).
+            Ok(in_store) => m.dirty &= !in_store,
+            Err(e) => {
+                drop(m);
+                self.discard_new(&inode);
+                return Err(e);
+            }
+        }
+        drop(m);
+        Ok(inode)
+    }
+
     /// Find `name` in `parent`; add a lookup reference if `counted`.
     pub fn lookup(&self, cred: &Cred, parent: DirAt, name: &[u8], counted: bool) -> Result<Attr> {
         if let Some(r) = self.walk_rcu(cred, parent, &[name], counted, true) {
@@ -584,8 +652,20 @@ impl Fs {
         if inode.kind != FileKind::Symlink {
             return Err(Errno::EINVAL);
         }
-        let m = inode.meta.lock();
-        Ok(m.rec.symlink.clone())
+        let mut m = inode.meta.lock();
+        let target = m.rec.symlink.clone();
+        // Reading a link is an access (`touch_atime` in `readlinkat` and
+        // when a path walk follows it), by the mount's atime policy.
+        let touch = match self.inner.config.atime {
+            AtimePolicy::Never => false,
+            AtimePolicy::Strict => true,
+            AtimePolicy::Relatime => m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime,
+        };
+        if touch && !m.freed {
+            m.rec.atime = Timespec::now();
+            m.dirty = true;
+        }
+        Ok(target)
     }
 
     /// Add a hard link `newparent/newname` to `ino` (a caller holding no
@@ -688,8 +768,9 @@ impl Fs {
             return Err(Errno::EPERM);
         }
         dir.permission_unlocked(cred, MAY_WRITE | MAY_EXEC)?;
-        // The stripe keeps these checks true (see `create_in`).
-        if m.rec.nlink == 0 || m.freed {
+        // The stripe keeps these checks true (see `create_in`). An
+        // `O_TMPFILE` file gets its first name here (`linkable`).
+        if m.freed || (m.rec.nlink == 0 && !m.linkable) {
             return Err(Errno::ENOENT);
         }
         check_link_room(m.rec.nlink)?;
@@ -700,6 +781,12 @@ impl Fs {
         fs.txn_record(&mut txn, || relinked(&m.rec, m.rec.nlink + 1, now))?;
         fs.add_entry(dir, &mut idx, newname, ino, inode.kind, txn)?;
         m.rec.nlink += 1;
+        if std::mem::take(&mut m.linkable) {
+            // Named now: no longer an orphan.
+            if let Some(slot) = m.orphan_slot.take() {
+                fs.orphans.remove(slot);
+            }
+        }
         if counted {
             m.lookups += 1;
         }

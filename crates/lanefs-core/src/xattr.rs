@@ -3,6 +3,13 @@
 //! directory only its owner may write them), `trusted.*` root only,
 //! `security.*` readable by all and writable by root, `system.*` and
 //! unknown prefixes `EOPNOTSUPP` after the ordinary permission check.
+//! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`) are
+//! not kept: reading one finds none (`ENODATA`, as tmpfs for a file without
+//! an ACL), removing one succeeds for the owner or root (`EPERM` for
+//! others; a default ACL of a non-directory: always; removing the access
+//! ACL drops setgid when the owner is outside the group, as
+//! `posix_acl_update_mode`), setting one is
+//! `EOPNOTSUPP` (docs/SEMANTICS.md, accepted divergences).
 //! Values live in the inode record, under the inode's `meta` lock; a change
 //! of a regular file's xattrs updates its privilege hint
 //! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it.
@@ -10,13 +17,29 @@
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
 use crate::fs::touch_c;
-use crate::perm::{self, has_privs, owner_or_root, S_ISVTX};
+use crate::perm::{self, has_privs, owner_or_root, S_ISGID, S_ISVTX};
 use crate::{
     Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
     XATTR_TOTAL_MAX,
 };
 
 const PREFIXES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+
+/// The POSIX ACL attribute names (`XATTR_NAME_POSIX_ACL_*`).
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
+
+fn is_acl(name: &[u8]) -> bool {
+    name == ACL_ACCESS || name == ACL_DEFAULT
+}
+
+/// A symlink has no ACL operations at all (`EOPNOTSUPP`, as on tmpfs).
+fn acl_on_symlink(name: &[u8], rec: &InodeRecord) -> Result<()> {
+    if is_acl(name) && rec.kind == FileKind::Symlink {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(())
+}
 
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
@@ -125,6 +148,11 @@ impl Fs {
         if m.freed {
             return Err(Errno::ENOENT);
         }
+        acl_on_symlink(name, &m.rec)?;
+        if is_acl(name) && !owner_or_root(cred, &m.rec) {
+            // `set_posix_acl`: only the owner may set an ACL.
+            return Err(Errno::EPERM);
+        }
         xattr_permission(cred, &m.rec, name, true)?;
         let pos = m
             .rec
@@ -154,6 +182,11 @@ impl Fs {
         check_name(name)?;
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
+        acl_on_symlink(name, &m.rec)?;
+        if is_acl(name) {
+            // No ACL is ever kept; the VFS checks no permission for it.
+            return Err(Errno::ENODATA);
+        }
         xattr_permission(cred, &m.rec, name, false)?;
         match m
             .rec
@@ -186,6 +219,34 @@ impl Fs {
         check_name(name)?;
         let inode = self.inner.iget(ino)?;
         let mut m = inode.meta.lock();
+        acl_on_symlink(name, &m.rec)?;
+        if is_acl(name) {
+            // `set_posix_acl(.., NULL)` on a file without an ACL: a default
+            // ACL of a non-directory is no change; otherwise the owner (or
+            // root) removes nothing and ctime moves (`simple_set_acl`).
+            if name == ACL_DEFAULT && m.rec.kind != FileKind::Directory {
+                return Ok(());
+            }
+            if !owner_or_root(cred, &m.rec) {
+                return Err(Errno::EPERM);
+            }
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            if name == ACL_ACCESS
+                && m.rec.perm & S_ISGID != 0
+                && !cred.is_root()
+                && !cred.in_group(m.rec.gid)
+            {
+                // `posix_acl_update_mode`: an owner outside the file's
+                // group (without CAP_FSETID) loses setgid, directories too.
+                let had_privs = has_privs(&m.rec);
+                m.rec.perm &= !S_ISGID;
+                inode.note_privs(had_privs, &m.rec);
+            }
+            touch_c(&inode, &mut m, Timespec::now());
+            return Ok(());
+        }
         xattr_permission(cred, &m.rec, name, true)?;
         match m
             .rec

@@ -183,6 +183,17 @@ fn xattr_name() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// For reads and removals: also the POSIX ACL names, which no step sets
+/// (a set needs a valid ACL value, and lanefs keeps none:
+/// docs/SEMANTICS.md), so both sides answer as for a file without an ACL.
+fn xattr_name_or_acl() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => xattr_name(),
+        1 => Just(b"system.posix_acl_access".to_vec()),
+        1 => Just(b"system.posix_acl_default".to_vec()),
+    ]
+}
+
 fn xattr_value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         12 => vec(any::<u8>(), 0..40),
@@ -278,10 +289,10 @@ pub fn op() -> impl Strategy<Value = Op> {
         5 => (xattr_path(), xattr_name(), xattr_value(),
               prop_oneof![4 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32)])
             .prop_map(|(path, name, value, flags)| Op::SetXattr { path, name, value, flags }),
-        3 => (xattr_path(), xattr_name(), xattr_size())
+        3 => (xattr_path(), xattr_name_or_acl(), xattr_size())
             .prop_map(|(path, name, size)| Op::GetXattr { path, name, size }),
         2 => (xattr_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
-        3 => (xattr_path(), xattr_name()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
+        3 => (xattr_path(), xattr_name_or_acl()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
     ]
 }
 

@@ -271,6 +271,42 @@ fn attr_out(h: &Handler, a: &Attr) -> AttrOut {
     }
 }
 
+/// A STATX reply: the basic stats and the birth time.
+fn statx_out(h: &Handler, a: &Attr) -> StatxOut {
+    let (av, avn) = ttl(h.config().cache.attr_ttl);
+    let t = |t: Timespec| SxTime {
+        tv_sec: t.sec as u64,
+        tv_nsec: t.nsec,
+        reserved: 0,
+    };
+    let w = wire_attr(a);
+    StatxOut {
+        attr_valid: av,
+        attr_valid_nsec: avn,
+        stat: Statx {
+            mask: STATX_BASIC_STATS | STATX_BTIME,
+            blksize: w.blksize,
+            nlink: w.nlink,
+            uid: w.uid,
+            gid: w.gid,
+            // The type and permission bits fit 16 bits, as in `st_mode`.
+            mode: w.mode as u16,
+            ino: w.ino,
+            size: w.size,
+            blocks: w.blocks,
+            atime: t(a.atime),
+            btime: t(a.btime),
+            ctime: t(a.ctime),
+            mtime: t(a.mtime),
+            // The engine keeps rdev in the kernel's (and glibc's) encoding.
+            rdev_major: libc::major(a.rdev as libc::dev_t),
+            rdev_minor: libc::minor(a.rdev as libc::dev_t),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn open_out(o: &Opened, extra: u32) -> OpenOut {
     OpenOut {
         fh: o.fh,
@@ -374,6 +410,7 @@ fn serve(
             return Ok(Reply::None);
         }
         Op::Getattr { fh } => out.push(&attr_out(h, &h.getattr(ino, fh)?)),
+        Op::Statx { fh } => out.push(&statx_out(h, &h.getattr(ino, fh)?)),
         Op::Setattr(arg) => {
             let fh = (arg.valid & FATTR_FH != 0).then_some(arg.fh);
             let a = h.setattr(&c, ino, &setattr_changes(&arg), fh)?;
@@ -480,6 +517,11 @@ fn serve(
             out.push(&entry_out(h, &a));
             out.push(&open_out(&o, 0));
         }
+        Op::Tmpfile { arg, name: _ } => {
+            let (a, o) = h.tmpfile(&c, ino, arg.mode, arg.umask, arg.flags as i32)?;
+            out.push(&entry_out(h, &a));
+            out.push(&open_out(&o, 0));
+        }
         // No interrupt support: ENOSYS makes the kernel stop sending them.
         Op::Interrupt(_) => return Err(Errno::ENOSYS),
         Op::Destroy => h.destroy(),
@@ -536,6 +578,39 @@ mod tests {
         let w = wire_attr(&a);
         assert_eq!((w.mtime as i64, w.mtimensec), (-2, 250_000_000));
         assert_eq!(w.mode, libc::S_IFDIR | a.perm as u32);
+    }
+
+    /// A STATX reply carries the birth time (before 1970 too) and a
+    /// device number split into major and minor as the kernel wants them
+    /// (`fuse_statx_to_attr`: `MKDEV(rdev_major, rdev_minor)`).
+    #[test]
+    fn statx_reply_has_btime_and_split_rdev() {
+        let fs = lanefs_core::Fs::new_in_memory();
+        let h = Handler::new(fs, crate::handler::HandlerConfig::default());
+        let mut a = h.fs().getattr(1).unwrap();
+        a.btime = Timespec { sec: -3, nsec: 7 };
+        a.rdev = libc::makedev(4095, 1_048_575);
+        let o = statx_out(&h, &a);
+        assert_eq!(o.stat.mask, STATX_BASIC_STATS | STATX_BTIME);
+        assert_eq!((o.stat.btime.tv_sec as i64, o.stat.btime.tv_nsec), (-3, 7));
+        assert_eq!((o.stat.rdev_major, o.stat.rdev_minor), (4095, 1_048_575));
+        assert_eq!(o.stat.mode as u32, libc::S_IFDIR | a.perm as u32);
+        assert_eq!(o.stat.ino, a.ino);
+        // Decoding: the handle is passed only with FUSE_GETATTR_FH.
+        let hdr = InHeader {
+            opcode: FUSE_STATX,
+            ..Default::default()
+        };
+        let arg = StatxIn {
+            getattr_flags: FUSE_GETATTR_FH,
+            fh: 9,
+            sx_mask: STATX_BASIC_STATS | STATX_BTIME,
+            ..Default::default()
+        };
+        match crate::wire::decode(&hdr, None, arg.as_bytes()).unwrap() {
+            Op::Statx { fh } => assert_eq!(fh, Some(9)),
+            other => panic!("decoded {other:?}"),
+        }
     }
 
     #[test]

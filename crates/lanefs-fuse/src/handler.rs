@@ -50,6 +50,8 @@ const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
 /// The file capability attribute (Linux `XATTR_NAME_CAPS`).
 const CAPS_XATTR: &[u8] = b"security.capability";
+/// The access ACL attribute (Linux `XATTR_NAME_POSIX_ACL_ACCESS`).
+const ACL_ACCESS_XATTR: &[u8] = b"system.posix_acl_access";
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
@@ -579,6 +581,43 @@ impl Handler {
         ))
     }
 
+    /// TMPFILE (`open(dir, O_TMPFILE)`): counted, as CREATE. The file has
+    /// no name and a link count of 0; the kernel allows one LINK of it
+    /// unless it was opened `O_EXCL` (its `I_LINKABLE`, which the engine
+    /// mirrors), and otherwise it goes at the last close and FORGET.
+    pub fn tmpfile(
+        &self,
+        caller: &Caller,
+        parent: Ino,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> Result<(Attr, Opened)> {
+        let (attr, file) = self
+            .fs
+            .tmpfile(&cred_for(caller), parent, flags, mode, umask, true)?;
+        let file = match self.io_file(file) {
+            Ok(f) => f,
+            Err(e) => {
+                // The kernel never learns the inode: give its reference back.
+                self.fs.forget(attr.ino, 1);
+                return Err(e);
+            }
+        };
+        let fh = self.handles.insert(Handle {
+            file,
+            flags,
+            opener: *caller,
+        });
+        Ok((
+            attr,
+            Opened {
+                fh,
+                keep_cache: self.config.cache.keep_cache,
+            },
+        ))
+    }
+
     /// READ: at most `size` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let h = self.handle(fh)?;
@@ -804,13 +843,26 @@ impl Handler {
     /// (`file_remove_privs` → `cap_inode_killpriv`, before a write by any
     /// user, or a chown) arrives here with the writer's uid; refusing
     /// that would fail the user's write.
+    ///
+    /// Removing the access ACL may drop setgid (the engine's
+    /// `posix_acl_update_mode`); the kernel refreshes only ctime after a
+    /// REMOVEXATTR, so it is told to forget the attributes then.
     pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
         let cred = if name == CAPS_XATTR {
             lanefs_core::Cred::root()
         } else {
             cred_for(caller)
         };
-        self.fs.removexattr(&cred, ino, name)
+        if name != ACL_ACCESS_XATTR {
+            return self.fs.removexattr(&cred, ino, name);
+        }
+        let perm = |fs: &Fs| fs.getattr(ino).map(|a| a.perm).ok();
+        let before = perm(&self.fs);
+        self.fs.removexattr(&cred, ino, name)?;
+        if perm(&self.fs) != before {
+            self.attrs_changed(ino);
+        }
+        Ok(())
     }
 
     /// ACCESS (only sent without `default_permissions`).

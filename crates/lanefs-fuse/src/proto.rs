@@ -97,6 +97,8 @@ pub const FUSE_FALLOCATE: u32 = 43;
 pub const FUSE_READDIRPLUS: u32 = 44;
 pub const FUSE_RENAME2: u32 = 45;
 pub const FUSE_SYNCFS: u32 = 50;
+pub const FUSE_TMPFILE: u32 = 51;
+pub const FUSE_STATX: u32 = 52;
 
 // Notification codes (enum fuse_notify_code).
 pub const FUSE_NOTIFY_INVAL_INODE: i32 = 2;
@@ -466,6 +468,70 @@ pub struct FallocateIn {
     pub padding: u32,
 }
 
+/// `fuse_statx_in` (7.39): a `statx(2)` the kernel cannot answer from its
+/// cache (it asks only when the caller wants more than the basic stats,
+/// i.e. `STATX_BTIME`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatxIn {
+    pub getattr_flags: u32,
+    pub reserved: u32,
+    pub fh: u64,
+    pub sx_flags: u32,
+    pub sx_mask: u32,
+}
+
+/// `fuse_sx_time`: seconds as a two's-complement `s64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SxTime {
+    pub tv_sec: u64,
+    pub tv_nsec: u32,
+    pub reserved: u32,
+}
+
+/// `fuse_statx`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Statx {
+    pub mask: u32,
+    pub blksize: u32,
+    pub attributes: u64,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u16,
+    pub spare0: u16,
+    pub ino: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub attributes_mask: u64,
+    pub atime: SxTime,
+    pub btime: SxTime,
+    pub ctime: SxTime,
+    pub mtime: SxTime,
+    pub rdev_major: u32,
+    pub rdev_minor: u32,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub spare2: [u64; 14],
+}
+
+/// `fuse_statx_out`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatxOut {
+    pub attr_valid: u64,
+    pub attr_valid_nsec: u32,
+    pub flags: u32,
+    pub spare: [u64; 2],
+    pub stat: Statx,
+}
+
+/// `statx` mask bits (`include/uapi/linux/stat.h`).
+pub const STATX_BASIC_STATS: u32 = 0x7ff;
+pub const STATX_BTIME: u32 = 0x800;
+
 /// Header of one READDIR entry (the name follows, padded to 8 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -550,6 +616,7 @@ pod! {
     AccessIn = 8, InitIn = 64, InitOut = 64, InterruptIn = 8, FallocateIn = 32,
     Dirent = 24, NotifyInvalInodeOut = 24, NotifyInvalEntryOut = 16,
     UringEntInOut = 32, UringReqHeader = 288, UringCmdReq = 24,
+    StatxIn = 24, SxTime = 16, Statx = 256, StatxOut = 288,
 }
 
 /// `ioctl(fd, FUSE_DEV_IOC_CLONE, &session_fd)`: `_IOR(229, 0, uint32_t)`.

@@ -104,6 +104,16 @@ pub enum Op<'a> {
     Fallocate(FallocateIn),
     Readdirplus(ReadIn),
     Syncfs,
+    /// TMPFILE: CREATE's argument; `name` is the kernel's placeholder
+    /// (`/`), not a name in the directory.
+    Tmpfile {
+        arg: CreateIn,
+        name: &'a [u8],
+    },
+    /// STATX (`fh` as in GETATTR).
+    Statx {
+        fh: Option<u64>,
+    },
     /// An opcode we do not implement (answered `ENOSYS`).
     Unknown(u32),
 }
@@ -289,6 +299,21 @@ pub fn decode<'a>(
         FUSE_FALLOCATE => Op::Fallocate(a.fixed()?),
         FUSE_READDIRPLUS => Op::Readdirplus(a.fixed()?),
         FUSE_SYNCFS => Op::Syncfs,
+        FUSE_TMPFILE => {
+            let arg = a.fixed()?;
+            // The placeholder name is not used: a kernel that sent none
+            // is served too.
+            Op::Tmpfile {
+                arg,
+                name: a.cstr().unwrap_or(b""),
+            }
+        }
+        FUSE_STATX => {
+            let g: StatxIn = a.fixed()?;
+            Op::Statx {
+                fh: (g.getattr_flags & FUSE_GETATTR_FH != 0).then_some(g.fh),
+            }
+        }
         other => Op::Unknown(other),
     })
 }

@@ -1220,6 +1220,38 @@ fn divergence_atime_is_relatime_without_the_daily_refresh() -> io::Result<()> {
 }
 
 #[test]
+fn readlink_moves_a_symlinks_atime_as_relatime() -> io::Result<()> {
+    // Linux's readlinkat (and a path walk following the link) calls
+    // touch_atime: on a relatime mount a link's atime moves while it is
+    // not newer than its mtime or ctime; lanefs left it alone (found by
+    // comparing a mount with tmpfs).
+    let fs = fs();
+    fs.write("/f", b"data")?;
+    fs.symlink("f", "/l")?;
+    let old = Timespec { sec: 1000, nsec: 0 };
+    fs.set_symlink_times("/l", Some(TimeSet::At(old)), None)?;
+    fs.read_link("/l")?;
+    let t1 = fs.symlink_metadata("/l")?.atime();
+    assert!(t1 > old, "a readlink moves an atime older than ctime");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    fs.read_link("/l")?;
+    assert_eq!(
+        fs.symlink_metadata("/l")?.atime(),
+        t1,
+        "a second one does not"
+    );
+    // An atime in the future is left alone.
+    let future = Timespec {
+        sec: t1.sec + 3600,
+        nsec: 0,
+    };
+    fs.set_symlink_times("/l", Some(TimeSet::At(future)), None)?;
+    fs.read("/l")?;
+    assert_eq!(fs.symlink_metadata("/l")?.atime(), future);
+    Ok(())
+}
+
+#[test]
 fn o_creat_on_a_foreign_symlink_in_a_sticky_dir_is_eacces() -> io::Result<()> {
     // Linux's may_create_in_sticky (independent of the protected_* sysctls
     // for symlinks, sockets and devices); found by the differential test.
