@@ -367,26 +367,29 @@ impl FsInner {
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile::new(self, inode, flags, cred.clone());
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
-            self.truncate(cred, &file.inode, 0, None, Timespec::now())?;
+            self.truncate(cred, &file.inode, 0, None)?;
         }
         Ok(file)
     }
 
     /// Set the size of regular file `inode` (checks done by the caller),
-    /// its ctime and mtime to `now` (or mtime to `mtime`); its attributes
+    /// its ctime and mtime to now (or mtime to `mtime`); its attributes
     /// after.
     fn truncate(
         &self,
         cred: &Cred,
         inode: &Inode,
         size: u64,
-        mtime: Option<Timespec>,
-        now: Timespec,
+        mtime: Option<TimeSet>,
     ) -> Result<Attr> {
         let Body::File(data) = &inode.body else {
             return Err(Errno::EINVAL);
         };
         let mut pm = data.write();
+        // The clock is read under the data lock (Linux: under the inode
+        // lock), so that the times set are not older than those of an
+        // overwrite that finished before the lock was taken.
+        let now = Timespec::now();
         // A shrinking truncate is crash bookkeeping's other client (seed
         // 002, ext4's `ext4_setattr`): the inode is in the orphan table
         // while its pages go, unless it is there already (unlinked), so
@@ -401,7 +404,12 @@ impl FsInner {
         };
         let _in_table = truncating.map(|slot| OrphanGuard(&*self.orphans, slot));
         let before = pm.cached_pages();
-        let freed = pm.truncate(&*self.store, inode.ino, size, (mtime.unwrap_or(now), now));
+        let freed = pm.truncate(
+            &*self.store,
+            inode.ino,
+            size,
+            (mtime.map_or(now, |t| t.at(now)), now),
+        );
         self.cached_pages
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
@@ -410,11 +418,15 @@ impl FsInner {
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
+        // Read again under `meta`: a chmod (which takes only `meta`) may
+        // have set a later ctime since the data side's times were set.
+        let now = Timespec::now();
         touch_mc(inode, &mut m, now);
         if let Some(t) = mtime {
-            m.rec.mtime = t;
+            m.rec.mtime = t.at(now);
         }
-        // The record holds the data-side times now.
+        // The record and the data side hold the same times now.
+        pm.set_times(m.rec.mtime, m.rec.ctime);
         pm.clear_times_dirty();
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
@@ -1009,9 +1021,8 @@ impl Fs {
                 perm::permission(cred, rec, MAY_WRITE)?;
             }
         }
-        let now = Timespec::now();
         if let Some(size) = ch.size {
-            let attr = fs.truncate(cred, inode, size, ch.mtime.map(|t| t.at(now)), now)?;
+            let attr = fs.truncate(cred, inode, size, ch.mtime)?;
             let only_size = SetAttr {
                 size: ch.size,
                 mtime: ch.mtime,
@@ -1041,14 +1052,11 @@ impl Fs {
         if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
             fold_file_times(pm, &mut m);
         }
-        // The clock read again under the data lock, so that a `UTIME_NOW`
-        // is not older than an overwrite that finished before the lock was
-        // taken (Linux reads it under the inode lock).
-        let now = if data_side.is_some() {
-            Timespec::now()
-        } else {
-            now
-        };
+        // The clock is read under `meta` (and the data lock, when the times
+        // change), so that the ctime set is not older than that of a change
+        // that finished before the lock was taken, nor a `UTIME_NOW` older
+        // than an overwrite's (Linux reads it under the inode lock).
+        let now = Timespec::now();
         let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
