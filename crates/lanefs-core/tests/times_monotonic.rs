@@ -1,6 +1,6 @@
 //! A regular file's mtime and ctime under racing changes: pure overwrites
 //! (data-side times, no `meta`), ftruncate to the same size, chmod,
-//! `UTIME_NOW`, fsync and writeback run on real threads while observers
+//! `UTIME_NOW`, fsync, writeback, link, unlink and rename run on real threads while observers
 //! read the attributes over and over. Every change reads the clock, and
 //! Linux reads it under the inode lock, so a later change never shows an
 //! older time: an observer's successive reads of mtime and ctime must never
@@ -48,6 +48,8 @@ struct Mix {
     chmod: bool,
     touch: bool,
     fsync: bool,
+    /// link and unlink of a second name, rename of the first.
+    names: bool,
 }
 
 /// Run `mix` (with or without pure overwrites) for [`race_time`]; observers check
@@ -79,6 +81,24 @@ fn race(mix: Mix) {
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let ch = match what {
+                    4 => {
+                        if let Ok(a) = fs.link(&root, ino, ROOT_INO, b"g") {
+                            fs.forget(a.ino, 1);
+                            done_ctime.fetch_max(ts_key(a.ctime), Ordering::SeqCst);
+                        }
+                        let _ = fs.unlink(&root, ROOT_INO, b"g");
+                        continue;
+                    }
+                    5 => {
+                        let (from, to): (&[u8], &[u8]) = if i.is_multiple_of(2) {
+                            (b"f", b"h")
+                        } else {
+                            (b"h", b"f")
+                        };
+                        let _ = fs.rename(&root, ROOT_INO, from, ROOT_INO, to, 0);
+                        i += 1;
+                        continue;
+                    }
                     0 => SetAttr {
                         size: Some(SIZE),
                         ..Default::default()
@@ -111,6 +131,8 @@ fn race(mix: Mix) {
         (mix.chmod, 1),
         (mix.touch, 2),
         (mix.fsync, 3),
+        (mix.names, 4),
+        (mix.names, 5),
     ] {
         if on {
             // Two of each, so that changes of one kind race each other too.
@@ -173,6 +195,7 @@ fn overwrites_racing_ftruncate_keep_times_monotonic() {
         chmod: false,
         touch: false,
         fsync: false,
+        names: false,
     });
 }
 
@@ -184,6 +207,7 @@ fn chmods_racing_each_other_keep_ctime_monotonic() {
         chmod: true,
         touch: false,
         fsync: false,
+        names: false,
     });
 }
 
@@ -195,6 +219,7 @@ fn overwrites_racing_utime_now_keep_times_monotonic() {
         chmod: false,
         touch: true,
         fsync: true,
+        names: false,
     });
 }
 
@@ -206,5 +231,18 @@ fn every_change_racing_keeps_times_monotonic() {
         chmod: true,
         touch: true,
         fsync: true,
+        names: true,
+    });
+}
+
+#[test]
+fn name_changes_racing_chmods_keep_ctime_monotonic() {
+    race(Mix {
+        overwrite: false,
+        truncate: false,
+        chmod: true,
+        touch: false,
+        fsync: false,
+        names: true,
     });
 }
