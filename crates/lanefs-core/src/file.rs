@@ -26,8 +26,8 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
-    check_name, creation_perm, fold_dir_changes, fold_file_times, is_dot_or_dotdot, touch_c,
-    touch_mc, FsInner, IRef,
+    check_name, creation_perm, data_change_reread, fold_dir_changes, fold_file_times,
+    is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
 use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
@@ -418,15 +418,16 @@ impl FsInner {
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
-        // Read again under `meta`: a chmod (which takes only `meta`) may
-        // have set a later ctime since the data side's times were set.
-        let now = Timespec::now();
+        let reread = data_change_reread(&m, now);
+        let now = reread.unwrap_or(now);
         touch_mc(inode, &mut m, now);
         if let Some(t) = mtime {
             m.rec.mtime = t.at(now);
         }
-        // The record and the data side hold the same times now.
-        pm.set_times(m.rec.mtime, m.rec.ctime);
+        if reread.is_some() {
+            pm.set_times(m.rec.mtime, m.rec.ctime);
+        }
+        // The record holds the data-side times now.
         pm.clear_times_dirty();
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
@@ -708,6 +709,11 @@ impl Fs {
             pm.note_pure_overwrite();
         } else {
             let mut m = file.inode.meta.lock();
+            let mut now = now;
+            if let Some(later) = data_change_reread(&m, now) {
+                now = later;
+                pm.set_times(now, now);
+            }
             m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, now);
@@ -801,9 +807,13 @@ impl Fs {
         if block_delta < 0 {
             fs.free_blocks.add(-block_delta);
         }
-        let now = Timespec::now();
+        let mut now = Timespec::now();
         pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
+        if let Some(later) = data_change_reread(&m, now) {
+            now = later;
+            pm.set_times(now, now);
+        }
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);
         debug_assert!(blocks.is_some(), "block count out of range");

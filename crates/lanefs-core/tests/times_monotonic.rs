@@ -1,5 +1,6 @@
 //! A regular file's mtime and ctime under racing changes: pure overwrites
-//! (data-side times, no `meta`), ftruncate to the same size, chmod,
+//! (data-side times, no `meta`), ftruncate to the same size, growing
+//! writes, fallocate, shrinking ftruncate, chmod,
 //! `UTIME_NOW`, fsync, writeback, link, unlink and rename run on real threads while observers
 //! read the attributes over and over. Every change reads the clock, and
 //! Linux reads it under the inode lock, so a later change never shows an
@@ -50,6 +51,9 @@ struct Mix {
     fsync: bool,
     /// link and unlink of a second name, rename of the first.
     names: bool,
+    /// Writes that grow the file and fallocate (data changes that take
+    /// `meta` too), and ftruncate back to [`SIZE`].
+    grow: bool,
 }
 
 /// Run `mix` (with or without pure overwrites) for [`race_time`]; observers check
@@ -81,6 +85,14 @@ fn race(mix: Mix) {
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let ch = match what {
+                    6 => {
+                        fs.write(&f, SIZE + (i % 8) as u64, &[1u8; 16]).unwrap();
+                        fs.fallocate(&f, 0, 0, 4096).unwrap();
+                        SetAttr {
+                            size: Some(SIZE),
+                            ..Default::default()
+                        }
+                    }
                     4 => {
                         if let Ok(a) = fs.link(&root, ino, ROOT_INO, b"g") {
                             fs.forget(a.ino, 1);
@@ -119,7 +131,7 @@ fn race(mix: Mix) {
                         continue;
                     }
                 };
-                let handle = (what == 0).then_some(&*f);
+                let handle = (what == 0 || what == 6).then_some(&*f);
                 let a = fs.setattr(&root, ino, &ch, handle).unwrap();
                 done_ctime.fetch_max(ts_key(a.ctime), Ordering::SeqCst);
                 i += 1;
@@ -133,6 +145,7 @@ fn race(mix: Mix) {
         (mix.fsync, 3),
         (mix.names, 4),
         (mix.names, 5),
+        (mix.grow, 6),
     ] {
         if on {
             // Two of each, so that changes of one kind race each other too.
@@ -196,6 +209,7 @@ fn overwrites_racing_ftruncate_keep_times_monotonic() {
         touch: false,
         fsync: false,
         names: false,
+        grow: false,
     });
 }
 
@@ -208,6 +222,7 @@ fn chmods_racing_each_other_keep_ctime_monotonic() {
         touch: false,
         fsync: false,
         names: false,
+        grow: false,
     });
 }
 
@@ -220,6 +235,7 @@ fn overwrites_racing_utime_now_keep_times_monotonic() {
         touch: true,
         fsync: true,
         names: false,
+        grow: false,
     });
 }
 
@@ -232,6 +248,7 @@ fn every_change_racing_keeps_times_monotonic() {
         touch: true,
         fsync: true,
         names: true,
+        grow: true,
     });
 }
 
@@ -244,5 +261,19 @@ fn name_changes_racing_chmods_keep_ctime_monotonic() {
         touch: false,
         fsync: false,
         names: true,
+        grow: false,
+    });
+}
+
+#[test]
+fn data_changes_under_meta_racing_chmods_keep_times_monotonic() {
+    race(Mix {
+        overwrite: false,
+        truncate: false,
+        chmod: true,
+        touch: false,
+        fsync: false,
+        names: false,
+        grow: true,
     });
 }
