@@ -1192,6 +1192,67 @@ mod model {
         );
     }
 
+    /// Every change reads the clock under the lock that orders it (the data
+    /// lock, `meta`): a pure overwrite (data lock only), an ftruncate to
+    /// the same size (data lock, then `meta`) and a chmod (`meta` only)
+    /// race a stat. Under the model the clock follows the schedule, so a
+    /// change that read it before its lock and set its times after a later
+    /// change finished shows as stat's times going back. Two stats never
+    /// see mtime or ctime go back, and the final ctime is no older than any
+    /// change returned.
+    #[test]
+    fn model_overwrite_vs_ftruncate_and_chmod_times_never_go_back() {
+        use crate::SetAttr;
+        crate::sync::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let (attr, f) = create_f(&fs);
+                fs.write(&f, 0, &[1; 100]).unwrap();
+                let g = f.reopen_unchecked(libc::O_RDWR).unwrap();
+                let ino = attr.ino;
+                let writer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.write(&f, 10, b"x").unwrap();
+                    })
+                };
+                let truncater = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let ch = SetAttr {
+                            size: Some(100),
+                            ..SetAttr::default()
+                        };
+                        fs.setattr(&Cred::root(), ino, &ch, Some(&g)).unwrap().ctime
+                    })
+                };
+                let chmoder = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let ch = SetAttr {
+                            mode: Some(0o600),
+                            ..SetAttr::default()
+                        };
+                        fs.setattr(&Cred::root(), ino, &ch, None).unwrap().ctime
+                    })
+                };
+                let a = fs.getattr(ino).unwrap();
+                let b = fs.getattr(ino).unwrap();
+                assert!(b.mtime >= a.mtime, "mtime went back");
+                assert!(b.ctime >= a.ctime, "ctime went back");
+                writer.join().unwrap();
+                let returned = [truncater.join().unwrap(), chmoder.join().unwrap()];
+                let end = fs.getattr(ino).unwrap();
+                assert!(end.mtime >= b.mtime && end.ctime >= b.ctime);
+                for c in returned {
+                    assert!(end.ctime >= c, "ctime older than a finished change's");
+                }
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+
     /// Closes lower the open count without `meta` unless they are the last
     /// (`OpenFile::drop`). Two handles closed on two threads while a third
     /// unlinks the file and a fourth opens a second handle from the first
