@@ -353,11 +353,12 @@ impl Fs {
         // Every record change in one store transaction, then memory, which
         // cannot fail. Each inode's ctime is read from the clock under its
         // `meta` (Linux: under its inode lock), so that it is not older
-        // than that of a change of it (a chmod) that finished before. In the index every name that exists before the
-        // rename exists throughout it: an entry over another is replaced in
-        // place, never removed and re-added (POSIX: `newname` stays visible).
-        // The directories' own records are not in the transaction: their
-        // size, link count and next cookie follow from their entries.
+        // than that of a change of it (a chmod) that finished before. In
+        // the index every name that exists before the rename exists
+        // throughout it: an entry over another is replaced in place, never
+        // removed and re-added (POSIX: `newname` stays visible). The
+        // directories' own records are not in the transaction: their size,
+        // link count and next cookie follow from their entries.
         if exchange {
             let Some(t) = target else {
                 return Err(Errno::ENOENT);
