@@ -63,7 +63,8 @@ fn part(fs: &Fs, kind: usize, round: usize, handle: Option<OpenFile>, want: &[u8
                     }
                     Err(e) => assert_eq!(e, Errno::ENOENT, "round {round}"),
                 }
-                if let Ok(a) = fs.lookup(&root, ROOT_INO, b"f") {
+                // A counted lookup pins the inode until its forget.
+                if let Ok(a) = fs.lookup_counted(&root, ROOT_INO, b"f") {
                     fs.forget(a.ino, 1);
                 }
             }

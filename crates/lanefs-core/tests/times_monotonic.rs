@@ -277,3 +277,100 @@ fn data_changes_under_meta_racing_chmods_keep_times_monotonic() {
         grow: true,
     });
 }
+
+/// A pure overwrite's times live on the data side until writeback or
+/// eviction folds them into the record: files opened, overwritten,
+/// chmodded and closed over and over while another thread evicts
+/// everything it can. What stat showed with the handle open is what it
+/// shows after the close, and after a lookup that may load the inode back
+/// from the store — times, mode, size and data.
+#[test]
+fn times_survive_eviction_between_opens() {
+    let fs = Fs::new(
+        Arc::new(MemoryStore::default()),
+        FsConfig {
+            cache_inodes_max: 4,
+            cache_pages_max: 8,
+            ..FsConfig::default()
+        },
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let shrinker = {
+        let (fs, stop) = (fs.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut evicted = 0;
+            while !stop.load(Ordering::Relaxed) {
+                evicted += fs.shrink().inodes_evicted;
+            }
+            evicted
+        })
+    };
+    let deadline = std::time::Instant::now() + race_time();
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                let r = Cred::root();
+                let name = format!("f{t}");
+                let name = name.as_bytes();
+                let (_, f, _) = fs
+                    .open_at(&r, ROOT_INO, name, CREAT, 0o644, 0, false)
+                    .unwrap();
+                fs.write(&f, 0, &[1u8; SIZE as usize]).unwrap();
+                drop(f);
+                let mut i = 0u32;
+                while std::time::Instant::now() < deadline {
+                    let off = u64::from(i) % (SIZE - 16);
+                    let (a, f, _) = fs
+                        .open_at(&r, ROOT_INO, name, libc::O_RDWR, 0, 0, false)
+                        .unwrap();
+                    fs.write(&f, off, &[i as u8; 16]).unwrap();
+                    if i.is_multiple_of(3) {
+                        let ch = SetAttr {
+                            mode: Some(0o600 | ((i % 2) * 0o44)),
+                            ..Default::default()
+                        };
+                        fs.setattr(&r, a.ino, &ch, None).unwrap();
+                    }
+                    let open = fs.getattr(a.ino).unwrap();
+                    drop(f);
+                    let closed = fs.getattr(a.ino).unwrap();
+                    let back = fs.lookup(&r, ROOT_INO, name).unwrap();
+                    let key = |x: &Attr| (x.mtime, x.ctime, x.perm, x.size);
+                    assert_eq!(key(&open), key(&closed), "round {i}: after the close");
+                    assert_eq!(key(&open), key(&back), "round {i}: after eviction");
+                    let (_, g, _) = fs
+                        .open_at(&r, ROOT_INO, name, libc::O_RDONLY, 0, 0, false)
+                        .unwrap();
+                    let mut buf = [0u8; 16];
+                    fs.read(&g, off, &mut buf).unwrap();
+                    assert_eq!(buf, [i as u8; 16], "round {i}: data");
+                    drop(g);
+                    i += 1;
+                }
+                i
+            })
+        })
+        .collect();
+    let mut failure = None;
+    let mut rounds = 0;
+    for w in workers {
+        match w.join() {
+            Ok(n) => rounds += n,
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let evicted = shrinker.join().unwrap();
+    if let Some(e) = failure {
+        std::panic::resume_unwind(e);
+    }
+    assert!(
+        rounds > 0 && evicted > 0,
+        "{rounds} rounds, {evicted} evicted"
+    );
+    fs.check().unwrap();
+}
