@@ -26,8 +26,8 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
-    check_name, creation_perm, fold_dir_changes, fold_file_times, is_dot_or_dotdot, touch_c,
-    touch_mc, FsInner, IRef,
+    check_name, creation_perm, data_change_reread, fold_dir_changes, fold_file_times,
+    is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
 use crate::handles::HandleRef;
 use crate::inode::{Body, Inode};
@@ -367,26 +367,29 @@ impl FsInner {
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile::new(self, inode, flags, cred.clone());
         if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
-            self.truncate(cred, &file.inode, 0, None, Timespec::now())?;
+            self.truncate(cred, &file.inode, 0, None)?;
         }
         Ok(file)
     }
 
     /// Set the size of regular file `inode` (checks done by the caller),
-    /// its ctime and mtime to `now` (or mtime to `mtime`); its attributes
+    /// its ctime and mtime to now (or mtime to `mtime`); its attributes
     /// after.
     fn truncate(
         &self,
         cred: &Cred,
         inode: &Inode,
         size: u64,
-        mtime: Option<Timespec>,
-        now: Timespec,
+        mtime: Option<TimeSet>,
     ) -> Result<Attr> {
         let Body::File(data) = &inode.body else {
             return Err(Errno::EINVAL);
         };
         let mut pm = data.write();
+        // The clock is read under the data lock (Linux: under the inode
+        // lock), so that the times set are not older than those of an
+        // overwrite that finished before the lock was taken.
+        let now = Timespec::now();
         // A shrinking truncate is crash bookkeeping's other client (seed
         // 002, ext4's `ext4_setattr`): the inode is in the orphan table
         // while its pages go, unless it is there already (unlinked), so
@@ -401,7 +404,12 @@ impl FsInner {
         };
         let _in_table = truncating.map(|slot| OrphanGuard(&*self.orphans, slot));
         let before = pm.cached_pages();
-        let freed = pm.truncate(&*self.store, inode.ino, size, (mtime.unwrap_or(now), now));
+        let freed = pm.truncate(
+            &*self.store,
+            inode.ino,
+            size,
+            (mtime.map_or(now, |t| t.at(now)), now),
+        );
         self.cached_pages
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
@@ -410,9 +418,14 @@ impl FsInner {
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
+        let reread = data_change_reread(&m, now);
+        let now = reread.unwrap_or(now);
         touch_mc(inode, &mut m, now);
         if let Some(t) = mtime {
-            m.rec.mtime = t;
+            m.rec.mtime = t.at(now);
+        }
+        if reread.is_some() {
+            pm.set_times(m.rec.mtime, m.rec.ctime);
         }
         // The record holds the data-side times now.
         pm.clear_times_dirty();
@@ -753,6 +766,11 @@ impl Fs {
             pm.note_pure_overwrite();
         } else {
             let mut m = file.inode.meta.lock();
+            let mut now = now;
+            if let Some(later) = data_change_reread(&m, now) {
+                now = later;
+                pm.set_times(now, now);
+            }
             m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, now);
@@ -850,9 +868,13 @@ impl Fs {
         if block_delta < 0 {
             fs.free_blocks.add(-block_delta);
         }
-        let now = Timespec::now();
+        let mut now = Timespec::now();
         pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
+        if let Some(later) = data_change_reread(&m, now) {
+            now = later;
+            pm.set_times(now, now);
+        }
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);
         debug_assert!(blocks.is_some(), "block count out of range");
@@ -1070,9 +1092,8 @@ impl Fs {
                 perm::permission(cred, rec, MAY_WRITE)?;
             }
         }
-        let now = Timespec::now();
         if let Some(size) = ch.size {
-            let attr = fs.truncate(cred, inode, size, ch.mtime.map(|t| t.at(now)), now)?;
+            let attr = fs.truncate(cred, inode, size, ch.mtime)?;
             let only_size = SetAttr {
                 size: ch.size,
                 mtime: ch.mtime,
@@ -1102,14 +1123,11 @@ impl Fs {
         if let Some(pm) = data_side.as_mut().filter(|pm| pm.times_dirty()) {
             fold_file_times(pm, &mut m);
         }
-        // The clock read again under the data lock, so that a `UTIME_NOW`
-        // is not older than an overwrite that finished before the lock was
-        // taken (Linux reads it under the inode lock).
-        let now = if data_side.is_some() {
-            Timespec::now()
-        } else {
-            now
-        };
+        // The clock is read under `meta` (and the data lock, when the times
+        // change), so that the ctime set is not older than that of a change
+        // that finished before the lock was taken, nor a `UTIME_NOW` older
+        // than an overwrite's (Linux reads it under the inode lock).
+        let now = Timespec::now();
         let had_privs = has_privs(&m.rec);
         if ch.uid.is_some() || ch.gid.is_some() {
             // `chown_common` decides from the inode as it was, before the
@@ -1229,6 +1247,67 @@ mod model {
                 fs.sync().unwrap();
                 let rec = fs.store().read_inode(attr.ino).unwrap().unwrap();
                 assert_eq!((rec.mtime, rec.ctime), (after.mtime, after.ctime));
+                fs.check().unwrap();
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+
+    /// Every change reads the clock under the lock that orders it (the data
+    /// lock, `meta`): a pure overwrite (data lock only), an ftruncate to
+    /// the same size (data lock, then `meta`) and a chmod (`meta` only)
+    /// race a stat. Under the model the clock follows the schedule, so a
+    /// change that read it before its lock and set its times after a later
+    /// change finished shows as stat's times going back. Two stats never
+    /// see mtime or ctime go back, and the final ctime is no older than any
+    /// change returned.
+    #[test]
+    fn model_overwrite_vs_ftruncate_and_chmod_times_never_go_back() {
+        use crate::SetAttr;
+        crate::sync::check_random(
+            || {
+                let fs = Fs::new_in_memory();
+                let (attr, f) = create_f(&fs);
+                fs.write(&f, 0, &[1; 100]).unwrap();
+                let g = f.reopen_unchecked(libc::O_RDWR).unwrap();
+                let ino = attr.ino;
+                let writer = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.write(&f, 10, b"x").unwrap();
+                    })
+                };
+                let truncater = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let ch = SetAttr {
+                            size: Some(100),
+                            ..SetAttr::default()
+                        };
+                        fs.setattr(&Cred::root(), ino, &ch, Some(&g)).unwrap().ctime
+                    })
+                };
+                let chmoder = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let ch = SetAttr {
+                            mode: Some(0o600),
+                            ..SetAttr::default()
+                        };
+                        fs.setattr(&Cred::root(), ino, &ch, None).unwrap().ctime
+                    })
+                };
+                let a = fs.getattr(ino).unwrap();
+                let b = fs.getattr(ino).unwrap();
+                assert!(b.mtime >= a.mtime, "mtime went back");
+                assert!(b.ctime >= a.ctime, "ctime went back");
+                writer.join().unwrap();
+                let returned = [truncater.join().unwrap(), chmoder.join().unwrap()];
+                let end = fs.getattr(ino).unwrap();
+                assert!(end.mtime >= b.mtime && end.ctime >= b.ctime);
+                for c in returned {
+                    assert!(end.ctime >= c, "ctime older than a finished change's");
+                }
                 fs.check().unwrap();
             },
             crate::sync::model_iterations(),

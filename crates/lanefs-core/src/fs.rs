@@ -239,6 +239,18 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
     mark_atime_stale(inode);
 }
 
+/// The time of a regular file's data change that read the clock (`now`)
+/// under its data lock and set the data side's times from it, checked once
+/// `meta` is held too: `None` when `now` stands, or the clock read again
+/// when a change under `meta` alone (chmod, link, rename) set a later
+/// ctime since — then the caller sets the data side's times again, so that
+/// stat's ctime does not go back (Linux reads the clock under the inode
+/// lock, which both hold). Rare: no second change section in the common
+/// case.
+pub(crate) fn data_change_reread(m: &Meta, now: Timespec) -> Option<Timespec> {
+    (m.rec.ctime > now).then(Timespec::now)
+}
+
 /// Fold a regular file's data-side times (`pcache`) into its record: mtime,
 /// and ctime the later of both; the record is marked dirty and the times
 /// no longer are. Under the data lock (`pm`) then `meta` (`m`).

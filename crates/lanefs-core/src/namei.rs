@@ -873,10 +873,13 @@ impl Fs {
         if !want_dir && is_dir {
             return Err(Errno::EISDIR);
         }
-        let now = Timespec::now();
         {
             let _victim_lock = fs.lock_empty_victim(&child, is_dir)?;
             let mut cm = child.meta.lock();
+            // The clock is read under the victim's `meta` (Linux: under its
+            // inode lock), so that its ctime is not older than that of a
+            // change of it (a chmod) that finished before.
+            let now = Timespec::now();
             // The victim's new link count goes with the removal (0: the
             // store lists it as an orphan until it is freed).
             debug_assert!(is_dir || cm.rec.nlink > 0, "unlinking an unlinked inode");

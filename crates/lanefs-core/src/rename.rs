@@ -350,13 +350,15 @@ impl Fs {
             }
             *reserved = Some(ndir_gains);
         }
-        let now = Timespec::now();
         // Every record change in one store transaction, then memory, which
-        // cannot fail. In the index every name that exists before the
-        // rename exists throughout it: an entry over another is replaced in
-        // place, never removed and re-added (POSIX: `newname` stays visible).
-        // The directories' own records are not in the transaction: their
-        // size, link count and next cookie follow from their entries.
+        // cannot fail. Each inode's ctime is read from the clock under its
+        // `meta` (Linux: under its inode lock), so that it is not older
+        // than that of a change of it (a chmod) that finished before. In
+        // the index every name that exists before the rename exists
+        // throughout it: an entry over another is replaced in place, never
+        // removed and re-added (POSIX: `newname` stays visible). The
+        // directories' own records are not in the transaction: their size,
+        // link count and next cookie follow from their entries.
         if exchange {
             let Some(t) = target else {
                 return Err(Errno::ENOENT);
@@ -389,6 +391,7 @@ impl Fs {
                 (false, true) => (None, Some(t.meta.lock())),
                 (false, false) => (None, None),
             };
+            let now = Timespec::now();
             for (m, to) in [(&om, ndir), (&tm, odir)] {
                 if let Some(m) = m {
                     fs.txn_record(&mut txn, || reparented(&m.rec, to.ino, now))?;
@@ -406,7 +409,8 @@ impl Fs {
             drop(om);
             drop(tm);
             for (_, inode) in unlocked.into_iter().filter(|(u, _)| *u) {
-                touch_c(inode, &mut inode.meta.lock(), now);
+                let mut m = inode.meta.lock();
+                touch_c(inode, &mut m, Timespec::now());
             }
             oidx.insert(name, o_new);
             nidx!().insert(newname, n_new);
@@ -456,6 +460,7 @@ impl Fs {
                 (None, true) => (Some(old.meta.lock()), None),
                 (None, false) => (None, None),
             };
+            let now = Timespec::now();
             let t_nlink = tm.as_ref().map(|m| {
                 debug_assert!(new_is_dir || m.rec.nlink > 0, "replacing an unlinked inode");
                 if new_is_dir {
@@ -484,7 +489,8 @@ impl Fs {
         }
         if !reparent {
             // No other meta held: two non-directories' are never nested.
-            touch_c(&old, &mut old.meta.lock(), now);
+            let mut m = old.meta.lock();
+            touch_c(&old, &mut m, Timespec::now());
         }
         nidx!().insert(newname, moved);
         debug_assert_eq!(reserved.is_some(), ndir_gains, "a reserved link unused");

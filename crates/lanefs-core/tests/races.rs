@@ -3,6 +3,9 @@
 //! consistent and, once everything is removed, empty. A deadlock shows up as
 //! a hang (the test harness' timeout). Each seed "before" design
 //! (`Variants::baselines()`) runs the same races with fewer operations.
+//!
+//! Knob: `LANEFS_RACES_SEED` — mixed into every thread's random seed
+//! (default 0: the fixed seeds), for soak runs with fresh sequences.
 
 use std::sync::Arc;
 
@@ -38,7 +41,12 @@ fn dir_inos(fs: &Fs) -> Vec<Ino> {
 
 fn worker(fs: Fs, seed: u64, ops: usize) {
     let r = Cred::root();
-    let mut rng = Rng(seed);
+    let mixed = std::env::var("LANEFS_RACES_SEED")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    // Never 0 (xorshift's fixed point).
+    let mut rng = Rng((seed ^ mixed).max(1));
     let mut open: Vec<OpenFile> = Vec::new();
     for _ in 0..ops {
         let dirs = dir_inos(&fs);

@@ -18,7 +18,9 @@
 //!
 //! Knobs: `LANEFS_STRESS_OPS` — operations per thread (default 20000);
 //! `LANEFS_STRESS_VARIANT_OPS` — per thread and baseline (default 4000);
-//! `LANEFS_STRESS_IMAGE_OPS` — per thread on the image (default 4000).
+//! `LANEFS_STRESS_IMAGE_OPS` — per thread on the image (default 4000);
+//! `LANEFS_STRESS_SEED` — mixed into every thread's random seed (default
+//! 0: the fixed seeds), for soak runs with fresh operation sequences.
 
 use std::collections::HashSet;
 use std::io;
@@ -48,6 +50,11 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 /// A fresh in-memory file system with the engine's mechanisms set to
 /// `variants`.
+/// `LANEFS_STRESS_SEED` (0 when unset): mixed into the random seeds.
+fn seed_from_env() -> u64 {
+    env_usize("LANEFS_STRESS_SEED", 0) as u64
+}
+
 fn new_fs(variants: Variants) -> io::Result<Filesystem> {
     let config = FsConfig {
         variants,
@@ -159,7 +166,11 @@ fn path(dirs: &[String], rng: &mut Rng) -> String {
 /// Runs `ops` random operations; returns how many succeeded.
 fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<usize, String> {
     let mut succeeded = 0;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((me as u64 + 1) * 0x1234_5678_9abc_def1));
+    // Never 0 (xorshift's fixed point).
+    let mut rng = Rng((0x9e37_79b9_7f4a_7c15
+        ^ ((me as u64 + 1) * 0x1234_5678_9abc_def1)
+        ^ seed_from_env())
+    .max(1));
     let dirs = vec!["/shared".to_string(), format!("/private{}", me)];
     let mut open: Vec<File> = Vec::new();
     start.wait();
@@ -516,7 +527,7 @@ fn readdir_under_concurrent_churn_in(fs: &Filesystem) -> io::Result<()> {
             let stop = stop.clone();
             let changes = changes.clone();
             std::thread::spawn(move || -> io::Result<()> {
-                let mut rng = Rng(7 + t as u64);
+                let mut rng = Rng(((7 + t as u64) ^ seed_from_env()).max(1));
                 while !stop.load(Ordering::Relaxed) {
                     let a = format!("/d/churn{}-{}", t, rng.below(200));
                     let b = format!("/d/churn{}-{}", t, rng.below(200));

@@ -37,6 +37,12 @@
 //!   held exclusively; read lock-free validated by `seq` ([`FileData::times`])
 //!   or under the data lock. Every path that sets a regular file's mtime
 //!   sets them (writes, truncate, fallocate, punch, zero-range, utimens).
+//!   A change reads the clock under the locks it holds when it sets the
+//!   times (the data lock; `meta` as well for the record's ctime), as Linux
+//!   reads it under the inode lock, so that stat's mtime and ctime never go
+//!   back: a data change that takes `meta` after setting the data side
+//!   reads it again if a change under `meta` alone set a later ctime
+//!   meanwhile (`fs::data_change_reread`).
 //! * `PageMap::times_dirty` (under the data lock): a *pure overwrite* (see
 //!   `file::write_data`) changed the data-side times without `meta`, so the
 //!   record does not hold them yet. Cleared, under the data lock then
