@@ -298,6 +298,15 @@ pub(crate) fn fold_dir_changes(
     m.dirty = true;
 }
 
+/// The ctime a change of the inode under `meta` (`m`) sets, from a clock
+/// read `now` made before the lock: no older than the record's, so that a
+/// change that read a later clock and finished first is never undone
+/// (stat's ctime never goes back). Linux reads the clock under the inode
+/// lock for the same order; one read per operation serves all its inodes.
+pub(crate) fn ctime_at(m: &Meta, now: Timespec) -> Timespec {
+    now.max(m.rec.ctime)
+}
+
 /// Set ctime to `now` and mark the record dirty.
 pub(crate) fn touch_c(inode: &Inode, m: &mut Meta, now: Timespec) {
     m.rec.ctime = now;

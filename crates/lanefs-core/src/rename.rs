@@ -26,7 +26,9 @@
 
 use crate::attr_seq::{MetaGuard, PermSnapshot};
 use crate::dir::{DirWrite, Slot, Stripes};
-use crate::fs::{check_name, is_dot_or_dotdot, reserve_subdir_link, touch_c, IRef, NoLinkRoom};
+use crate::fs::{
+    check_name, ctime_at, is_dot_or_dotdot, reserve_subdir_link, touch_c, IRef, NoLinkRoom,
+};
 use crate::inode::Inode;
 use crate::namei::relinked;
 use crate::perm::{self, sticky_denies, S_ISVTX};
@@ -351,14 +353,17 @@ impl Fs {
             *reserved = Some(ndir_gains);
         }
         // Every record change in one store transaction, then memory, which
-        // cannot fail. Each inode's ctime is read from the clock under its
-        // `meta` (Linux: under its inode lock), so that it is not older
-        // than that of a change of it (a chmod) that finished before. In
-        // the index every name that exists before the rename exists
+        // cannot fail. One clock read for the whole rename; each inode's
+        // ctime is no older than its record's, taken under its `meta`
+        // (`ctime_at`), so that a change of it that finished before (a
+        // chmod that read a later clock) is never undone — what Linux gets
+        // by reading the clock under each inode lock, without a clock read
+        // per inode. In the index every name that exists before the rename exists
         // throughout it: an entry over another is replaced in place, never
         // removed and re-added (POSIX: `newname` stays visible). The
         // directories' own records are not in the transaction: their size,
         // link count and next cookie follow from their entries.
+        let now = Timespec::now();
         if exchange {
             let Some(t) = target else {
                 return Err(Errno::ENOENT);
@@ -391,10 +396,9 @@ impl Fs {
                 (false, true) => (None, Some(t.meta.lock())),
                 (false, false) => (None, None),
             };
-            let now = Timespec::now();
             for (m, to) in [(&om, ndir), (&tm, odir)] {
                 if let Some(m) = m {
-                    fs.txn_record(&mut txn, || reparented(&m.rec, to.ino, now))?;
+                    fs.txn_record(&mut txn, || reparented(&m.rec, to.ino, ctime_at(m, now)))?;
                 }
             }
             fs.commit(&txn)?;
@@ -402,7 +406,8 @@ impl Fs {
                 if let Some(m) = m {
                     m.rec.parent = to.ino;
                     inode.parent.store(to.ino, Ordering::Release);
-                    touch_c(inode, m, now);
+                    let t = ctime_at(m, now);
+                    touch_c(inode, m, t);
                 }
             }
             let unlocked = [(om.is_none(), &*old), (tm.is_none(), &*t)];
@@ -410,7 +415,8 @@ impl Fs {
             drop(tm);
             for (_, inode) in unlocked.into_iter().filter(|(u, _)| *u) {
                 let mut m = inode.meta.lock();
-                touch_c(inode, &mut m, Timespec::now());
+                let t = ctime_at(&m, now);
+                touch_c(inode, &mut m, t);
             }
             oidx.insert(name, o_new);
             nidx!().insert(newname, n_new);
@@ -428,7 +434,6 @@ impl Fs {
                 "a directory gained no reserved link"
             );
             *reserved = None;
-            let now = Timespec::now();
             oidx.note(name, 0, o_subdirs, now);
             nidx!().note(newname, 0, n_subdirs, now);
             return Ok(Ok(None));
@@ -460,7 +465,6 @@ impl Fs {
                 (None, true) => (Some(old.meta.lock()), None),
                 (None, false) => (None, None),
             };
-            let now = Timespec::now();
             let t_nlink = tm.as_ref().map(|m| {
                 debug_assert!(new_is_dir || m.rec.nlink > 0, "replacing an unlinked inode");
                 if new_is_dir {
@@ -470,27 +474,30 @@ impl Fs {
                 }
             });
             if let (Some(m), Some(n)) = (&tm, t_nlink) {
-                fs.txn_record(&mut txn, || relinked(&m.rec, n, now))?;
+                fs.txn_record(&mut txn, || relinked(&m.rec, n, ctime_at(m, now)))?;
             }
             if let Some(m) = &om {
-                fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, now))?;
+                fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, ctime_at(m, now)))?;
             }
             fs.commit(&txn)?;
             if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
                 m.rec.nlink = n;
-                touch_c(t, m, now);
+                let at = ctime_at(m, now);
+                touch_c(t, m, at);
                 fs.note_unlinked(t, m);
             }
             if let Some(m) = om.as_mut() {
                 m.rec.parent = ndir.ino;
                 old.parent.store(ndir.ino, Ordering::Release);
-                touch_c(&old, m, now);
+                let t = ctime_at(m, now);
+                touch_c(&old, m, t);
             }
         }
         if !reparent {
             // No other meta held: two non-directories' are never nested.
             let mut m = old.meta.lock();
-            touch_c(&old, &mut m, Timespec::now());
+            let t = ctime_at(&m, now);
+            touch_c(&old, &mut m, t);
         }
         nidx!().insert(newname, moved);
         debug_assert_eq!(reserved.is_some(), ndir_gains, "a reserved link unused");
@@ -501,7 +508,6 @@ impl Fs {
         // subdirectory replaced loses its link, unless by one moved in
         // (the count stays); `odir` loses the link of a directory moved
         // out.
-        let now = Timespec::now();
         let n_subdirs = if ndir_gains {
             1
         } else if new_is_dir && !cross {
