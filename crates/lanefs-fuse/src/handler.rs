@@ -525,15 +525,21 @@ impl Handler {
         if before != 0 && self.fs.getattr(ino).map(|a| special(a.perm)).unwrap_or(0) != before {
             self.attrs_changed(ino);
         }
+        Ok(self.opened(caller, flags, file))
+    }
+
+    /// A new handle for `file`, opened by `caller` with `flags` (OPEN,
+    /// CREATE, TMPFILE).
+    fn opened(&self, caller: &Caller, flags: i32, file: lanefs_core::OpenFile) -> Opened {
         let fh = self.handles.insert(Handle {
             file,
             flags,
             opener: *caller,
         });
-        Ok(Opened {
+        Opened {
             fh,
             keep_cache: self.config.cache.keep_cache,
-        })
+        }
     }
 
     /// CREATE: counted (the new entry is handed to the kernel).
@@ -567,18 +573,7 @@ impl Handler {
                 return Err(e);
             }
         };
-        let fh = self.handles.insert(Handle {
-            file,
-            flags,
-            opener: *caller,
-        });
-        Ok((
-            attr,
-            Opened {
-                fh,
-                keep_cache: self.config.cache.keep_cache,
-            },
-        ))
+        Ok((attr, self.opened(caller, flags, file)))
     }
 
     /// TMPFILE (`open(dir, O_TMPFILE)`): counted, as CREATE. The file has
@@ -604,18 +599,7 @@ impl Handler {
                 return Err(e);
             }
         };
-        let fh = self.handles.insert(Handle {
-            file,
-            flags,
-            opener: *caller,
-        });
-        Ok((
-            attr,
-            Opened {
-                fh,
-                keep_cache: self.config.cache.keep_cache,
-            },
-        ))
+        Ok((attr, self.opened(caller, flags, file)))
     }
 
     /// READ: at most `size` bytes at `offset`.
