@@ -443,14 +443,7 @@ impl FsInner {
         if a.freed() {
             return Err(Errno::ENOENT);
         }
-        perm::permission_of(
-            cred,
-            FileKind::Directory,
-            a.perm(),
-            a.uid(),
-            a.gid(),
-            MAY_WRITE | MAY_EXEC,
-        )?;
+        may_add_entry(cred, &a)?;
         let parent = ParentAttrs {
             ino: dir.ino,
             perm: a.perm(),
@@ -917,6 +910,19 @@ pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRec
 /// create's early `EMLINK` check to read its stripes ([`create_checks`]).
 const LINK_HINT_REACH: u32 = crate::fs::LINK_GRANT * crate::dir::STRIPES as u32;
 
+/// `may_create`'s permission: write and search on the directory whose
+/// attributes `a` are (its mirror, read once by the caller).
+fn may_add_entry(cred: &Cred, a: &crate::attr_seq::AttrSnapshot) -> Result<()> {
+    perm::permission_of(
+        cred,
+        FileKind::Directory,
+        a.perm(),
+        a.uid(),
+        a.gid(),
+        MAY_WRITE | MAY_EXEC,
+    )
+}
+
 /// The checks of a create, in Linux's order: the directory is alive,
 /// `name` is free (`None` if it exists and the create is not
 /// exclusive), write and search permission, `CAP_MKNOD`, link room.
@@ -949,14 +955,7 @@ fn create_checks(
             Ok(None)
         };
     }
-    perm::permission_of(
-        cred,
-        FileKind::Directory,
-        a.perm(),
-        a.uid(),
-        a.gid(),
-        MAY_WRITE | MAY_EXEC,
-    )?;
+    may_add_entry(cred, &a)?;
     if n.needs_mknod_cap && !cred.is_root() {
         return Err(Errno::EPERM);
     }
