@@ -771,6 +771,19 @@ impl Filesystem {
         Ok(())
     }
 
+    /// `linkat(fd, "", AT_FDCWD, link, AT_EMPTY_PATH)`: a new name `link`
+    /// for the open `file` — also the first name of a file opened
+    /// `O_TMPFILE` without `O_EXCL`; `ENOENT` for another file with no
+    /// name left.
+    pub fn link_file<Q: AsRef<Path>>(&self, file: &File, link: Q) -> io::Result<()> {
+        let mut w = self.walker();
+        let p = w.parent(bytes(&link))?;
+        let name = self.create_target(&p, false)?;
+        self.core()
+            .link_no_attr(&self.cred, file.ino(), p.dir.at(), name)?;
+        Ok(())
+    }
+
     /// `symlink(target, link)`: `link` will point at `target` (empty:
     /// `ENOENT`; longer than 4095 bytes: `ENAMETOOLONG`).
     pub fn symlink<P: AsRef<Path>, Q: AsRef<Path>>(&self, target: P, link: Q) -> io::Result<()> {
@@ -1115,11 +1128,15 @@ impl Filesystem {
 
     /// `open(path, flags, mode)` with raw flags: access mode, `O_CREAT`,
     /// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW`, `O_DIRECTORY`,
-    /// `O_NOATIME` (other flags are ignored).
+    /// `O_NOATIME`, `O_TMPFILE` (an unnamed file in directory `path`; see
+    /// [`link_file`](Self::link_file)); other flags are ignored.
     pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
         let path = bytes(&path);
         if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
             return Err(Errno::EINVAL.into());
+        }
+        if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+            return Ok(self.open_tmpfile(path, flags, mode)?);
         }
         if flags & libc::O_CREAT != 0 {
             return Ok(self.open_create(path, flags, mode)?);
@@ -1140,6 +1157,29 @@ impl Filesystem {
             .core()
             .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
         Ok(File::new(self, handle, h.kind, flags))
+    }
+
+    /// `open(dir, O_TMPFILE | …)`: an unnamed regular file in directory
+    /// `dir`, freed at its last close unless [`link_file`](Self::link_file)
+    /// gives it a name first (not with `O_EXCL`). Write access is required
+    /// (`EINVAL`), as are write and search permission on `dir`.
+    fn open_tmpfile(&self, path: &[u8], flags: i32, mode: u32) -> Result<File> {
+        let h = self
+            .walker()
+            .resolve_seen(path, flags & libc::O_NOFOLLOW == 0)?;
+        if h.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        let keep = CORE_OPEN_FLAGS | libc::O_TMPFILE | libc::O_EXCL;
+        let (attr, handle) = self.core().tmpfile(
+            &self.cred,
+            h.at(),
+            flags & keep,
+            mode & 0o7777,
+            self.umask,
+            false,
+        )?;
+        Ok(File::new(self, handle, attr.kind, flags & !libc::O_TMPFILE))
     }
 
     fn open_create(&self, path: &[u8], flags: i32, mode: u32) -> Result<File> {

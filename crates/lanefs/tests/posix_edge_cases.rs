@@ -1328,3 +1328,47 @@ fn file_capabilities_go_on_write_truncate_and_chown() -> io::Result<()> {
     assert!(gone("/g"), "chgrp removes it");
     Ok(())
 }
+
+/// `open(dir, O_TMPFILE)` through the path API: an unnamed file, listed
+/// nowhere, freed at its last close; `link_file` names it unless it was
+/// opened `O_EXCL`; read-only is `EINVAL`, a non-directory `ENOTDIR`.
+#[test]
+fn o_tmpfile_is_unnamed_until_linked_and_freed_at_close() -> io::Result<()> {
+    let fs = fs();
+    fs.create_dir("/d")?;
+    fs.write("/d/plain", b"x")?;
+    let free = fs.statfs()?.files_free;
+    let rw = libc::O_TMPFILE | libc::O_RDWR;
+    let mut f = fs.open_flags("/d", rw, 0o640)?;
+    f.write_all(b"scratch")?;
+    fs.open_flags("/d", rw, 0o600)
+        .map(drop)
+        .expect("a second one");
+    assert_eq!(names(&fs, "/d"), ["plain"], "listed nowhere");
+    assert_eq!(fs.statfs()?.files_free, free - 1, "in use while open");
+    let mut buf = [0u8; 16];
+    let n = f.read_at(&mut buf, 0)?;
+    assert_eq!(&buf[..n], b"scratch");
+    drop(f);
+    assert_eq!(fs.statfs()?.files_free, free, "freed at the last close");
+
+    let mut named = fs.open_flags("/d", rw, 0o640)?;
+    named.write_all(b"kept")?;
+    fs.link_file(&named, "/d/kept")?;
+    drop(named);
+    assert_eq!(fs.read("/d/kept")?, b"kept");
+    let meta = fs.metadata("/d/kept")?;
+    assert_eq!(meta.nlink(), 1);
+    assert_eq!(meta.mode() & 0o7777, 0o640 & !0o022);
+
+    let excl = fs.open_flags("/d", rw | libc::O_EXCL, 0o600)?;
+    assert_eq!(errno(fs.link_file(&excl, "/d/never")), Errno::ENOENT);
+    drop(excl);
+    assert_eq!(
+        errno(fs.open_flags("/d", libc::O_TMPFILE | libc::O_RDONLY, 0o600)),
+        Errno::EINVAL
+    );
+    assert_eq!(errno(fs.open_flags("/d/plain", rw, 0o600)), Errno::ENOTDIR);
+    assert_eq!(names(&fs, "/d"), ["kept", "plain"]);
+    Ok(())
+}
