@@ -238,7 +238,7 @@ fn print_report(path: &Path, r: &FsckReport) {
     for p in &r.repaired {
         println!("repaired: {p}");
     }
-    for p in &r.problems {
+    for p in r.problems.iter().chain(&r.links) {
         println!("problem: {p}");
     }
     for n in &r.notes {

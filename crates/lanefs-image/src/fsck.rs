@@ -17,20 +17,28 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, Result, Store};
+use std::collections::{HashMap, HashSet};
+
+use lanefs_store::{DirEntryRecord, Errno, FileKind, Ino, InodeRecord, Result, Store, ROOT_INO};
 
 use crate::device::{Device, FileDevice};
 use crate::itable::pairs_above;
+use crate::links::{finding, LinkCounter, LinkFinding, LinkRec};
 use crate::object::{Entry, InodeObj};
 use crate::recover::{load, open_scanning};
-use crate::store::{shard, ImageConfig};
+use crate::store::{shard, ImageConfig, ImageStore};
 
 /// What fsck found (and, with repair, did).
 #[derive(Clone, Debug, Default)]
 pub struct FsckReport {
-    /// No problem found (notes are not problems).
+    /// No problem found, in `problems` or `links` (notes are not problems).
     pub clean: bool,
+    /// Problems with the store's own structures (objects, entries, tables).
     pub problems: Vec<String>,
+    /// Link counts that disagree with the entries naming the inode
+    /// (e2fsck's pass 4; `links.rs`): leaked inodes, wrong counts,
+    /// directories with several names.
+    pub links: Vec<String>,
     pub notes: Vec<String>,
     pub inodes: u64,
     pub directories: u64,
@@ -47,6 +55,15 @@ pub struct FsckReport {
     pub orphans_pending: u64,
     /// What repair changed, one line each.
     pub repaired: Vec<String>,
+}
+
+impl FsckReport {
+    /// Whether the store's own structures are sound, link counts aside:
+    /// what a user of the image as a plain [`Store`] (records no entry
+    /// names, as the store's own tests write) can require.
+    pub fn store_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
 }
 
 /// Check (and with `repair`, fix) the image at `path`.
@@ -180,8 +197,10 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
         o.rec.as_ref()?;
         Some((false, record_kind(o)))
     };
+    let mut links = LinkCounter::default();
     for m in &l.objs {
         for (&ino, o) in m {
+            links.add(ino, o);
             if o.bad || o.rec.is_none() {
                 continue;
             }
@@ -204,12 +223,18 @@ fn check(dev: &dyn Device) -> Result<FsckReport> {
             }
         }
     }
+    r.links = links
+        .finish()
+        .findings()
+        .iter()
+        .map(LinkFinding::describe)
+        .collect();
     debug_assert!(l
         .objs
         .iter()
         .enumerate()
         .all(|(s, m)| m.keys().all(|&i| shard(i) == s)));
-    r.clean = r.problems.is_empty();
+    r.clean = r.problems.is_empty() && r.links.is_empty();
     Ok(r)
 }
 
@@ -288,6 +313,95 @@ fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
         store.dir_remove(dir, &name)?;
         done.push(format!("{why}: entry removed"));
     }
+    done.extend(repair_links(&store)?);
     store.checkpoint()?;
+    Ok(done)
+}
+
+/// Link counts, once the dangling entries are gone (docs/FORMAT.md,
+/// "fsck"). The format has no `lost+found`, so a leaked inode is freed, as
+/// recovery frees an orphan; freeing a directory drops its entries, and
+/// what only they named is leaked in turn (a work list, so each inode is
+/// handled once). A directory named more than once keeps the entry in the
+/// directory its record names as parent (else the first found) and loses
+/// the others; the root loses every entry naming it. Any other wrong count
+/// is set to the number of entries naming the inode.
+fn repair_links(store: &ImageStore) -> Result<Vec<String>> {
+    let mut counter = LinkCounter::default();
+    for s in &store.inner.shards {
+        let m = s.lock();
+        for (&ino, o) in m.iter() {
+            counter.add(ino, o);
+        }
+    }
+    let mut c = counter.finish();
+    let recs: HashMap<Ino, LinkRec> = c.records.iter().map(|r| (r.ino, *r)).collect();
+    let mut done = Vec::new();
+    let mut leaked: Vec<Ino> = c
+        .findings()
+        .iter()
+        .filter(|f| matches!(f, LinkFinding::Leaked { .. }))
+        .map(LinkFinding::ino)
+        .collect();
+    let mut freed = HashSet::new();
+    while let Some(ino) = leaked.pop() {
+        if !freed.insert(ino) {
+            continue;
+        }
+        let r = recs[&ino];
+        if r.kind == FileKind::Directory {
+            for e in store.dir_read(ino)? {
+                let n = c.refs.entry(e.ino).or_default();
+                *n = n.saturating_sub(1);
+                if let Some(names) = c.dir_names.get_mut(&e.ino) {
+                    names.retain(|(p, _)| *p != ino);
+                }
+                if *n == 0 && e.ino != ROOT_INO && recs.get(&e.ino).is_some_and(|r| r.nlink > 0) {
+                    leaked.push(e.ino);
+                }
+            }
+        }
+        store.free_ino(ino)?;
+        let f = LinkFinding::Leaked {
+            ino,
+            kind: r.kind,
+            nlink: r.nlink,
+        };
+        done.push(format!("{}: freed", f.describe()));
+    }
+    for r in c.records.iter().filter(|r| !freed.contains(&r.ino)) {
+        let refs = c.refs(r.ino);
+        match finding(r, refs) {
+            None | Some(LinkFinding::Leaked { .. }) => {}
+            Some(f @ LinkFinding::Count { .. }) => {
+                let mut rec = store.read_inode(r.ino)?.ok_or(Errno::EIO)?;
+                rec.nlink = refs;
+                store.write_inode(&rec)?;
+                done.push(format!("{}: set to {refs}", f.describe()));
+            }
+            Some(f @ LinkFinding::DirNames { .. }) => {
+                let mut rec = store.read_inode(r.ino)?.ok_or(Errno::EIO)?;
+                let names = c.dir_names.get(&r.ino).map_or(&[][..], |v| &v[..]);
+                let keep = (r.ino != ROOT_INO).then(|| {
+                    names
+                        .iter()
+                        .position(|(p, _)| *p == rec.parent)
+                        .unwrap_or(0)
+                });
+                for (i, (p, name)) in names.iter().enumerate() {
+                    if Some(i) != keep {
+                        store.dir_remove(*p, name)?;
+                    }
+                }
+                if let Some(&(p, _)) = keep.and_then(|k| names.get(k)) {
+                    if rec.parent != p {
+                        rec.parent = p;
+                        store.write_inode(&rec)?;
+                    }
+                }
+                done.push(format!("{}: extra entries removed", f.describe()));
+            }
+        }
+    }
     Ok(done)
 }

@@ -55,6 +55,7 @@ mod itable;
 mod journal;
 mod journaled;
 mod layout;
+mod links;
 mod object;
 mod orphan;
 mod overhead;

@@ -196,7 +196,10 @@ fn one_step(s: &ImageStore, st: &Setup, v: u64, i: usize, extra: u64) -> (bool, 
 fn verify(image: Vec<u8>, st: &Setup, m: &Model, what: &str) {
     let raw = fsck_device(Arc::new(MemDevice::from_bytes(image.clone())), false)
         .unwrap_or_else(|e| panic!("{what}: fsck of the crashed image failed: {e}"));
-    assert!(raw.clean, "{what}: crashed image not clean: {raw:#?}");
+    assert!(
+        raw.store_clean(),
+        "{what}: crashed image not clean: {raw:#?}"
+    );
     let dev = Arc::new(MemDevice::from_bytes(image));
     let s = ImageStore::open_device(dev.clone(), &cfg())
         .unwrap_or_else(|e| panic!("{what}: open: {e}"));
@@ -283,7 +286,7 @@ fn verify(image: Vec<u8>, st: &Setup, m: &Model, what: &str) {
     drop(s);
     let after = fsck_device(dev, false).unwrap();
     assert!(
-        after.clean && after.orphans_pending == 0,
+        after.store_clean() && after.orphans_pending == 0,
         "{what}: not clean after recovery: {after:#?}"
     );
 }

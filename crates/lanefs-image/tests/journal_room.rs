@@ -140,7 +140,7 @@ fn a_cut_around_the_journal_rewind_keeps_every_synced_record() {
             let what = format!("cut at {cut_at}/{events}, tear {tear}");
             let dev = Arc::new(MemDevice::from_bytes(image));
             let r = fsck_device(dev.clone(), false).unwrap();
-            assert!(r.clean, "{what}: {r:#?}");
+            assert!(r.store_clean(), "{what}: {r:#?}");
             let s = ImageStore::open_device(dev, &cfg()).unwrap();
             let ra = s.read_inode(a).unwrap();
             let rb = s.read_inode(b).unwrap();

@@ -159,7 +159,7 @@ fn a_fresh_large_image_opens_without_reading_its_inode_tables() {
         );
     }
     let r = lanefs_image::fsck(&path, false).unwrap();
-    assert!(r.clean, "{r:#?}");
+    assert!(r.store_clean(), "{r:#?}");
     assert_eq!(r.inodes, 301);
 }
 
@@ -201,7 +201,7 @@ fn workload(s: &ImageStore, dir: Ino, seed: u64, synced: &mut BTreeMap<String, I
 fn verify(image: Vec<u8>, dir: Ino, synced: &BTreeMap<String, Ino>, what: &str) {
     let dev = Arc::new(MemDevice::from_bytes(image));
     let r = fsck_device(dev.clone(), false).unwrap();
-    assert!(r.clean, "{what}: fsck before recovery: {r:#?}");
+    assert!(r.store_clean(), "{what}: fsck before recovery: {r:#?}");
     let s = open(&dev);
     let entries: BTreeMap<String, Ino> = s
         .dir_read(dir)
@@ -231,7 +231,7 @@ fn verify(image: Vec<u8>, dir: Ino, synced: &BTreeMap<String, Ino>, what: &str) 
     }
     drop(s);
     let r = fsck_device(dev.clone(), false).unwrap();
-    assert!(r.clean, "{what}: fsck after recovery: {r:#?}");
+    assert!(r.store_clean(), "{what}: fsck after recovery: {r:#?}");
     let s = open(&dev);
     let again: BTreeMap<String, Ino> = s
         .dir_read(dir)

@@ -1,0 +1,190 @@
+//! fsck's link-count pass (e2fsck's pass 4): every live inode's link count
+//! against the directory entries that name it.
+//!
+//! One pass over the objects counts, per inode number, the entries of live
+//! directories that name it (a hash map indexed by inode number), and keeps
+//! each live record's kind and link count; [`LinkCounts::findings`] then
+//! compares them, so the cost is linear in objects plus entries.
+//!
+//! What a count must be (docs/FORMAT.md, "fsck"): a file, symlink or
+//! special inode's link count is the number of entries naming it; a
+//! directory's is 2 + its subdirectories (derived from its entries at load,
+//! "Derived fields"), which is right exactly when one entry names it (none
+//! for the root: its `..` is itself). A live inode no entry names is
+//! *leaked*. Link count 0 is an orphan (recovery frees it): a problem only
+//! if an entry still names it.
+//!
+//! No locks or atomics: the caller hands in the objects, each under
+//! whatever lock holds it while [`LinkCounter::add`] runs (`check` owns
+//! the loaded maps; repair locks one shard at a time).
+
+use std::collections::HashMap;
+
+use lanefs_store::{DirEntryRecord, FileKind, Ino, ROOT_INO};
+
+use crate::object::InodeObj;
+
+/// A live record's kind and link count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkRec {
+    pub ino: Ino,
+    pub kind: FileKind,
+    pub nlink: u32,
+}
+
+/// Accumulates [`LinkCounts`] one object at a time.
+#[derive(Default)]
+pub(crate) struct LinkCounter {
+    c: LinkCounts,
+}
+
+/// Entry references and live records of a whole image.
+#[derive(Default)]
+pub(crate) struct LinkCounts {
+    /// Per inode number: entries of live directories that name it.
+    pub refs: HashMap<Ino, u32>,
+    /// Per directory: the `(parent, name)` of each entry of kind directory
+    /// that names it (repair keeps one).
+    pub dir_names: HashMap<Ino, Vec<(Ino, Vec<u8>)>>,
+    /// Every live, readable record whose kind and link count decode.
+    pub records: Vec<LinkRec>,
+}
+
+/// One inode whose link count disagrees with its entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LinkFinding {
+    /// Link count above 0 and no entry names it.
+    Leaked {
+        ino: Ino,
+        kind: FileKind,
+        nlink: u32,
+    },
+    /// A non-directory whose link count is not its entries' number, or any
+    /// inode with link count 0 that entries still name.
+    Count {
+        ino: Ino,
+        kind: FileKind,
+        nlink: u32,
+        refs: u32,
+    },
+    /// A live directory named by more than one entry (the root: by any).
+    DirNames { ino: Ino, refs: u32 },
+}
+
+impl LinkFinding {
+    pub fn ino(&self) -> Ino {
+        match *self {
+            LinkFinding::Leaked { ino, .. }
+            | LinkFinding::Count { ino, .. }
+            | LinkFinding::DirNames { ino, .. } => ino,
+        }
+    }
+
+    /// The problem line fsck reports.
+    pub fn describe(&self) -> String {
+        match *self {
+            LinkFinding::Leaked { ino, kind, nlink } => {
+                format!("inode {ino} ({kind:?}): link count {nlink} but no entry names it (leaked)")
+            }
+            LinkFinding::Count {
+                ino,
+                kind,
+                nlink,
+                refs,
+            } => format!("inode {ino} ({kind:?}): link count {nlink} but {refs} entries name it"),
+            LinkFinding::DirNames { ino, refs } => {
+                let want = if ino == ROOT_INO { 0 } else { 1 };
+                format!("directory {ino}: named by {refs} entries, not {want}")
+            }
+        }
+    }
+}
+
+impl LinkCounter {
+    /// Count `o` (inode `ino`): its record, and if it is a live directory,
+    /// the entries it holds. Bad objects and records that do not decode
+    /// are left to fsck's other checks; a malformed entry is not counted.
+    pub fn add(&mut self, ino: Ino, o: &InodeObj) {
+        if o.bad {
+            return;
+        }
+        let (Some(kind), Some(nlink)) = (o.kind(), o.nlink()) else {
+            return;
+        };
+        self.c.records.push(LinkRec { ino, kind, nlink });
+        // Entries of a dead directory (link count 0, freed at the next
+        // mount with it) or of a non-directory name nothing reachable.
+        if kind != FileKind::Directory || nlink == 0 {
+            return;
+        }
+        let Some(d) = &o.dir else { return };
+        for (name, v) in d.entries() {
+            let Ok(e) = DirEntryRecord::decode_value(name, v) else {
+                continue;
+            };
+            *self.c.refs.entry(e.ino).or_default() += 1;
+            if e.kind == FileKind::Directory {
+                self.c
+                    .dir_names
+                    .entry(e.ino)
+                    .or_default()
+                    .push((ino, name.clone()));
+            }
+        }
+    }
+
+    pub fn finish(self) -> LinkCounts {
+        self.c
+    }
+}
+
+impl LinkCounts {
+    pub fn refs(&self, ino: Ino) -> u32 {
+        self.refs.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// What disagrees, in inode order.
+    pub fn findings(&self) -> Vec<LinkFinding> {
+        let mut out: Vec<LinkFinding> = self
+            .records
+            .iter()
+            .filter_map(|r| finding(r, self.refs(r.ino)))
+            .collect();
+        out.sort_unstable_by_key(LinkFinding::ino);
+        out
+    }
+}
+
+/// The finding for one record named by `refs` entries, if any.
+pub(crate) fn finding(r: &LinkRec, refs: u32) -> Option<LinkFinding> {
+    let LinkRec { ino, kind, nlink } = *r;
+    if nlink == 0 {
+        // An orphan: recovery frees it (fsck notes it), unless named.
+        return (refs > 0).then_some(LinkFinding::Count {
+            ino,
+            kind,
+            nlink,
+            refs,
+        });
+    }
+    if kind == FileKind::Directory {
+        // Its own count is derived from its entries at load; what can be
+        // wrong is how many entries name it.
+        let want = u32::from(ino != ROOT_INO);
+        return match refs {
+            0 if want == 1 => Some(LinkFinding::Leaked { ino, kind, nlink }),
+            n if n != want => Some(LinkFinding::DirNames { ino, refs }),
+            _ => None,
+        };
+    }
+    match refs {
+        0 => Some(LinkFinding::Leaked { ino, kind, nlink }),
+        n if n != nlink => Some(LinkFinding::Count {
+            ino,
+            kind,
+            nlink,
+            refs,
+        }),
+        _ => None,
+    }
+}
