@@ -94,7 +94,7 @@ impl LinkFinding {
             } => format!("inode {ino} ({kind:?}): link count {nlink} but {refs} entries name it"),
             LinkFinding::DirNames { ino, refs } => {
                 let want = if ino == ROOT_INO { 0 } else { 1 };
-                format!("directory {ino}: named by {refs} entries, not {want}")
+                format!("directory {ino} is named by {refs} entries, not {want}")
             }
         }
     }
