@@ -4,15 +4,22 @@
 //! written), then checks: both superblocks' choice, every slot, chain and
 //! entry block checksum and owner, that no block is claimed twice, that
 //! every directory entry names a live inode of the kind it says, and that
-//! only directories have entries. Link counts with no entry (orphans) are
-//! reported as notes: recovery frees them. The load derives records'
+//! only directories have entries, and (`links.rs`, e2fsck's pass 4) that
+//! every live inode is named by as many entries as its link count says
+//! (a directory: by one). Link count 0 with no entry (orphans) is reported
+//! as a note: recovery frees them. The load derives records'
 //! derived fields as recovery does (a directory's size, link count and next
 //! cookie from its entries, block counts from pages: docs/FORMAT.md,
 //! "Derived fields"), noting how many disagreed.
 //!
 //! Repair opens the image with recovery (replay, orphans freed,
 //! checkpoint), drops unreadable inodes and the entries that point to
-//! nothing, checkpoints, and checks again.
+//! nothing, repairs link counts (`repair_links`: leaked inodes freed, there
+//! being no `lost+found`; extra names of a directory removed; other counts
+//! set to the entries'), checkpoints, and checks again.
+//!
+//! Locks: repair takes one store shard lock at a time (to count links, and
+//! as the store's own calls do); `check` works on loaded maps it owns.
 
 use std::path::Path;
 use std::sync::Arc;

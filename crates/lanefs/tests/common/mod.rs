@@ -14,6 +14,6 @@ pub fn check_then_fsck(fs: Filesystem, img: &Path) -> io::Result<()> {
         .map_err(|p| io::Error::other(format!("{p:?}")))?;
     drop(fs);
     let report = lanefs_image::fsck(img, false).map_err(io::Error::from)?;
-    assert!(report.clean, "{:?}", report.problems);
+    assert!(report.clean, "{:?} {:?}", report.problems, report.links);
     Ok(())
 }
