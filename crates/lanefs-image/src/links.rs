@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use lanefs_store::{DirEntryRecord, FileKind, Ino, ROOT_INO};
+use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, ROOT_INO};
 
 use crate::object::InodeObj;
 
@@ -102,15 +102,18 @@ impl LinkFinding {
 
 impl LinkCounter {
     /// Count `o` (inode `ino`): its record, and if it is a live directory,
-    /// the entries it holds. Bad objects and records that do not decode
-    /// are left to fsck's other checks; a malformed entry is not counted.
+    /// the entries it holds. Bad objects are left to fsck's other checks;
+    /// a malformed entry is not counted.
     pub fn add(&mut self, ino: Ino, o: &InodeObj) {
         if o.bad {
             return;
         }
-        let (Some(kind), Some(nlink)) = (o.kind(), o.nlink()) else {
+        // A record that does not decode is left alone, as fsck's other
+        // checks treat it (entries naming it are dangling).
+        let Some(Ok(rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
             return;
         };
+        let (kind, nlink) = (rec.kind, rec.nlink);
         self.c.records.push(LinkRec { ino, kind, nlink });
         // Entries of a dead directory (link count 0, freed at the next
         // mount with it) or of a non-directory name nothing reachable.
