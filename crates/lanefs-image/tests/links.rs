@@ -207,3 +207,26 @@ fn a_named_inode_with_link_count_zero_is_reported() {
     );
     assert_eq!(names(&t.dev, t.d), [&b"h2"[..], b"sub"]);
 }
+
+#[test]
+fn a_leaked_tree_is_freed_level_by_level_and_counts_follow() {
+    let t = tree();
+    // `/d` loses its name: it, `/d/f`, `/d/sub` and `/d/sub/g` are named
+    // only from inside the lost tree, and `/h` loses its second name.
+    damage(&t.dev, |s| s.dir_remove(ROOT_INO, b"d").unwrap());
+    let fixed = reported_and_repaired(&t.dev, &[t.d], "leaked");
+    assert!(
+        fixed
+            .repaired
+            .iter()
+            .any(|l| l.contains("link count 2 but 1")),
+        "{fixed:#?}"
+    );
+    let s = common::open(&t.dev);
+    for ino in [t.d, t.f, t.sub, t.g] {
+        assert_eq!(s.read_inode(ino).unwrap(), None, "inode {ino} kept");
+    }
+    assert_eq!(s.read_inode(t.h).unwrap().unwrap().nlink, 1);
+    drop(s);
+    assert_eq!(names(&t.dev, ROOT_INO), [&b"h"[..]]);
+}
