@@ -191,3 +191,50 @@ pub(crate) fn finding(r: &LinkRec, refs: u32) -> Option<LinkFinding> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(ino: Ino, kind: FileKind, nlink: u32, refs: u32) -> Option<LinkFinding> {
+        finding(&LinkRec { ino, kind, nlink }, refs)
+    }
+
+    #[test]
+    fn what_each_count_must_be() {
+        use FileKind::{Directory as D, Regular as R, Symlink as S};
+        assert_eq!(f(5, R, 2, 2), None);
+        assert_eq!(f(5, S, 1, 1), None);
+        assert_eq!(f(5, D, 4, 1), None, "a directory's own count is derived");
+        assert_eq!(f(ROOT_INO, D, 3, 0), None, "the root has no name");
+        assert_eq!(f(5, R, 0, 0), None, "an orphan: recovery's");
+        assert_eq!(f(5, D, 0, 0), None, "a dead directory: recovery's");
+        let leak = |kind, nlink| LinkFinding::Leaked {
+            ino: 5,
+            kind,
+            nlink,
+        };
+        assert_eq!(f(5, R, 1, 0), Some(leak(R, 1)));
+        assert_eq!(f(5, D, 2, 0), Some(leak(D, 2)));
+        let count = |kind, nlink, refs| LinkFinding::Count {
+            ino: 5,
+            kind,
+            nlink,
+            refs,
+        };
+        assert_eq!(f(5, R, 3, 2), Some(count(R, 3, 2)));
+        assert_eq!(f(5, R, 0, 1), Some(count(R, 0, 1)));
+        assert_eq!(f(5, D, 0, 1), Some(count(D, 0, 1)));
+        assert_eq!(
+            f(5, D, 2, 2),
+            Some(LinkFinding::DirNames { ino: 5, refs: 2 })
+        );
+        assert_eq!(
+            f(ROOT_INO, D, 2, 1),
+            Some(LinkFinding::DirNames {
+                ino: ROOT_INO,
+                refs: 1
+            })
+        );
+    }
+}
