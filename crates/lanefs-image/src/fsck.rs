@@ -350,6 +350,30 @@ fn repair_links(store: &ImageStore) -> Result<Vec<String>> {
         .filter(|f| matches!(f, LinkFinding::Leaked { .. }))
         .map(LinkFinding::ino)
         .collect();
+    // Pass 3: a directory no path from the root reaches is in, or hangs
+    // off, a detached cycle; every directory naming it is unreachable too
+    // (a reachable one would reach it). Its entries naming unreachable
+    // directories are removed, which leaves each of them named by none:
+    // leaked, freed below with whatever only they name.
+    let mut unreached: Vec<LinkFinding> = c
+        .reach_findings()
+        .into_iter()
+        .filter(|f| matches!(f, LinkFinding::Unreachable { .. }))
+        .collect();
+    unreached.sort_by_key(LinkFinding::ino);
+    for f in &unreached {
+        let ino = f.ino();
+        let names = c.dir_names.remove(&ino).unwrap_or_default();
+        for (p, name) in &names {
+            store.dir_remove(*p, name)?;
+        }
+        let n = c.refs.entry(ino).or_default();
+        *n = n.saturating_sub(names.len() as u32);
+        if *n == 0 {
+            leaked.push(ino);
+        }
+        done.push(format!("{}: its names removed", f.describe()));
+    }
     let mut freed = HashSet::new();
     while let Some(ino) = leaked.pop() {
         if !freed.insert(ino) {
@@ -407,6 +431,25 @@ fn repair_links(store: &ImageStore) -> Result<Vec<String>> {
                     }
                 }
                 done.push(format!("{}: extra entries removed", f.describe()));
+            }
+            Some(LinkFinding::Unreachable { .. } | LinkFinding::Parent { .. }) => {}
+        }
+        // A directory left with one name (pass 3): its record's parent
+        // is the directory naming it. (Named more often: set above.)
+        if r.kind != FileKind::Directory || r.nlink == 0 || r.ino == ROOT_INO || refs != 1 {
+            continue;
+        }
+        if let Some([(by, _)]) = c.dir_names.get(&r.ino).map(|v| &v[..]) {
+            let mut rec = store.read_inode(r.ino)?.ok_or(Errno::EIO)?;
+            if rec.parent != *by {
+                let f = LinkFinding::Parent {
+                    ino: r.ino,
+                    parent: rec.parent,
+                    by: *by,
+                };
+                rec.parent = *by;
+                store.write_inode(&rec)?;
+                done.push(format!("{}: parent set to {by}", f.describe()));
             }
         }
     }

@@ -18,7 +18,7 @@
 //! whatever lock holds it while [`LinkCounter::add`] runs (`check` owns
 //! the loaded maps; repair locks one shard at a time).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use lanefs_store::{DirEntryRecord, FileKind, Ino, InodeRecord, ROOT_INO};
 
@@ -30,6 +30,8 @@ pub(crate) struct LinkRec {
     pub ino: Ino,
     pub kind: FileKind,
     pub nlink: u32,
+    /// The record's parent (`..`; meaningful for a directory).
+    pub parent: Ino,
 }
 
 /// Accumulates [`LinkCounts`] one object at a time.
@@ -46,6 +48,9 @@ pub(crate) struct LinkCounts {
     /// Per directory: the `(parent, name)` of each entry of kind directory
     /// that names it (repair keeps one).
     pub dir_names: HashMap<Ino, Vec<(Ino, Vec<u8>)>>,
+    /// Per live directory: the inodes its entries of kind directory name
+    /// (the edges of the reachability walk).
+    pub subdirs: HashMap<Ino, Vec<Ino>>,
     /// Every live, readable record whose kind and link count decode.
     pub records: Vec<LinkRec>,
 }
@@ -69,6 +74,14 @@ pub(crate) enum LinkFinding {
     },
     /// A live directory named by more than one entry (the root: by any).
     DirNames { ino: Ino, refs: u32 },
+    /// A live directory that entries name but that no path from the root
+    /// (nor from a leaked directory) reaches: it is in, or hangs off, a
+    /// cycle of directories that name each other (e2fsck's pass 3).
+    /// `by` is a directory naming it.
+    Unreachable { ino: Ino, by: Ino },
+    /// A reachable directory named once, by `by`, whose record's parent
+    /// (`..`) is `parent`.
+    Parent { ino: Ino, parent: Ino, by: Ino },
 }
 
 impl LinkFinding {
@@ -76,7 +89,9 @@ impl LinkFinding {
         match *self {
             LinkFinding::Leaked { ino, .. }
             | LinkFinding::Count { ino, .. }
-            | LinkFinding::DirNames { ino, .. } => ino,
+            | LinkFinding::DirNames { ino, .. }
+            | LinkFinding::Unreachable { ino, .. }
+            | LinkFinding::Parent { ino, .. } => ino,
         }
     }
 
@@ -96,6 +111,12 @@ impl LinkFinding {
                 let want = if ino == ROOT_INO { 0 } else { 1 };
                 format!("directory {ino} is named by {refs} entries, not {want}")
             }
+            LinkFinding::Unreachable { ino, by } => format!(
+                "directory {ino} is unreachable from the root (named by directory {by}: a cycle detached from the tree)"
+            ),
+            LinkFinding::Parent { ino, parent, by } => format!(
+                "directory {ino} has parent {parent} in its record but is named by directory {by}"
+            ),
         }
     }
 }
@@ -113,8 +134,13 @@ impl LinkCounter {
         let Some(Ok(rec)) = o.rec.as_deref().map(InodeRecord::decode) else {
             return;
         };
-        let (kind, nlink) = (rec.kind, rec.nlink);
-        self.c.records.push(LinkRec { ino, kind, nlink });
+        let (kind, nlink, parent) = (rec.kind, rec.nlink, rec.parent);
+        self.c.records.push(LinkRec {
+            ino,
+            kind,
+            nlink,
+            parent,
+        });
         // Entries of a dead directory (link count 0, freed at the next
         // mount with it) or of a non-directory name nothing reachable.
         if kind != FileKind::Directory || nlink == 0 {
@@ -127,6 +153,7 @@ impl LinkCounter {
             };
             *self.c.refs.entry(e.ino).or_default() += 1;
             if e.kind == FileKind::Directory {
+                self.c.subdirs.entry(ino).or_default().push(e.ino);
                 self.c
                     .dir_names
                     .entry(e.ino)
@@ -146,21 +173,82 @@ impl LinkCounts {
         self.refs.get(&ino).copied().unwrap_or(0)
     }
 
-    /// What disagrees, in inode order.
+    /// What disagrees, in inode order: link counts (pass 4), then
+    /// reachability and parents (pass 3, [`LinkCounts::reach_findings`]).
     pub fn findings(&self) -> Vec<LinkFinding> {
         let mut out: Vec<LinkFinding> = self
             .records
             .iter()
             .filter_map(|r| finding(r, self.refs(r.ino)))
             .collect();
-        out.sort_unstable_by_key(LinkFinding::ino);
+        out.extend(self.reach_findings());
+        out.sort_by_key(LinkFinding::ino);
+        out
+    }
+
+    /// Live directories (link count above 0).
+    fn live_dirs(&self) -> impl Iterator<Item = &LinkRec> {
+        self.records
+            .iter()
+            .filter(|r| r.kind == FileKind::Directory && r.nlink > 0)
+    }
+
+    /// The directories reached by walking entries of kind directory from
+    /// `starts` (iterative, a visited set: linear in directories plus
+    /// their entries).
+    fn reach(&self, starts: impl IntoIterator<Item = Ino>) -> HashSet<Ino> {
+        let mut seen = HashSet::new();
+        let mut work: Vec<Ino> = starts.into_iter().collect();
+        while let Some(d) = work.pop() {
+            if !seen.insert(d) {
+                continue;
+            }
+            if let Some(subs) = self.subdirs.get(&d) {
+                work.extend(subs.iter().copied().filter(|s| !seen.contains(s)));
+            }
+        }
+        seen
+    }
+
+    /// Pass 3: every live directory named by at least one entry must be
+    /// reached from the root. The walk also starts at every leaked
+    /// directory (named by none: pass 4 reports and frees it with what it
+    /// holds), so what is left unreached is in, or under, a detached cycle.
+    /// A reached directory named once must have the naming directory as
+    /// its record's parent (named more often: pass 4's `DirNames`).
+    pub fn reach_findings(&self) -> Vec<LinkFinding> {
+        let leaked = self
+            .live_dirs()
+            .filter(|r| r.ino != ROOT_INO && self.refs(r.ino) == 0)
+            .map(|r| r.ino);
+        let seen = self.reach(std::iter::once(ROOT_INO).chain(leaked));
+        let mut out = Vec::new();
+        for r in self.live_dirs() {
+            let names = self.dir_names.get(&r.ino).map_or(&[][..], |v| &v[..]);
+            if !seen.contains(&r.ino) {
+                let by = names.first().map_or(0, |(p, _)| *p);
+                out.push(LinkFinding::Unreachable { ino: r.ino, by });
+            } else if r.ino != ROOT_INO && self.refs(r.ino) == 1 {
+                if let [(by, _)] = names {
+                    if *by != r.parent {
+                        out.push(LinkFinding::Parent {
+                            ino: r.ino,
+                            parent: r.parent,
+                            by: *by,
+                        });
+                    }
+                }
+            }
+        }
         out
     }
 }
 
 /// The finding for one record named by `refs` entries, if any.
 pub(crate) fn finding(r: &LinkRec, refs: u32) -> Option<LinkFinding> {
-    let LinkRec { ino, kind, nlink } = *r;
+    let LinkRec {
+        ino, kind, nlink, ..
+    } = *r;
     if nlink == 0 {
         // An orphan: recovery frees it (fsck notes it), unless named.
         return (refs > 0).then_some(LinkFinding::Count {
@@ -197,7 +285,15 @@ mod tests {
     use super::*;
 
     fn f(ino: Ino, kind: FileKind, nlink: u32, refs: u32) -> Option<LinkFinding> {
-        finding(&LinkRec { ino, kind, nlink }, refs)
+        finding(
+            &LinkRec {
+                ino,
+                kind,
+                nlink,
+                parent: ROOT_INO,
+            },
+            refs,
+        )
     }
 
     #[test]

@@ -230,3 +230,81 @@ fn a_leaked_tree_is_freed_level_by_level_and_counts_follow() {
     drop(s);
     assert_eq!(names(&t.dev, ROOT_INO), [&b"h"[..]]);
 }
+
+fn dir_entry(name: &[u8], ino: Ino) -> DirEntryRecord {
+    DirEntryRecord {
+        name: name.to_vec(),
+        ino,
+        kind: FileKind::Directory,
+        cookie: 1000,
+    }
+}
+
+fn set_parent(s: &ImageStore, ino: Ino, parent: Ino) {
+    let mut r = s.read_inode(ino).unwrap().unwrap();
+    r.parent = parent;
+    s.write_inode(&r).unwrap();
+}
+
+#[test]
+fn a_detached_cycle_of_two_directories_is_reported_and_freed() {
+    // Pass 3: `/d` loses its name in the root and `/d/sub` names `/d`
+    // (as `up`), its record's parent now `sub`: each of the two is named
+    // exactly once, so link counts alone see nothing wrong.
+    let t = tree();
+    damage(&t.dev, |s| {
+        s.dir_remove(ROOT_INO, b"d").unwrap();
+        s.dir_insert(t.sub, &dir_entry(b"up", t.d)).unwrap();
+        set_parent(s, t.d, t.sub);
+    });
+    let r = fsck_device(t.dev.clone(), false).unwrap();
+    assert!(
+        !r.links.iter().any(|l| l.contains("leaked")),
+        "pass 4 sees a cycle as named: {r:#?}"
+    );
+    let fixed = reported_and_repaired(&t.dev, &[t.d, t.sub], "unreachable from the root");
+    assert!(
+        fixed.repaired.iter().any(|l| l.contains("freed")),
+        "{fixed:#?}"
+    );
+    let s = common::open(&t.dev);
+    for ino in [t.d, t.f, t.sub, t.g] {
+        assert_eq!(s.read_inode(ino).unwrap(), None, "inode {ino} kept");
+    }
+    // `/h` lost its second name (`/d/h2`, inside the cycle).
+    assert_eq!(s.read_inode(t.h).unwrap().unwrap().nlink, 1);
+    drop(s);
+    assert_eq!(names(&t.dev, ROOT_INO), [&b"h"[..]]);
+}
+
+#[test]
+fn a_detached_directory_naming_itself_is_freed() {
+    let t = tree();
+    damage(&t.dev, |s| {
+        s.dir_remove(t.d, b"sub").unwrap();
+        s.dir_insert(t.sub, &dir_entry(b"me", t.sub)).unwrap();
+        set_parent(s, t.sub, t.sub);
+    });
+    reported_and_repaired(&t.dev, &[t.sub], "unreachable from the root");
+    let s = common::open(&t.dev);
+    assert_eq!(s.read_inode(t.sub).unwrap(), None);
+    assert_eq!(s.read_inode(t.g).unwrap(), None, "named only by the cycle");
+    assert!(s.read_inode(t.d).unwrap().is_some());
+    drop(s);
+    assert_eq!(names(&t.dev, t.d), [&b"f"[..], b"h2"]);
+}
+
+#[test]
+fn a_directory_whose_parent_field_is_wrong_gets_its_namer() {
+    let t = tree();
+    damage(&t.dev, |s| set_parent(s, t.sub, ROOT_INO));
+    let fixed = reported_and_repaired(&t.dev, &[t.sub], &format!("parent {ROOT_INO} in"));
+    assert!(
+        fixed.repaired.iter().any(|l| l.contains("parent set")),
+        "{fixed:#?}"
+    );
+    let s = common::open(&t.dev);
+    assert_eq!(s.read_inode(t.sub).unwrap().unwrap().parent, t.d);
+    drop(s);
+    assert_eq!(names(&t.dev, t.d), [&b"f"[..], b"h2", b"sub"]);
+}
