@@ -6,7 +6,9 @@
 //! every directory entry names a live inode of the kind it says, and that
 //! only directories have entries, and (`links.rs`, e2fsck's pass 4) that
 //! every live inode is named by as many entries as its link count says
-//! (a directory: by one). Link count 0 with no entry (orphans) is reported
+//! (a directory: by one), and (e2fsck's pass 3) that every live directory
+//! is reached by a walk of entries from the root and has the directory
+//! naming it as its record's parent. Link count 0 with no entry (orphans) is reported
 //! as a note: recovery frees them. The load derives records'
 //! derived fields as recovery does (a directory's size, link count and next
 //! cookie from its entries, block counts from pages: docs/FORMAT.md,
@@ -15,8 +17,11 @@
 //! Repair opens the image with recovery (replay, orphans freed,
 //! checkpoint), drops unreadable inodes and the entries that point to
 //! nothing, repairs link counts (`repair_links`: leaked inodes freed, there
-//! being no `lost+found`; extra names of a directory removed; other counts
-//! set to the entries'), checkpoints, and checks again.
+//! being no `lost+found`; a detached cycle of directories broken by
+//! removing the entries naming its directories, which are then leaked and
+//! freed the same way; extra names of a directory removed; other counts
+//! set to the entries'; a directory's parent set to its one namer),
+//! checkpoints, and checks again.
 //!
 //! Locks: repair takes one store shard lock at a time (to count links, and
 //! as the store's own calls do); `check` works on loaded maps it owns.
@@ -44,7 +49,8 @@ pub struct FsckReport {
     pub problems: Vec<String>,
     /// Link counts that disagree with the entries naming the inode
     /// (e2fsck's pass 4; `links.rs`): leaked inodes, wrong counts,
-    /// directories with several names.
+    /// directories with several names; and (pass 3) directories the root
+    /// does not reach, or whose record's parent is not their namer.
     pub links: Vec<String>,
     pub notes: Vec<String>,
     pub inodes: u64,
@@ -332,7 +338,10 @@ fn repair_image(dev: Arc<dyn Device>) -> Result<Vec<String>> {
 /// handled once). A directory named more than once keeps the entry in the
 /// directory its record names as parent (else the first found) and loses
 /// the others; the root loses every entry naming it. Any other wrong count
-/// is set to the number of entries naming the inode.
+/// is set to the number of entries naming the inode. First, a directory the
+/// root does not reach (a detached cycle, pass 3) loses the entries naming
+/// it, all in unreachable directories, so that the leaked-inode repair
+/// frees the cycle; last, a directory named once gets its namer as parent.
 fn repair_links(store: &ImageStore) -> Result<Vec<String>> {
     let mut counter = LinkCounter::default();
     for s in &store.inner.shards {

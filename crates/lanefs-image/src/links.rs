@@ -1,5 +1,6 @@
 //! fsck's link-count pass (e2fsck's pass 4): every live inode's link count
-//! against the directory entries that name it.
+//! against the directory entries that name it; and its reachability pass
+//! (e2fsck's pass 3).
 //!
 //! One pass over the objects counts, per inode number, the entries of live
 //! directories that name it (a hash map indexed by inode number), and keeps
@@ -13,6 +14,11 @@
 //! for the root: its `..` is itself). A live inode no entry names is
 //! *leaked*. Link count 0 is an orphan (recovery frees it): a problem only
 //! if an entry still names it.
+//!
+//! Pass 3 ([`LinkCounts::reach_findings`]) uses the same counts: a walk
+//! over entries of kind directory from the root (and from every leaked
+//! directory, pass 4's) must reach every live directory, and a directory
+//! named once must have its namer as its record's parent.
 //!
 //! No locks or atomics: the caller hands in the objects, each under
 //! whatever lock holds it while [`LinkCounter::add`] runs (`check` owns
@@ -331,6 +337,56 @@ mod tests {
                 ino: ROOT_INO,
                 refs: 1
             })
+        );
+    }
+
+    /// Counts for directories `dirs` (each `(ino, parent)`) holding the
+    /// directory entries `edges` (`(dir, sub)`).
+    fn counts(dirs: &[(Ino, Ino)], edges: &[(Ino, Ino)]) -> LinkCounts {
+        let mut c = LinkCounts::default();
+        for &(ino, parent) in dirs {
+            c.records.push(LinkRec {
+                ino,
+                kind: FileKind::Directory,
+                nlink: 2,
+                parent,
+            });
+        }
+        for &(d, s) in edges {
+            *c.refs.entry(s).or_default() += 1;
+            c.subdirs.entry(d).or_default().push(s);
+            c.dir_names.entry(s).or_default().push((d, b"x".to_vec()));
+        }
+        c
+    }
+
+    #[test]
+    fn what_the_root_must_reach() {
+        let r = ROOT_INO;
+        // A tree: nothing.
+        let c = counts(&[(r, r), (5, r), (6, 5)], &[(r, 5), (5, 6)]);
+        assert_eq!(c.reach_findings(), []);
+        // 5 <-> 6 detached, 7 hanging off 6: all three unreachable.
+        let c = counts(&[(r, r), (5, 6), (6, 5), (7, 6)], &[(5, 6), (6, 5), (6, 7)]);
+        let mut got: Vec<Ino> = c.reach_findings().iter().map(LinkFinding::ino).collect();
+        got.sort_unstable();
+        assert_eq!(got, [5, 6, 7]);
+        assert!(c
+            .findings()
+            .iter()
+            .all(|f| matches!(f, LinkFinding::Unreachable { .. })));
+        // Under a leaked directory (pass 4's): not reported again.
+        let c = counts(&[(r, r), (5, r), (6, 5)], &[(5, 6)]);
+        assert_eq!(c.reach_findings(), []);
+        // A wrong parent.
+        let c = counts(&[(r, r), (5, r), (6, r)], &[(r, 5), (5, 6)]);
+        assert_eq!(
+            c.reach_findings(),
+            [LinkFinding::Parent {
+                ino: 6,
+                parent: r,
+                by: 5
+            }]
         );
     }
 }

@@ -1,8 +1,10 @@
-//! fsck's link-count pass (e2fsck pass 4): a tree built by the engine is
-//! damaged through the store API (a leaked file, a leaked directory with a
-//! file in it, a file's count off, a directory named twice, a named inode
-//! with link count 0); fsck reports each, repair leaves an image that
-//! checks clean, and the engine mounts it and passes its own check.
+//! fsck's link-count pass (e2fsck pass 4) and reachability pass (pass 3):
+//! a tree built by the engine is damaged through the store API (a leaked
+//! file, a leaked directory with a file in it, a file's count off, a
+//! directory named twice, a named inode with link count 0, a cycle of
+//! directories detached from the root, a directory naming itself, a wrong
+//! parent field); fsck reports each, repair leaves an image that checks
+//! clean, and the engine mounts it and passes its own check.
 
 use std::sync::Arc;
 
