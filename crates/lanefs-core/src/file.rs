@@ -26,7 +26,7 @@ use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
 use crate::dir::{below_bound, ListBatch, ListBound};
 use crate::fs::{
-    check_name, creation_perm, data_change_reread, fold_dir_changes, fold_file_times,
+    check_name, creation_perm, data_change_time, fold_dir_changes, fold_file_times,
     is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
 };
 use crate::handles::HandleRef;
@@ -418,14 +418,10 @@ impl FsInner {
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
-        let reread = data_change_reread(&m, now);
-        let now = reread.unwrap_or(now);
+        let now = data_change_time(&pm, &m, now, mtime);
         touch_mc(inode, &mut m, now);
         if let Some(t) = mtime {
             m.rec.mtime = t.at(now);
-        }
-        if reread.is_some() {
-            pm.set_times(m.rec.mtime, m.rec.ctime);
         }
         // The record holds the data-side times now.
         pm.clear_times_dirty();
@@ -766,11 +762,7 @@ impl Fs {
             pm.note_pure_overwrite();
         } else {
             let mut m = file.inode.meta.lock();
-            let mut now = now;
-            if let Some(later) = data_change_reread(&m, now) {
-                now = later;
-                pm.set_times(now, now);
-            }
+            let now = data_change_time(&pm, &m, now, None);
             m.rec.size = pm.size();
             m.rec.blocks += holes;
             touch_mc(&file.inode, &mut m, now);
@@ -868,13 +860,10 @@ impl Fs {
         if block_delta < 0 {
             fs.free_blocks.add(-block_delta);
         }
-        let mut now = Timespec::now();
+        let now = Timespec::now();
         pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
-        if let Some(later) = data_change_reread(&m, now) {
-            now = later;
-            pm.set_times(now, now);
-        }
+        let now = data_change_time(&pm, &m, now, None);
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);
         debug_assert!(blocks.is_some(), "block count out of range");

@@ -90,6 +90,7 @@ use crate::perm::{self, S_ISGID, S_IXGRP};
 use crate::reclaim::pressure::{self, Charged};
 use crate::reclaim::{self, Shrinker, ShrinkerId};
 use crate::sync::{Arc, AtomicI64, Mutex, Ordering, Weak};
+use crate::TimeSet;
 use crate::{Attr, Cred, DirAt, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_MAX};
 
 /// The attributes of a directory that a create depends on: permission
@@ -240,15 +241,26 @@ pub(crate) fn touch_mc(inode: &Inode, m: &mut Meta, now: Timespec) {
 }
 
 /// The time of a regular file's data change that read the clock (`now`)
-/// under its data lock and set the data side's times from it, checked once
-/// `meta` is held too: `None` when `now` stands, or the clock read again
-/// when a change under `meta` alone (chmod, link, rename) set a later
-/// ctime since — then the caller sets the data side's times again, so that
-/// stat's ctime does not go back (Linux reads the clock under the inode
-/// lock, which both hold). Rare: no second change section in the common
-/// case.
-pub(crate) fn data_change_reread(m: &Meta, now: Timespec) -> Option<Timespec> {
-    (m.rec.ctime > now).then(Timespec::now)
+/// under its data lock (`pm`) and set the data side's times from it,
+/// checked once `meta` (`m`) is held too: `now`, or — when a change under
+/// `meta` alone (chmod, link, rename) set a later ctime since — the clock
+/// read again, with the data side's times set again from it (mtime as
+/// `mtime` says, `None`: the new time), so that stat's ctime does not go
+/// back (Linux reads the clock under the inode lock, which both hold).
+/// The caller sets the record's times from the result. Rare: no second
+/// change section in the common case.
+pub(crate) fn data_change_time(
+    pm: &PagesMut<'_>,
+    m: &Meta,
+    now: Timespec,
+    mtime: Option<TimeSet>,
+) -> Timespec {
+    if m.rec.ctime <= now {
+        return now;
+    }
+    let later = Timespec::now();
+    pm.set_times(mtime.map_or(later, |t| t.at(later)), later);
+    later
 }
 
 /// Fold a regular file's data-side times (`pcache`) into its record: mtime,

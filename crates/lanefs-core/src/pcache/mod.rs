@@ -42,7 +42,7 @@
 //!   reads it under the inode lock, so that stat's mtime and ctime never go
 //!   back: a data change that takes `meta` after setting the data side
 //!   reads it again if a change under `meta` alone set a later ctime
-//!   meanwhile (`fs::data_change_reread`).
+//!   meanwhile (`fs::data_change_time`).
 //! * `PageMap::times_dirty` (under the data lock): a *pure overwrite* (see
 //!   `file::write_data`) changed the data-side times without `meta`, so the
 //!   record does not hold them yet. Cleared, under the data lock then
