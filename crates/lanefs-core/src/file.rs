@@ -21,6 +21,7 @@
 
 use crate::sync::{Arc, AtomicPtr, Ordering};
 use crate::DirAt;
+use crate::ReadVariant;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
@@ -705,7 +706,9 @@ impl Fs {
     /// lock alone: no `meta`, no attribute mirror, no
     /// `Inode::atime_stale`. Its times reach the record at writeback. Every
     /// other write sets the record's size, blocks and times under `meta`
-    /// as well.
+    /// as well. Once two lanes made pure overwrites of a file, one that
+    /// stays inside one cached page takes only that page's stripe
+    /// (`pcache::lanes`), not the data lock.
     fn write_data(
         &self,
         file: &OpenFile,
@@ -726,12 +729,13 @@ impl Fs {
         }
         let fs = &self.inner;
         let ino = file.inode.ino;
+        let append = file.flags & libc::O_APPEND != 0;
+        let keeps_privs = remove_privs.is_none() || !lock.may_have_privs();
+        if !append && keeps_privs && lock.try_overwrite(offset, data) {
+            return Ok((data.len(), offset + data.len() as u64));
+        }
         let mut pm = lock.write();
-        let off = if file.flags & libc::O_APPEND != 0 {
-            pm.size()
-        } else {
-            offset
-        };
+        let off = if append { pm.size() } else { offset };
         if off >= FILE_SIZE_MAX {
             return Err(Errno::EFBIG);
         }
@@ -751,7 +755,7 @@ impl Fs {
             }
         };
         let end = off + len as u64;
-        let pure = file.flags & libc::O_APPEND == 0
+        let pure = !append
             && end <= pm.size()
             && holes == 0
             && (remove_privs.is_none() || !lock.may_have_privs());
@@ -759,7 +763,8 @@ impl Fs {
         pm.write(off, &data[..len], now);
         let grown = pm.cached_pages() as i64 - before as i64;
         if pure {
-            pm.note_pure_overwrite();
+            let stripes_allowed = fs.config.variants.read == ReadVariant::Lockless;
+            pm.note_pure_overwrite(stripes_allowed.then(crate::lane::lane));
         } else {
             let mut m = file.inode.meta.lock();
             let now = data_change_time(&pm, &m, now, None);
