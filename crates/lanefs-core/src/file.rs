@@ -416,6 +416,7 @@ impl FsInner {
         let freed = freed?;
         self.free_blocks.add(freed as i64);
         let mut m = inode.meta.lock();
+        self.give_back_stale(pm.take_stale_freed(), &mut m);
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
@@ -767,6 +768,7 @@ impl Fs {
             pm.note_pure_overwrite(stripes_allowed.then(crate::lane::lane));
         } else {
             let mut m = file.inode.meta.lock();
+            fs.give_back_stale(pm.take_stale_freed(), &mut m);
             let now = data_change_time(&pm, &m, now, None);
             m.rec.size = pm.size();
             m.rec.blocks += holes;
@@ -868,6 +870,7 @@ impl Fs {
         let now = Timespec::now();
         pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
+        fs.give_back_stale(pm.take_stale_freed(), &mut m);
         let now = data_change_time(&pm, &m, now, None);
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);

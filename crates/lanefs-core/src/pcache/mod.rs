@@ -196,6 +196,9 @@ pub(crate) struct PageMap {
     /// The lane of the last pure overwrite that took the data lock, while
     /// the file has no stripes.
     last_overwriter: Option<usize>,
+    /// Store pages past the size that `learn` removed (stale: see there)
+    /// and the record still counts in its blocks.
+    stale_freed: u64,
 }
 
 /// The data of one regular file (see the module header for the rules).
@@ -273,6 +276,7 @@ impl FileData {
                 uncached: empty.then_some(0),
                 times_dirty: false,
                 last_overwriter: None,
+                stale_freed: 0,
             }),
         }
     }
@@ -619,19 +623,43 @@ impl<'a> PagesMut<'a> {
     }
 
     /// Load the unwritten extents and count uncached store pages, once.
+    /// First, on a store that outlives the process, remove the data pages
+    /// it holds wholly past the size: only a crash leaves such pages (the
+    /// batch that mapped them durable, the one with the size lost), and a
+    /// file grown over them (truncate, fallocate, a write beyond them)
+    /// would show their bytes where it must read zeros. The record counts
+    /// them in its blocks until [`take_stale_freed`](Self::take_stale_freed).
     fn learn(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
         if self.map.unwritten.is_none() {
             let ranges = store.read_unwritten(ino)?;
             self.map.unwritten = Some(Extents::from_ranges(&ranges));
         }
         if self.map.uncached.is_none() {
-            let stored = store.page_count(ino)?;
+            let mut stored = store.page_count(ino)?;
+            let past = self.size().div_ceil(PAGE);
+            // Pages below the end counted, not those past it: a store's
+            // default `count_pages` reads every index of its range.
+            if !store.volatile() && stored > 0 && store.count_pages(ino, 0, past)? < stored {
+                debug_assert!(self.map.pages.range(past..).next().is_none());
+                let stale = store.punch_pages(ino, past, u64::MAX)?;
+                self.map.stale_freed += stale;
+                stored -= stale;
+            }
             let cached = self.map.pages.values().filter(|p| p.in_store).count() as u64;
             debug_assert!(stored >= cached, "cached store pages missing in store");
             self.map.uncached = Some(stored - cached);
             self.publish_all_cached();
         }
         Ok(())
+    }
+
+    /// Stale store pages [`learn`](Self::learn) removed since the last
+    /// call: the caller takes them off the record's blocks (under `meta`)
+    /// and gives them back to the free count. Left untaken, the record
+    /// keeps counting them until the file is freed (which gives back what
+    /// the record counts) — never given back twice.
+    pub fn take_stale_freed(&mut self) -> u64 {
+        std::mem::take(&mut self.map.stale_freed)
     }
 
     fn unwritten(&mut self) -> &mut Extents {
