@@ -637,9 +637,7 @@ impl<'a> PagesMut<'a> {
         if self.map.uncached.is_none() {
             let mut stored = store.page_count(ino)?;
             let past = self.size().div_ceil(PAGE);
-            // Pages below the end counted, not those past it: a store's
-            // default `count_pages` reads every index of its range.
-            if !store.volatile() && stored > 0 && store.count_pages(ino, 0, past)? < stored {
+            if !store.volatile() && stored > 0 && store.has_pages_from(ino, past)? {
                 debug_assert!(self.map.pages.range(past..).next().is_none());
                 let stale = store.punch_pages(ino, past, u64::MAX)?;
                 self.map.stale_freed += stale;
