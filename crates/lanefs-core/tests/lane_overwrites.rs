@@ -217,3 +217,25 @@ fn mtime_follows_overwrites_from_many_lanes_and_utimens() {
     assert_eq!((again.mtime, again.ctime), (shown.mtime, shown.ctime));
     fs.check().unwrap();
 }
+
+#[test]
+fn writes_a_stripe_cannot_take_go_down_the_locked_path() {
+    let fs = Fs::new_in_memory();
+    let (ino, f) = file(&fs);
+    let f = Arc::new(f);
+    overwrite_on_new_lane(&fs, &f, 0, 2);
+    overwrite_on_new_lane(&fs, &f, 1, 3);
+    // Past the size, across a page boundary, at the end of the offsets.
+    let near_end = u64::MAX - 2;
+    assert_eq!(fs.write(&f, near_end, &[1; 3]), Err(Errno::EFBIG));
+    let across = PAGE_SIZE as u64 - 2;
+    assert_eq!(fs.write(&f, across, &[4; 4]).unwrap().0, 4);
+    assert_eq!(fs.write(&f, SIZE - 1, &[5; 2]).unwrap().0, 2);
+    let a = fs.getattr(ino).unwrap();
+    assert_eq!(a.size, SIZE + 1);
+    let mut buf = [0u8; 6];
+    fs.read(&f, across - 1, &mut buf).unwrap();
+    assert_eq!(buf, [2, 4, 4, 4, 4, 3]);
+    drop(f);
+    fs.check().unwrap();
+}

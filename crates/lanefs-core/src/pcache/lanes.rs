@@ -38,7 +38,7 @@
 
 use lanefs_store::{CacheLine, Timespec};
 
-use crate::sync::{fence, spin_hint, AtomicU64, Ordering};
+use crate::sync::{fence, spin_hint, yield_now, AtomicU64, Ordering};
 
 /// Stripes of a file's pages (a power of two).
 pub(crate) const STRIPES: usize = 32;
@@ -118,11 +118,18 @@ impl Stripes {
     }
 
     /// Take every stripe, in ascending order, waiting for the overwrites
-    /// that hold one (they wait for nothing).
+    /// that hold one (they wait for nothing, but may be preempted: after a
+    /// few spins the wait gives up the CPU).
     pub fn hold_all(&self) {
         for s in 0..STRIPES {
+            let mut spins = 0u32;
             while self.try_hold(s).is_none() {
-                spin_hint();
+                spins += 1;
+                if spins < 64 {
+                    spin_hint();
+                } else {
+                    yield_now();
+                }
             }
         }
     }

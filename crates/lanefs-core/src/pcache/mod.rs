@@ -420,11 +420,11 @@ impl FileData {
             return false;
         };
         // Size and index change only under every stripe: stable now.
-        let end = offset + data.len() as u64;
-        let page = self
-            .index
-            .get(idx, &guard)
-            .filter(|_| end <= self.size.load(Ordering::Relaxed));
+        let size = self.size.load(Ordering::Relaxed);
+        let inside = offset
+            .checked_add(data.len() as u64)
+            .is_some_and(|end| end <= size);
+        let page = self.index.get(idx, &guard).filter(|_| inside);
         let (Some(page), Some(now)) = (page, lanes::pack(Timespec::now())) else {
             stripes.release(s, v);
             return false;
