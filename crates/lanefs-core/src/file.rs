@@ -20,6 +20,7 @@
 //! at a time anyway: it holds the file's position lock around each).
 
 use crate::sync::{Arc, AtomicPtr, Ordering};
+use crate::types::relatime_due;
 use crate::DirAt;
 use crate::ReadVariant;
 
@@ -136,7 +137,7 @@ impl OpenFile {
                         .inode
                         .attr_snapshot()
                         .attr(self.inode.ino, self.inode.kind);
-                    if a.atime > a.mtime && a.atime > a.ctime {
+                    if !relatime_due(a.atime, a.mtime, a.ctime) {
                         return;
                     }
                 } else if !self.inode.atime_stale.load(Ordering::Relaxed)
@@ -152,7 +153,7 @@ impl OpenFile {
                 // A directory's times with its stripes' changes, a file's
                 // with its data-side times.
                 let a = self.inode.attr_locked(&m);
-                if m.rec.atime <= a.mtime || m.rec.atime <= a.ctime {
+                if relatime_due(m.rec.atime, a.mtime, a.ctime) {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
