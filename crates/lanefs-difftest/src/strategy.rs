@@ -235,7 +235,7 @@ fn mknod_mode() -> impl Strategy<Value = (u32, u64)> {
 }
 
 fn rename_flags() -> impl Strategy<Value = u32> {
-    prop_oneof![6 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(8u32)]
+    prop_oneof![6 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32), 1 => Just(5u32), 1 => Just(8u32)]
 }
 
 /// One operation.

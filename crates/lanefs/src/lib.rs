@@ -662,8 +662,9 @@ impl Filesystem {
         self.rename_flags(from, to, 0)
     }
 
-    /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`] and
-    /// [`RENAME_EXCHANGE`].
+    /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`],
+    /// [`RENAME_EXCHANGE`] and [`RENAME_WHITEOUT`] (the source name is left
+    /// naming a whiteout: a 0/0 character device of mode 0).
     ///
     /// ```
     /// use lanefs::{Filesystem, RENAME_EXCHANGE, RENAME_NOREPLACE};
