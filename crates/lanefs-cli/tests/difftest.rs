@@ -145,7 +145,8 @@ fn gen_op(r: &mut Rng) -> Op {
         12..=21 => Op::Mkdir(p, [0o755, 0o700, 0o777, 0o2755][r.below(4) as usize]),
         22..=23 => Op::Mknod(
             p,
-            [libc::S_IFIFO, libc::S_IFSOCK][r.below(2) as usize] | 0o644,
+            // S_IFCHR with rdev 0: a whiteout, which anyone may make.
+            [libc::S_IFIFO, libc::S_IFSOCK, libc::S_IFCHR][r.below(3) as usize] | 0o644,
         ),
         24..=29 => Op::Unlink(p),
         30..=34 => Op::Rmdir(p),
