@@ -138,6 +138,7 @@ fn open_flags() -> impl Strategy<Value = i32> {
         3 => Just(libc::O_APPEND),
         2 => Just(libc::O_NOFOLLOW),
         1 => Just(libc::O_DIRECTORY),
+        1 => Just(libc::O_PATH),
     ];
     (
         prop_oneof![

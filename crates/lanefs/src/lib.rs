@@ -1130,9 +1130,14 @@ impl Filesystem {
     /// `open(path, flags, mode)` with raw flags: access mode, `O_CREAT`,
     /// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW`, `O_DIRECTORY`,
     /// `O_NOATIME`, `O_TMPFILE` (an unnamed file in directory `path`; see
-    /// [`link_file`](Self::link_file)); other flags are ignored.
+    /// [`link_file`](Self::link_file)), `O_PATH` (a handle that only names
+    /// the file: see [`open_path`](Self::open_path)); other flags are
+    /// ignored.
     pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
         let path = bytes(&path);
+        if flags & libc::O_PATH != 0 {
+            return Ok(self.open_path(path, flags)?);
+        }
         if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
             return Err(Errno::EINVAL.into());
         }
@@ -1158,6 +1163,24 @@ impl Filesystem {
             .core()
             .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
         Ok(File::new(self, handle, h.kind, flags))
+    }
+
+    /// `open(path, O_PATH | …)`: as `open(2)` (`build_open_how`), every
+    /// flag but `O_DIRECTORY` and `O_NOFOLLOW` is ignored — no create, no
+    /// truncate, no access mode. Any kind opens (a symlink itself with
+    /// `O_NOFOLLOW`, a device node, a directory); only search permission
+    /// on the path is needed. The [`File`] names the file: `metadata` and
+    /// [`link_file`](Self::link_file) work, reads, writes, `set_len`,
+    /// `set_permissions`, syncs, `fallocate` and seeks are `EBADF`.
+    fn open_path(&self, path: &[u8], flags: i32) -> Result<File> {
+        let h = self
+            .walker()
+            .resolve_seen(path, flags & libc::O_NOFOLLOW == 0)?;
+        if flags & libc::O_DIRECTORY != 0 && h.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        let handle = self.core().open_path(&self.cred, h.at())?;
+        Ok(File::new(self, handle, h.kind, libc::O_PATH))
     }
 
     /// `open(dir, O_TMPFILE | …)`: an unnamed regular file in directory

@@ -4,7 +4,7 @@
 //! `divergence_` (those are listed in `docs/SEMANTICS.md`).
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use lanefs::{
     Cred, Errno, FileKind, Filesystem, FsConfig, MemoryStoreConfig, OpenOptions, TimeSet, Timespec,
@@ -462,6 +462,83 @@ fn open_flag_rules() -> io::Result<()> {
 }
 
 // ---- data --------------------------------------------------------------------
+
+#[test]
+fn o_path_names_the_file_and_grants_nothing() -> io::Result<()> {
+    // As open(2) on tmpfs (kernel 6.18): with O_PATH every flag but
+    // O_DIRECTORY and O_NOFOLLOW is ignored (no create, no truncate), any
+    // kind opens, only search permission on the path is needed, and the
+    // descriptor allows fstat (and linkat) only. Until 2026-11 O_PATH was
+    // ignored: O_PATH|O_TRUNC truncated the file, a symlink with
+    // O_NOFOLLOW was ELOOP, a fifo ENXIO, a mode-0 file EACCES.
+    let fs = fs();
+    fs.write("/file", b"hello")?;
+    fs.create_dir("/dir")?;
+    fs.symlink("file", "/sl")?;
+    fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)?;
+    fs.set_permissions("/file", 0)?;
+    let path = |p: &str, flags: i32| fs.open_flags(p, libc::O_PATH | flags, 0o644);
+    let mut f = path("/file", libc::O_TRUNC | libc::O_WRONLY)?;
+    assert_eq!(f.metadata()?.len(), 5, "O_TRUNC ignored");
+    assert_eq!(fs.read("/file")?, b"hello");
+    let mut buf = [0u8; 4];
+    assert_eq!(errno(f.read_at(&mut buf, 0)), Errno::EBADF);
+    assert_eq!(errno(f.write_at(b"x", 0)), Errno::EBADF);
+    assert_eq!(errno(f.read(&mut buf)), Errno::EBADF);
+    assert_eq!(errno(f.set_len(0)), Errno::EBADF);
+    assert_eq!(errno(f.set_permissions(0o644)), Errno::EBADF);
+    assert_eq!(errno(f.sync_all()), Errno::EBADF);
+    assert_eq!(errno(f.seek(std::io::SeekFrom::Start(0))), Errno::EBADF);
+    assert_eq!(errno(f.fallocate(0, 0, 10)), Errno::EBADF);
+    // A name for it, as linkat(fd, "", AT_EMPTY_PATH) by root.
+    fs.link_file(&f, "/file2")?;
+    assert_eq!(fs.metadata("/file2")?.nlink(), 2);
+    drop(f);
+    assert_eq!(
+        errno(path("/missing", libc::O_CREAT)),
+        Errno::ENOENT,
+        "O_CREAT ignored"
+    );
+    assert_eq!(
+        errno(path("/missing", libc::O_CREAT | libc::O_EXCL)),
+        Errno::ENOENT
+    );
+    assert!(!fs.try_exists("/missing")?);
+    let sl = path("/sl", libc::O_NOFOLLOW)?;
+    assert!(sl.metadata()?.is_symlink());
+    assert_eq!(
+        errno(path("/sl", libc::O_NOFOLLOW | libc::O_DIRECTORY)),
+        Errno::ENOTDIR
+    );
+    assert!(path("/sl", 0)?.metadata()?.is_file());
+    assert_eq!(path("/fifo", 0)?.metadata()?.kind(), FileKind::Fifo);
+    let d = path("/dir", libc::O_WRONLY)?;
+    assert_eq!(
+        fs.core().readdir(d.handle(), 0, &mut |_| true),
+        Err(Errno::EBADF),
+        "no listing through it"
+    );
+    path("/dir", libc::O_RDWR | libc::O_CREAT)?;
+    path("/dir/", 0)?;
+    assert_eq!(errno(path("/file", libc::O_DIRECTORY)), Errno::ENOTDIR);
+    assert_eq!(errno(path("/file/", 0)), Errno::ENOTDIR);
+    // Only search permission on the path: a mode-0 file and directory
+    // open for another user, a name inside that directory does not.
+    fs.set_permissions("/dir", 0)?;
+    let a = alice(&fs);
+    a.open_flags("/file", libc::O_PATH, 0)?;
+    a.open_flags("/dir", libc::O_PATH, 0)?;
+    assert_eq!(
+        errno(a.open_flags("/dir/x", libc::O_PATH, 0)),
+        Errno::EACCES
+    );
+    // An O_PATH handle keeps an unlinked file as any open does.
+    fs.write("/gone", b"data")?;
+    let g = path("/gone", 0)?;
+    fs.remove_file("/gone")?;
+    assert_eq!((g.metadata()?.nlink(), g.metadata()?.len()), (0, 4));
+    Ok(())
+}
 
 #[test]
 fn sparse_files_truncate_and_fallocate() -> io::Result<()> {
