@@ -155,11 +155,14 @@ impl Fs {
             return Err(Errno::ENOENT);
         }
         // No lock held yet: the whiteout's allocation may wait. Dropped
-        // (discarded unless linked) after every lock below.
+        // (discarded unless linked) after every lock below. A failed
+        // allocation (`ENOSPC`) is reported where tmpfs allocates it, after
+        // every check of the rename (`shmem_rename2`).
         let whiteout = match flags & RENAME_WHITEOUT {
             0 => None,
-            _ => Some(Whiteout::alloc(fs, cred, odir)?),
+            _ => Some(Whiteout::alloc(fs, cred, odir)),
         };
+        let w_arg = || whiteout.as_ref().map(|w| w.as_ref().map_err(|e| *e));
         let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
             let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;
@@ -173,7 +176,7 @@ impl Fs {
                 newname,
                 flags,
                 &mut None,
-                whiteout.as_ref(),
+                w_arg(),
             )?;
             drop(idx);
             if let Ok(Some(v)) = victim {
@@ -217,7 +220,7 @@ impl Fs {
             newname,
             flags,
             &mut reserved,
-            whiteout.as_ref(),
+            w_arg(),
         );
         if victim.is_err() {
             // Nothing changed: the reserved link, unused, goes back.
@@ -241,8 +244,9 @@ impl Fs {
     }
 
     /// The body of rename with the directory locks held. `new` is `None` for
-    /// a rename within `odir`. `whiteout`: the inode to leave at `name`
-    /// (`RENAME_WHITEOUT`), marked linked if it was. Returns a replaced
+    /// a rename within `odir`. `whiteout`: with `RENAME_WHITEOUT`, the
+    /// inode to leave at `name`, marked linked if it was, or why it could
+    /// not be allocated (answered once the rename's checks pass). Returns a replaced
     /// inode that may need freeing, or why a directory gaining a
     /// subdirectory had no link for it (nothing changed).
     #[allow(clippy::too_many_arguments)]
@@ -256,7 +260,7 @@ impl Fs {
         newname: &[u8],
         flags: u32,
         reserved: &mut Option<bool>,
-        whiteout: Option<&Whiteout<'_>>,
+        whiteout: Option<std::result::Result<&Whiteout<'_>, Errno>>,
     ) -> Result<std::result::Result<Option<IRef<'_>>, NoLinkRoom>> {
         let fs = &*self.inner;
         let cross = new.is_some();
@@ -477,6 +481,7 @@ impl Fs {
             Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
             None => None,
         };
+        let whiteout = whiteout.transpose()?;
         let cookie = nidx!().new_cookie(newname);
         let moved = Slot { cookie, ..oslot };
         let mut txn = Txn::new();

@@ -198,3 +198,47 @@ fn a_user_makes_a_whiteout_with_the_setgid_directorys_group() {
     assert_whiteout(&fs.lookup(&user, d.ino, b"x").unwrap(), 1000, 50);
     fs.check().unwrap();
 }
+
+#[test]
+fn no_inode_for_the_whiteout_is_enospc_after_the_checks() {
+    // tmpfs (nr_inodes=4, full): a whiteout rename is ENOSPC and nothing
+    // moves; the allocation comes after the rename's checks
+    // (`shmem_rename2`), so a caller who may not write the directory gets
+    // EACCES and a missing source ENOENT.
+    let store = Arc::new(MemoryStore::new(lanefs_core::MemoryStoreConfig {
+        capacity_bytes: 1 << 20,
+        max_inodes: 4,
+    }));
+    let fs = Fs::new(store, FsConfig::default()).unwrap();
+    let root = Cred::root();
+    let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755, 0).unwrap();
+    fs.mkdir(&root, d.ino, b"x", 0o755, 0).unwrap();
+    let a = fs
+        .mknod(&root, ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0)
+        .unwrap();
+    assert_eq!(used_inodes(&fs), 4, "full");
+    assert_eq!(
+        fs.rename(&root, ROOT_INO, b"a", ROOT_INO, b"b", RENAME_WHITEOUT),
+        Err(Errno::ENOSPC)
+    );
+    assert_eq!(fs.lookup(&root, ROOT_INO, b"a").unwrap().ino, a.ino);
+    assert_eq!(fs.lookup(&root, ROOT_INO, b"b"), Err(Errno::ENOENT));
+    let user = Cred::user(1000, 1000);
+    assert_eq!(
+        fs.rename(&user, ROOT_INO, b"a", ROOT_INO, b"b", RENAME_WHITEOUT),
+        Err(Errno::EACCES)
+    );
+    assert_eq!(
+        fs.rename(&root, ROOT_INO, b"nope", ROOT_INO, b"b", RENAME_WHITEOUT),
+        Err(Errno::ENOENT)
+    );
+    fs.mknod(&root, ROOT_INO, b"e", libc::S_IFREG, 0, 0)
+        .expect_err("full");
+    assert_eq!(
+        fs.rename(&root, ROOT_INO, b"d", ROOT_INO, b"d2", RENAME_WHITEOUT),
+        Err(Errno::ENOSPC)
+    );
+    // A plain rename still works: it needs no inode.
+    fs.rename(&root, ROOT_INO, b"a", ROOT_INO, b"b", 0).unwrap();
+    fs.check().unwrap();
+}
