@@ -229,8 +229,10 @@ fn mknod_mode() -> impl Strategy<Value = (u32, u64)> {
         0o170000,
     ]);
     let rdev = prop_oneof![
-        Just(0u64),
-        (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b))
+        4 => Just(0u64),
+        4 => (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b)),
+        // Past the kernel's 32-bit device number (EINVAL), and its largest.
+        1 => select(vec![libc::makedev(5000, 1), libc::makedev(1, 1 << 20), 0xffff_ffff]),
     ];
     (kind, 0u32..=0o7777, rdev).prop_map(|(k, perm, rdev)| (k | perm, rdev))
 }

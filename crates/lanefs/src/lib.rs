@@ -811,7 +811,14 @@ impl Filesystem {
     /// `mknod(path, mode, rdev)`: `mode` carries the type (regular when
     /// zero, fifo, socket, character or block device; a directory is
     /// `EPERM`, anything else `EINVAL`) and permission bits, less the umask.
+    /// `rdev` is a `libc::makedev` number; one the kernel's 32-bit device
+    /// number cannot hold (a major above 4095 or a minor above 2^20 - 1)
+    /// is `EINVAL` for every type, before anything else (glibc's
+    /// `mknodat`).
     pub fn mknod<P: AsRef<Path>>(&self, path: P, mode: u32, rdev: u64) -> io::Result<()> {
+        if rdev > u64::from(u32::MAX) {
+            return Err(Errno::EINVAL.into());
+        }
         match mode & libc::S_IFMT {
             0 | libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => {}
             libc::S_IFDIR => return Err(Errno::EPERM.into()),

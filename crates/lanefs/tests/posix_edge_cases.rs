@@ -1206,6 +1206,27 @@ fn mknod_kinds() -> io::Result<()> {
         Errno::EPERM
     );
     assert_eq!(errno(fs.mknod("/bad", 0o170000 | 0o755, 0)), Errno::EINVAL);
+    // The kernel's device number is 32 bits (major < 4096, minor < 2^20):
+    // glibc answers EINVAL for a larger one, whatever the type; the
+    // largest one round-trips. Until 2026-11 lanefs stored any u64.
+    let big = libc::makedev(5000, 1);
+    assert_eq!(
+        errno(fs.mknod("/big", libc::S_IFCHR | 0o644, big)),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(fs.mknod("/big", libc::S_IFIFO | 0o644, big)),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(fs.mknod("/chr", libc::S_IFCHR | 0o644, libc::makedev(1, 1 << 20))),
+        Errno::EINVAL,
+        "EINVAL before EEXIST"
+    );
+    let max = libc::makedev(4095, (1 << 20) - 1);
+    assert_eq!(max, 0xffff_ffff);
+    fs.mknod("/max", libc::S_IFBLK | 0o600, max)?;
+    assert_eq!(fs.metadata("/max")?.rdev(), max);
     assert_eq!(
         errno(fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)),
         Errno::EEXIST
