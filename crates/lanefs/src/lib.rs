@@ -882,7 +882,8 @@ impl Filesystem {
         Ok(())
     }
 
-    /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone.
+    /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone,
+    /// as does `Some(u32::MAX)` (chown's `-1`).
     pub fn chown<P: AsRef<Path>>(
         &self,
         path: P,
@@ -909,6 +910,9 @@ impl Filesystem {
         uid: Option<u32>,
         gid: Option<u32>,
     ) -> io::Result<()> {
+        // `(uid_t)-1` is chown's "leave it" (`chown_common`), not an owner.
+        let keep = |id: Option<u32>| id.filter(|&i| i != u32::MAX);
+        let (uid, gid) = (keep(uid), keep(gid));
         let h = self.resolve(path, follow)?;
         let mut changes = SetAttr {
             uid,

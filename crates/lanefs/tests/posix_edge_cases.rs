@@ -905,6 +905,24 @@ fn suid_sgid_cleared_on_write_and_chown() -> io::Result<()> {
 }
 
 #[test]
+fn chown_minus_one_leaves_the_ids() -> io::Result<()> {
+    // chown(f, (uid_t)-1, (gid_t)-1) on tmpfs: the owner stays, ctime moves
+    // and setuid goes (as for any chown of a non-directory). Until 2026-11
+    // the path API made u32::MAX the file's owner and group.
+    let fs = fs();
+    fs.write("/f", b"x")?;
+    fs.chown("/f", Some(1000), Some(1000))?;
+    fs.set_permissions("/f", 0o4755)?;
+    fs.chown("/f", Some(u32::MAX), Some(u32::MAX))?;
+    let m = fs.metadata("/f")?;
+    assert_eq!((m.uid(), m.gid(), m.permissions()), (1000, 1000, 0o755));
+    fs.lchown("/f", Some(u32::MAX), Some(0))?;
+    let m = fs.metadata("/f")?;
+    assert_eq!((m.uid(), m.gid()), (1000, 0));
+    Ok(())
+}
+
+#[test]
 fn utime_now_and_omit_rules() -> io::Result<()> {
     let fs = fs();
     fs.write("/f", b"")?;
