@@ -19,13 +19,15 @@ use std::process::Command;
 
 use common::*;
 
+/// The oracle, mounted `nodev` as a lanefs mount is by default: opening
+/// a device node (a whiteout `RENAME_WHITEOUT` left) is `EACCES` on both.
 struct Tmpfs(PathBuf);
 impl Tmpfs {
     fn new(dir: PathBuf) -> Tmpfs {
         let out = run_timeout(
             30,
             Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "size=256m", "lanefs-diff-tmpfs"])
+                .args(["-t", "tmpfs", "-o", "size=256m,nodev", "lanefs-diff-tmpfs"])
                 .arg(&dir),
         );
         assert!(out.status.success(), "mount tmpfs: {}", show(&out));
@@ -143,13 +145,21 @@ fn gen_op(r: &mut Rng) -> Op {
         12..=21 => Op::Mkdir(p, [0o755, 0o700, 0o777, 0o2755][r.below(4) as usize]),
         22..=23 => Op::Mknod(
             p,
-            [libc::S_IFIFO, libc::S_IFSOCK][r.below(2) as usize] | 0o644,
+            // S_IFCHR with rdev 0: a whiteout, which anyone may make.
+            [libc::S_IFIFO, libc::S_IFSOCK, libc::S_IFCHR][r.below(3) as usize] | 0o644,
         ),
         24..=29 => Op::Unlink(p),
         30..=34 => Op::Rmdir(p),
         35..=42 => {
-            let flags =
-                [0, 0, 0, libc::RENAME_NOREPLACE, libc::RENAME_EXCHANGE][r.below(5) as usize];
+            let flags = [
+                0,
+                0,
+                0,
+                libc::RENAME_NOREPLACE,
+                libc::RENAME_EXCHANGE,
+                libc::RENAME_WHITEOUT,
+                libc::RENAME_WHITEOUT | libc::RENAME_NOREPLACE,
+            ][r.below(7) as usize];
             Op::Rename(p, gen_path(r), flags)
         }
         43..=46 => Op::Link(p, gen_path(r)),

@@ -82,12 +82,21 @@ impl OpenFile {
         self.flags
     }
 
+    /// An `O_PATH` handle ([`Fs::open_path`]): it grants no access.
+    pub fn is_path(&self) -> bool {
+        self.flags & libc::O_PATH != 0
+    }
+
+    /// Open for reading: never an `O_PATH` handle (whose access mode bits
+    /// are `O_RDONLY`'s zero).
     fn readable(&self) -> bool {
-        matches!(self.flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
+        self.flags & libc::O_PATH == 0
+            && matches!(self.flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
     }
 
     fn writable(&self) -> bool {
-        matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
+        self.flags & libc::O_PATH == 0
+            && matches!(self.flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
     /// A second handle on the same inode with open flags `flags`, holding
@@ -478,6 +487,32 @@ impl Fs {
             return Err(Errno::ENOENT);
         }
         self.inner.open_inode(cred, &inode, flags, false, false)
+    }
+
+    /// An `O_PATH` handle on `at`, of any kind (a symlink, a device node
+    /// too): no permission is checked (Linux asks only for search
+    /// permission on the path, which the caller's walk checked) and no
+    /// access is granted — reads, writes, listings and changes through it
+    /// are refused; it names the inode (its attributes, a `link` of it)
+    /// and keeps an unlinked one alive as any open does. `ENOENT` unless
+    /// the number still names the generation `at` saw.
+    pub fn open_path(&self, cred: &Cred, at: DirAt) -> Result<OpenFile> {
+        let found = self.inner.iget(at.ino)?;
+        if !at.matches(found.generation) {
+            return Err(Errno::ENOENT);
+        }
+        // The counted reference is held until the open count pins it.
+        let inode = found.arc();
+        if !inode.raise_opens() {
+            return Err(Errno::ENOENT);
+        }
+        crate::sync::note_arc_count(Arc::as_ptr(&inode));
+        Ok(OpenFile::new(
+            &self.inner,
+            inode,
+            libc::O_PATH,
+            cred.clone(),
+        ))
     }
 
     /// Look up `name` in `parent` and open it, creating a regular file with
@@ -888,6 +923,9 @@ impl Fs {
     /// `datasync` may skip metadata that is not needed to read the data).
     pub fn fsync(&self, file: &OpenFile, datasync: bool) -> Result<()> {
         let _ = datasync;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
         self.inner.writeback(&file.inode)?;
         self.inner.store.sync()
     }
@@ -903,6 +941,9 @@ impl Fs {
         emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let dir = &file.inode;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
         if dir.kind != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
@@ -1032,6 +1073,10 @@ impl Fs {
         want_attr: bool,
     ) -> Result<Option<Attr>> {
         let fs = &self.inner;
+        if handle.is_some_and(OpenFile::is_path) {
+            // An `O_PATH` handle changes nothing (Linux: `EBADF`).
+            return Err(Errno::EBADF);
+        }
         // Through a handle of this inode (ftruncate, futimens): the inode
         // it holds, without a lookup and a count in the inode cache.
         let counted;

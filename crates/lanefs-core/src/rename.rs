@@ -1,4 +1,5 @@
-//! rename and renameat2 (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+//! rename and renameat2 (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`,
+//! `RENAME_WHITEOUT`).
 //!
 //! Locks, in the mount's order (see `fs`): the rename lock for
 //! cross-directory renames; the stripes of the two names in their
@@ -22,16 +23,30 @@
 //!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
-//! — at most 4 operations.
+//! — at most 4 operations; with `RENAME_WHITEOUT` the removed entry is
+//! instead the source name pointing at the whiteout, whose record goes
+//! along (5).
+//!
+//! `RENAME_WHITEOUT` (as tmpfs's `shmem_whiteout`): the source name is
+//! left naming a new 0/0 character device of mode 0, owned by the caller
+//! (group as a create in the source directory: its setgid rule), in the
+//! same transaction as the move. Its inode is allocated before any lock
+//! (the icache insert may wait, `FsInner::alloc_inode`) and discarded
+//! after the locks are given back if the rename does not use it (an
+//! error, or two names of one inode: nothing changes). Its group is set
+//! under the source name's stripe, where the directory's mode and group
+//! are exact; its `meta` is taken alone (no other `meta` held), before
+//! the commit and after it. Nothing can reach it before its entry exists.
 
 use crate::attr_seq::{MetaGuard, PermSnapshot};
 use crate::dir::{DirWrite, Slot, Stripes};
 use crate::fs::{
-    check_name, ctime_at, is_dot_or_dotdot, reserve_subdir_link, touch_c, IRef, NoLinkRoom,
+    check_name, ctime_at, is_dot_or_dotdot, reserve_subdir_link, touch_c, FsInner, IRef,
+    NoLinkRoom, ParentAttrs,
 };
 use crate::inode::Inode;
-use crate::namei::relinked;
-use crate::perm::{self, sticky_denies, S_ISVTX};
+use crate::namei::{relinked, NewNode};
+use crate::perm::{self, sticky_denies, S_ISGID, S_ISVTX};
 use crate::sync::Ordering;
 use crate::{
     Cred, DirAt, Fs, MAY_EXEC, MAY_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT,
@@ -39,7 +54,9 @@ use crate::{
 use lanefs_store::{Errno, FileKind, Ino, InodeRecord, Result, Timespec, Txn, TxnOp};
 
 impl Fs {
-    /// `renameat2` with [`RENAME_NOREPLACE`] or [`RENAME_EXCHANGE`].
+    /// `renameat2` with [`RENAME_NOREPLACE`], [`RENAME_EXCHANGE`] or
+    /// [`RENAME_WHITEOUT`] (with or without `RENAME_NOREPLACE`: the source
+    /// name is left naming a whiteout, a 0/0 character device of mode 0).
     pub fn rename(
         &self,
         cred: &Cred,
@@ -52,10 +69,6 @@ impl Fs {
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
             || (flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0)
         {
-            return Err(Errno::EINVAL);
-        }
-        if flags & RENAME_WHITEOUT != 0 {
-            // Whiteouts serve overlayfs; lanefs does not make them.
             return Err(Errno::EINVAL);
         }
         let fs = &*self.inner;
@@ -141,16 +154,35 @@ impl Fs {
         if !fs.child_exists(odir, name)? {
             return Err(Errno::ENOENT);
         }
+        // No lock held yet: the whiteout's allocation may wait. Dropped
+        // (discarded unless linked) after every lock below. A failed
+        // allocation (`ENOSPC`) is reported where tmpfs allocates it, after
+        // every check of the rename (`shmem_rename2`).
+        let whiteout = match flags & RENAME_WHITEOUT {
+            0 => None,
+            _ => Some(Whiteout::alloc(fs, cred, odir)),
+        };
+        let w_arg = || whiteout.as_ref().map(|w| w.as_ref().map_err(|e| *e));
         let (parent, newparent) = (odir.ino, ndir.ino);
         if parent == newparent {
             let mut idx = fs.dir_write(odir, Stripes::Of(&[name, newname]))?;
             // Within one directory no link count grows: never `NeedAll`.
-            let victim =
-                self.rename_locked(cred, odir, &mut idx, None, name, newname, flags, &mut None)?;
+            let victim = self.rename_locked(
+                cred,
+                odir,
+                &mut idx,
+                None,
+                name,
+                newname,
+                flags,
+                &mut None,
+                w_arg(),
+            )?;
             drop(idx);
             if let Ok(Some(v)) = victim {
                 fs.maybe_free(&v);
             }
+            drop(whiteout);
             return Ok(Renamed::Done);
         }
         let _shape = fs.rename_lock.lock();
@@ -188,6 +220,7 @@ impl Fs {
             newname,
             flags,
             &mut reserved,
+            w_arg(),
         );
         if victim.is_err() {
             // Nothing changed: the reserved link, unused, goes back.
@@ -200,6 +233,7 @@ impl Fs {
         let victim = victim?;
         drop(oidx);
         drop(nidx);
+        drop(whiteout);
         match victim {
             Ok(Some(v)) => fs.maybe_free(&v),
             Ok(None) => {}
@@ -210,9 +244,11 @@ impl Fs {
     }
 
     /// The body of rename with the directory locks held. `new` is `None` for
-    /// a rename within `odir`. Returns a replaced inode that may need
-    /// freeing, or why a directory gaining a subdirectory had no link for
-    /// it (nothing changed).
+    /// a rename within `odir`. `whiteout`: with `RENAME_WHITEOUT`, the
+    /// inode to leave at `name`, marked linked if it was, or why it could
+    /// not be allocated (answered once the rename's checks pass). Returns a replaced
+    /// inode that may need freeing, or why a directory gaining a
+    /// subdirectory had no link for it (nothing changed).
     #[allow(clippy::too_many_arguments)]
     fn rename_locked<'d>(
         &self,
@@ -224,6 +260,7 @@ impl Fs {
         newname: &[u8],
         flags: u32,
         reserved: &mut Option<bool>,
+        whiteout: Option<std::result::Result<&Whiteout<'_>, Errno>>,
     ) -> Result<std::result::Result<Option<IRef<'_>>, NoLinkRoom>> {
         let fs = &*self.inner;
         let cross = new.is_some();
@@ -444,13 +481,34 @@ impl Fs {
             Some(t) => fs.lock_empty_victim(t, new_is_dir)?,
             None => None,
         };
+        let whiteout = whiteout.transpose()?;
         let cookie = nidx!().new_cookie(newname);
         let moved = Slot { cookie, ..oslot };
         let mut txn = Txn::new();
         fs.txn_entry(&mut txn, || {
             TxnOp::PutEntry(ndir.ino, moved.record(newname))
         })?;
-        fs.txn_entry(&mut txn, || TxnOp::RemoveEntry(odir.ino, name.to_vec()))?;
+        // The whiteout takes the source's place (and cookie): `name` never
+        // stops existing. Its record, with the group of a create in `odir`
+        // (exact under our stripe) and this rename's time, goes along.
+        let wslot = whiteout.map(|w| Slot {
+            ino: w.inode.ino,
+            kind: FileKind::CharDevice,
+            cookie: oslot.cookie,
+        });
+        let mut w_in_store = false;
+        match (whiteout, wslot) {
+            (Some(w), Some(ws)) => {
+                let mut wm = w.inode.meta.lock();
+                if oa.perm() & S_ISGID != 0 {
+                    wm.rec.gid = oa.gid();
+                }
+                (wm.rec.atime, wm.rec.mtime, wm.rec.ctime, wm.rec.btime) = (now, now, now, now);
+                fs.txn_entry(&mut txn, || TxnOp::PutEntry(odir.ino, ws.record(name)))?;
+                w_in_store = fs.txn_record(&mut txn, || wm.rec.clone())?;
+            }
+            _ => fs.txn_entry(&mut txn, || TxnOp::RemoveEntry(odir.ino, name.to_vec()))?,
+        }
         // The replaced inode's new link count (0: an orphan until freed)
         // and a moved directory's new parent go with the entries. If both,
         // both are directories (kinds match without RENAME_EXCHANGE).
@@ -521,8 +579,21 @@ impl Fs {
             n_subdirs,
             now,
         );
-        oidx.remove(name);
-        oidx.note(name, -1, if old_is_dir && cross { -1 } else { 0 }, now);
+        let o_subdirs = if old_is_dir && cross { -1 } else { 0 };
+        match (whiteout, wslot) {
+            (Some(w), Some(ws)) => {
+                // The store has exactly its record now (a volatile store
+                // gets it at writeback: the inode stays dirty).
+                w.inode.meta.lock().dirty &= !w_in_store;
+                w.linked.set(true);
+                oidx.insert(name, ws);
+                oidx.note(name, 0, o_subdirs, now);
+            }
+            _ => {
+                oidx.remove(name);
+                oidx.note(name, -1, o_subdirs, now);
+            }
+        }
         drop(t_idx);
         Ok(Ok(target))
     }
@@ -557,4 +628,52 @@ enum Renamed {
     /// A directory gaining a subdirectory needs every stripe for its link
     /// (`fs::NoLinkRoom::NeedAllStripes`); nothing changed.
     NeedAllStripes,
+}
+
+/// The node `RENAME_WHITEOUT` leaves at the source name: allocated before
+/// the rename's locks, discarded on drop unless the rename linked it (drop
+/// it with no lock held).
+struct Whiteout<'a> {
+    fs: &'a FsInner,
+    inode: IRef<'a>,
+    linked: std::cell::Cell<bool>,
+}
+
+impl<'a> Whiteout<'a> {
+    /// A 0/0 character device of mode 0 owned by `cred`, its group as a
+    /// create in `dir` (set again under the name's stripe). Anyone may
+    /// make one (Linux 5.8+), so no `CAP_MKNOD`; `ENOSPC` without a free
+    /// inode, as tmpfs.
+    fn alloc(fs: &'a FsInner, cred: &Cred, dir: &Inode) -> Result<Whiteout<'a>> {
+        let a = dir.meta.attr();
+        let parent = ParentAttrs {
+            ino: dir.ino,
+            perm: a.perm(),
+            uid: a.uid(),
+            gid: a.gid(),
+        };
+        let node = NewNode {
+            kind: FileKind::CharDevice,
+            perm: 0,
+            requested: 0,
+            rdev: 0,
+            target: &[],
+            lookups: 0,
+            opens: 0,
+            needs_mknod_cap: false,
+        };
+        Ok(Whiteout {
+            fs,
+            inode: fs.alloc_inode(cred, &parent, &node)?,
+            linked: std::cell::Cell::new(false),
+        })
+    }
+}
+
+impl Drop for Whiteout<'_> {
+    fn drop(&mut self) {
+        if !self.linked.get() {
+            self.fs.discard_new(&self.inode);
+        }
+    }
 }

@@ -70,7 +70,8 @@ fn worker(fs: Fs, seed: u64, ops: usize) {
                 let _ = fs.rmdir(&r, d1, n1);
             }
             4 => {
-                let flags = [0, RENAME_NOREPLACE, RENAME_EXCHANGE][(rng.next() % 3) as usize];
+                let flags = [0, RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT]
+                    [(rng.next() % 4) as usize];
                 let _ = fs.rename(&r, d1, n1, d2, n2, flags);
             }
             5 => {

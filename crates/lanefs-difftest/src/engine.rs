@@ -218,6 +218,10 @@ impl EngineTarget {
                 whence,
             } => {
                 let f = self.file(*slot).map_err(io::Error::from_raw_os_error)?;
+                // lseek checks the descriptor before its arguments.
+                if f.is_path() {
+                    return Err(Errno::EBADF.into());
+                }
                 let pos = match *whence {
                     libc::SEEK_SET if *offset < 0 => return Err(Errno::EINVAL.into()),
                     libc::SEEK_SET => SeekFrom::Start(*offset as u64),

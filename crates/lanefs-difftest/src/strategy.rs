@@ -98,6 +98,8 @@ fn id() -> impl Strategy<Value = Option<u32>> {
         2 => Just(Some(1000)),
         2 => Just(Some(1001)),
         1 => Just(Some(1002)),
+        // chown's -1 spelled as an id: leaves it alone.
+        1 => Just(Some(u32::MAX)),
     ]
 }
 
@@ -138,6 +140,7 @@ fn open_flags() -> impl Strategy<Value = i32> {
         3 => Just(libc::O_APPEND),
         2 => Just(libc::O_NOFOLLOW),
         1 => Just(libc::O_DIRECTORY),
+        1 => Just(libc::O_PATH),
     ];
     (
         prop_oneof![
@@ -228,14 +231,16 @@ fn mknod_mode() -> impl Strategy<Value = (u32, u64)> {
         0o170000,
     ]);
     let rdev = prop_oneof![
-        Just(0u64),
-        (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b))
+        4 => Just(0u64),
+        4 => (1u32..12, 0u32..256).prop_map(|(a, b)| libc::makedev(a, b)),
+        // Past the kernel's 32-bit device number (EINVAL), and its largest.
+        1 => select(vec![libc::makedev(5000, 1), libc::makedev(1, 1 << 20), 0xffff_ffff]),
     ];
     (kind, 0u32..=0o7777, rdev).prop_map(|(k, perm, rdev)| (k | perm, rdev))
 }
 
 fn rename_flags() -> impl Strategy<Value = u32> {
-    prop_oneof![6 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(8u32)]
+    prop_oneof![6 => Just(0u32), 2 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32), 1 => Just(5u32), 1 => Just(8u32)]
 }
 
 /// One operation.

@@ -52,6 +52,8 @@ pub struct File {
     kind: FileKind,
     readable: bool,
     writable: bool,
+    /// Opened `O_PATH`: names the file, grants no access (`EBADF`).
+    path_only: bool,
     pos: u64,
 }
 
@@ -79,19 +81,35 @@ fn verify_area(offset: u64, len: usize) -> Result<()> {
 impl File {
     pub(crate) fn new(fs: &Filesystem, handle: OpenFile, kind: FileKind, flags: i32) -> File {
         let acc = flags & libc::O_ACCMODE;
+        let path_only = flags & libc::O_PATH != 0;
         File {
             handle,
             inner: fs.handle_ref(),
             cred: fs.cred().clone(),
             kind,
-            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            readable: !path_only && (acc == libc::O_RDONLY || acc == libc::O_RDWR),
+            writable: !path_only && (acc == libc::O_WRONLY || acc == libc::O_RDWR),
+            path_only,
             pos: 0,
         }
     }
 
     fn core(&self) -> &Fs {
         &self.inner.fs
+    }
+
+    /// Opened with `O_PATH`: it names the file and grants no access.
+    pub fn is_path(&self) -> bool {
+        self.path_only
+    }
+
+    /// Linux's `fdget` of an `O_PATH` descriptor for any call but the few
+    /// that only name the file: `EBADF`.
+    fn not_path_only(&self) -> io::Result<()> {
+        if self.path_only {
+            return Err(Errno::EBADF.into());
+        }
+        Ok(())
     }
 
     /// The inode number of the open file.
@@ -148,9 +166,14 @@ impl File {
     }
 
     /// Truncate or extend to `size` (`ftruncate`): `EINVAL` unless the file
-    /// is a regular file open for writing or `size` exceeds `i64::MAX`.
+    /// is a regular file open for writing or `size` exceeds `i64::MAX`
+    /// (that first, as `do_sys_ftruncate`; then `EBADF` for `O_PATH`).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
-        if size > i64::MAX as u64 || self.kind != FileKind::Regular || !self.writable {
+        if size > i64::MAX as u64 {
+            return Err(Errno::EINVAL.into());
+        }
+        self.not_path_only()?;
+        if self.kind != FileKind::Regular || !self.writable {
             return Err(Errno::EINVAL.into());
         }
         let changes = SetAttr {
@@ -164,6 +187,7 @@ impl File {
 
     /// Change permission bits through the open file (`fchmod`).
     pub fn set_permissions(&self, mode: u32) -> io::Result<()> {
+        self.not_path_only()?;
         let changes = SetAttr {
             mode: Some(mode & 0o7777),
             ..SetAttr::default()
@@ -175,11 +199,13 @@ impl File {
 
     /// Flush data and metadata (`fsync`).
     pub fn sync_all(&self) -> io::Result<()> {
+        self.not_path_only()?;
         Ok(self.core().fsync(&self.handle, false)?)
     }
 
     /// Flush data (`fdatasync`).
     pub fn sync_data(&self) -> io::Result<()> {
+        self.not_path_only()?;
         Ok(self.core().fsync(&self.handle, true)?)
     }
 
@@ -189,6 +215,7 @@ impl File {
     /// writing, `ESPIPE`/`EISDIR`/`ENODEV` by file type, `EFBIG` when the
     /// range ends past `i64::MAX`.
     pub fn fallocate(&self, mode: i32, offset: i64, len: i64) -> io::Result<()> {
+        self.not_path_only()?;
         if offset < 0 || len <= 0 {
             return Err(Errno::EINVAL.into());
         }
@@ -259,6 +286,7 @@ impl Seek for File {
     /// As `lseek`: `SEEK_END` is relative to the current size; a negative
     /// result is `EINVAL`.
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.not_path_only()?;
         let (base, delta) = match pos {
             SeekFrom::Start(o) => {
                 if o > i64::MAX as u64 {

@@ -662,8 +662,9 @@ impl Filesystem {
         self.rename_flags(from, to, 0)
     }
 
-    /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`] and
-    /// [`RENAME_EXCHANGE`].
+    /// `renameat2(from, to, flags)` with [`RENAME_NOREPLACE`],
+    /// [`RENAME_EXCHANGE`] and [`RENAME_WHITEOUT`] (the source name is left
+    /// naming a whiteout: a 0/0 character device of mode 0).
     ///
     /// ```
     /// use lanefs::{Filesystem, RENAME_EXCHANGE, RENAME_NOREPLACE};
@@ -810,7 +811,14 @@ impl Filesystem {
     /// `mknod(path, mode, rdev)`: `mode` carries the type (regular when
     /// zero, fifo, socket, character or block device; a directory is
     /// `EPERM`, anything else `EINVAL`) and permission bits, less the umask.
+    /// `rdev` is a `libc::makedev` number; one the kernel's 32-bit device
+    /// number cannot hold (a major above 4095 or a minor above 2^20 - 1)
+    /// is `EINVAL` for every type, before anything else (glibc's
+    /// `mknodat`).
     pub fn mknod<P: AsRef<Path>>(&self, path: P, mode: u32, rdev: u64) -> io::Result<()> {
+        if rdev > u64::from(u32::MAX) {
+            return Err(Errno::EINVAL.into());
+        }
         match mode & libc::S_IFMT {
             0 | libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => {}
             libc::S_IFDIR => return Err(Errno::EPERM.into()),
@@ -874,7 +882,8 @@ impl Filesystem {
         Ok(())
     }
 
-    /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone.
+    /// `chown(path, uid, gid)` (follows symlinks); `None` leaves an id alone,
+    /// as does `Some(u32::MAX)` (chown's `-1`).
     pub fn chown<P: AsRef<Path>>(
         &self,
         path: P,
@@ -901,6 +910,9 @@ impl Filesystem {
         uid: Option<u32>,
         gid: Option<u32>,
     ) -> io::Result<()> {
+        // `(uid_t)-1` is chown's "leave it" (`chown_common`), not an owner.
+        let keep = |id: Option<u32>| id.filter(|&i| i != u32::MAX);
+        let (uid, gid) = (keep(uid), keep(gid));
         let h = self.resolve(path, follow)?;
         let mut changes = SetAttr {
             uid,
@@ -1129,9 +1141,14 @@ impl Filesystem {
     /// `open(path, flags, mode)` with raw flags: access mode, `O_CREAT`,
     /// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW`, `O_DIRECTORY`,
     /// `O_NOATIME`, `O_TMPFILE` (an unnamed file in directory `path`; see
-    /// [`link_file`](Self::link_file)); other flags are ignored.
+    /// [`link_file`](Self::link_file)), `O_PATH` (a handle that only names
+    /// the file: see [`open_path`](Self::open_path)); other flags are
+    /// ignored.
     pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
         let path = bytes(&path);
+        if flags & libc::O_PATH != 0 {
+            return Ok(self.open_path(path, flags)?);
+        }
         if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
             return Err(Errno::EINVAL.into());
         }
@@ -1157,6 +1174,24 @@ impl Filesystem {
             .core()
             .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
         Ok(File::new(self, handle, h.kind, flags))
+    }
+
+    /// `open(path, O_PATH | …)`: as `open(2)` (`build_open_how`), every
+    /// flag but `O_DIRECTORY` and `O_NOFOLLOW` is ignored — no create, no
+    /// truncate, no access mode. Any kind opens (a symlink itself with
+    /// `O_NOFOLLOW`, a device node, a directory); only search permission
+    /// on the path is needed. The [`File`] names the file: `metadata` and
+    /// [`link_file`](Self::link_file) work, reads, writes, `set_len`,
+    /// `set_permissions`, syncs, `fallocate` and seeks are `EBADF`.
+    fn open_path(&self, path: &[u8], flags: i32) -> Result<File> {
+        let h = self
+            .walker()
+            .resolve_seen(path, flags & libc::O_NOFOLLOW == 0)?;
+        if flags & libc::O_DIRECTORY != 0 && h.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        let handle = self.core().open_path(&self.cred, h.at())?;
+        Ok(File::new(self, handle, h.kind, libc::O_PATH))
     }
 
     /// `open(dir, O_TMPFILE | …)`: an unnamed regular file in directory

@@ -4,12 +4,13 @@
 //! `divergence_` (those are listed in `docs/SEMANTICS.md`).
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use lanefs::{
     Cred, Errno, FileKind, Filesystem, FsConfig, MemoryStoreConfig, OpenOptions, TimeSet, Timespec,
     FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, LINK_MAX,
-    PAGE_SIZE, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE, XATTR_SIZE_MAX,
+    PAGE_SIZE, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, XATTR_CREATE, XATTR_REPLACE,
+    XATTR_SIZE_MAX,
 };
 
 fn fs() -> Filesystem {
@@ -149,6 +150,41 @@ fn rename_noreplace_and_exchange() -> io::Result<()> {
 /// a missing source is `ENOENT` even where the caller may not write the
 /// directories (lanefs answers it from a lock-free look, before any lock),
 /// an existing one `EACCES`; a search-denied parent stays `EACCES`.
+#[test]
+fn rename_whiteout_leaves_a_whiteout() -> io::Result<()> {
+    // tmpfs (shmem_whiteout): the source name is left naming a 0/0
+    // character device of mode 0, owned by the caller; with a trailing
+    // slash the usual rules apply first. Until 2026-11 lanefs answered
+    // EINVAL.
+    let fs = fs();
+    fs.write("/a", b"x")?;
+    fs.rename_flags("/a", "/b", RENAME_WHITEOUT)?;
+    assert_eq!(fs.read("/b")?, b"x");
+    let w = fs.symlink_metadata("/a")?;
+    assert_eq!(
+        (w.mode(), w.rdev(), w.nlink(), w.len()),
+        (libc::S_IFCHR, 0, 1, 0)
+    );
+    assert_eq!(
+        errno(fs.rename_flags("/b", "/a", RENAME_WHITEOUT | RENAME_NOREPLACE)),
+        Errno::EEXIST
+    );
+    assert_eq!(
+        errno(fs.rename_flags("/b", "/c/", RENAME_WHITEOUT)),
+        Errno::ENOTDIR
+    );
+    fs.create_dir("/d")?;
+    fs.set_permissions("/d", 0o777)?;
+    alice(&fs).create_dir("/d/mine")?;
+    alice(&fs).rename_flags("/d/mine/", "/d/moved", RENAME_WHITEOUT)?;
+    let w = fs.symlink_metadata("/d/mine")?;
+    assert_eq!((w.mode(), w.uid(), w.gid()), (libc::S_IFCHR, 1000, 1000));
+    assert!(fs.metadata("/d/moved")?.is_dir());
+    assert_eq!(fs.metadata("/d")?.nlink(), 3, "one subdirectory");
+    assert_eq!(names(&fs, "/d"), ["mine", "moved"]);
+    Ok(())
+}
+
 #[test]
 fn rename_of_a_missing_source_is_enoent_before_write_permission() -> io::Result<()> {
     let fs = fs();
@@ -426,6 +462,83 @@ fn open_flag_rules() -> io::Result<()> {
 }
 
 // ---- data --------------------------------------------------------------------
+
+#[test]
+fn o_path_names_the_file_and_grants_nothing() -> io::Result<()> {
+    // As open(2) on tmpfs (kernel 6.18): with O_PATH every flag but
+    // O_DIRECTORY and O_NOFOLLOW is ignored (no create, no truncate), any
+    // kind opens, only search permission on the path is needed, and the
+    // descriptor allows fstat (and linkat) only. Until 2026-11 O_PATH was
+    // ignored: O_PATH|O_TRUNC truncated the file, a symlink with
+    // O_NOFOLLOW was ELOOP, a fifo ENXIO, a mode-0 file EACCES.
+    let fs = fs();
+    fs.write("/file", b"hello")?;
+    fs.create_dir("/dir")?;
+    fs.symlink("file", "/sl")?;
+    fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)?;
+    fs.set_permissions("/file", 0)?;
+    let path = |p: &str, flags: i32| fs.open_flags(p, libc::O_PATH | flags, 0o644);
+    let mut f = path("/file", libc::O_TRUNC | libc::O_WRONLY)?;
+    assert_eq!(f.metadata()?.len(), 5, "O_TRUNC ignored");
+    assert_eq!(fs.read("/file")?, b"hello");
+    let mut buf = [0u8; 4];
+    assert_eq!(errno(f.read_at(&mut buf, 0)), Errno::EBADF);
+    assert_eq!(errno(f.write_at(b"x", 0)), Errno::EBADF);
+    assert_eq!(errno(f.read(&mut buf)), Errno::EBADF);
+    assert_eq!(errno(f.set_len(0)), Errno::EBADF);
+    assert_eq!(errno(f.set_permissions(0o644)), Errno::EBADF);
+    assert_eq!(errno(f.sync_all()), Errno::EBADF);
+    assert_eq!(errno(f.seek(std::io::SeekFrom::Start(0))), Errno::EBADF);
+    assert_eq!(errno(f.fallocate(0, 0, 10)), Errno::EBADF);
+    // A name for it, as linkat(fd, "", AT_EMPTY_PATH) by root.
+    fs.link_file(&f, "/file2")?;
+    assert_eq!(fs.metadata("/file2")?.nlink(), 2);
+    drop(f);
+    assert_eq!(
+        errno(path("/missing", libc::O_CREAT)),
+        Errno::ENOENT,
+        "O_CREAT ignored"
+    );
+    assert_eq!(
+        errno(path("/missing", libc::O_CREAT | libc::O_EXCL)),
+        Errno::ENOENT
+    );
+    assert!(!fs.try_exists("/missing")?);
+    let sl = path("/sl", libc::O_NOFOLLOW)?;
+    assert!(sl.metadata()?.is_symlink());
+    assert_eq!(
+        errno(path("/sl", libc::O_NOFOLLOW | libc::O_DIRECTORY)),
+        Errno::ENOTDIR
+    );
+    assert!(path("/sl", 0)?.metadata()?.is_file());
+    assert_eq!(path("/fifo", 0)?.metadata()?.kind(), FileKind::Fifo);
+    let d = path("/dir", libc::O_WRONLY)?;
+    assert_eq!(
+        fs.core().readdir(d.handle(), 0, &mut |_| true),
+        Err(Errno::EBADF),
+        "no listing through it"
+    );
+    path("/dir", libc::O_RDWR | libc::O_CREAT)?;
+    path("/dir/", 0)?;
+    assert_eq!(errno(path("/file", libc::O_DIRECTORY)), Errno::ENOTDIR);
+    assert_eq!(errno(path("/file/", 0)), Errno::ENOTDIR);
+    // Only search permission on the path: a mode-0 file and directory
+    // open for another user, a name inside that directory does not.
+    fs.set_permissions("/dir", 0)?;
+    let a = alice(&fs);
+    a.open_flags("/file", libc::O_PATH, 0)?;
+    a.open_flags("/dir", libc::O_PATH, 0)?;
+    assert_eq!(
+        errno(a.open_flags("/dir/x", libc::O_PATH, 0)),
+        Errno::EACCES
+    );
+    // An O_PATH handle keeps an unlinked file as any open does.
+    fs.write("/gone", b"data")?;
+    let g = path("/gone", 0)?;
+    fs.remove_file("/gone")?;
+    assert_eq!((g.metadata()?.nlink(), g.metadata()?.len()), (0, 4));
+    Ok(())
+}
 
 #[test]
 fn sparse_files_truncate_and_fallocate() -> io::Result<()> {
@@ -792,6 +905,24 @@ fn suid_sgid_cleared_on_write_and_chown() -> io::Result<()> {
 }
 
 #[test]
+fn chown_minus_one_leaves_the_ids() -> io::Result<()> {
+    // chown(f, (uid_t)-1, (gid_t)-1) on tmpfs: the owner stays, ctime moves
+    // and setuid goes (as for any chown of a non-directory). Until 2026-11
+    // the path API made u32::MAX the file's owner and group.
+    let fs = fs();
+    fs.write("/f", b"x")?;
+    fs.chown("/f", Some(1000), Some(1000))?;
+    fs.set_permissions("/f", 0o4755)?;
+    fs.chown("/f", Some(u32::MAX), Some(u32::MAX))?;
+    let m = fs.metadata("/f")?;
+    assert_eq!((m.uid(), m.gid(), m.permissions()), (1000, 1000, 0o755));
+    fs.lchown("/f", Some(u32::MAX), Some(0))?;
+    let m = fs.metadata("/f")?;
+    assert_eq!((m.uid(), m.gid()), (1000, 0));
+    Ok(())
+}
+
+#[test]
 fn utime_now_and_omit_rules() -> io::Result<()> {
     let fs = fs();
     fs.write("/f", b"")?;
@@ -1093,6 +1224,27 @@ fn mknod_kinds() -> io::Result<()> {
         Errno::EPERM
     );
     assert_eq!(errno(fs.mknod("/bad", 0o170000 | 0o755, 0)), Errno::EINVAL);
+    // The kernel's device number is 32 bits (major < 4096, minor < 2^20):
+    // glibc answers EINVAL for a larger one, whatever the type; the
+    // largest one round-trips. Until 2026-11 lanefs stored any u64.
+    let big = libc::makedev(5000, 1);
+    assert_eq!(
+        errno(fs.mknod("/big", libc::S_IFCHR | 0o644, big)),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(fs.mknod("/big", libc::S_IFIFO | 0o644, big)),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(fs.mknod("/chr", libc::S_IFCHR | 0o644, libc::makedev(1, 1 << 20))),
+        Errno::EINVAL,
+        "EINVAL before EEXIST"
+    );
+    let max = libc::makedev(4095, (1 << 20) - 1);
+    assert_eq!(max, 0xffff_ffff);
+    fs.mknod("/max", libc::S_IFBLK | 0o600, max)?;
+    assert_eq!(fs.metadata("/max")?.rdev(), max);
     assert_eq!(
         errno(fs.mknod("/fifo", libc::S_IFIFO | 0o644, 0)),
         Errno::EEXIST
@@ -1165,19 +1317,6 @@ fn divergence_write_at_enospc_is_all_or_nothing() -> io::Result<()> {
     assert_eq!(f.metadata()?.len(), 0);
     assert_eq!(fs.statfs()?.blocks_free, 16);
     assert_eq!(f.write_at(&vec![1u8; 16 * PAGE_SIZE], 0)?, 16 * PAGE_SIZE);
-    Ok(())
-}
-
-#[test]
-fn divergence_rename_whiteout_is_einval() -> io::Result<()> {
-    // tmpfs supports RENAME_WHITEOUT (for overlayfs); lanefs does not.
-    let fs = fs();
-    fs.write("/a", b"x")?;
-    assert_eq!(
-        errno(fs.rename_flags("/a", "/b", lanefs::RENAME_WHITEOUT)),
-        Errno::EINVAL
-    );
-    assert_eq!(fs.read("/a")?, b"x");
     Ok(())
 }
 

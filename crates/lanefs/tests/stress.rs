@@ -147,6 +147,8 @@ fn allowed(e: &io::Error) -> bool {
         Errno::EPERM,
         Errno::EACCES,
         Errno::ELOOP,
+        // Opening a whiteout (a 0/0 character device RENAME_WHITEOUT left).
+        Errno::ENXIO,
     ];
     match e.raw_os_error() {
         Some(n) => ok.contains(&Errno(n)),
@@ -232,7 +234,11 @@ fn worker(fs: Filesystem, me: usize, ops: usize, start: Arc<Barrier>) -> Result<
                 if i % 97 == 0 {
                     fs.core().shrink();
                 }
-                fs.rename_flags(&p, &q, lanefs::RENAME_EXCHANGE)
+                let flags = match rng.below(2) {
+                    0 => lanefs::RENAME_EXCHANGE,
+                    _ => lanefs::RENAME_WHITEOUT,
+                };
+                fs.rename_flags(&p, &q, flags)
             }
             _ => fs
                 .with_cred(Cred::user(1000 + me as u32, 1000))
