@@ -131,6 +131,60 @@ impl File {
         Ok(self.write_at_inner(buf, offset)?.0)
     }
 
+    /// Fill `buf` from `offset` on without moving the position, as
+    /// [`std::os::unix::fs::FileExt::read_exact_at`]: a file that ends
+    /// first is an [`io::ErrorKind::UnexpectedEof`] error (what was read
+    /// stays in `buf`).
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"0123456789")?;
+    /// let f = fs.open("/f")?;
+    /// let mut buf = [0u8; 4];
+    /// f.read_exact_at(&mut buf, 3)?;
+    /// assert_eq!(&buf, b"3456");
+    /// let err = f.read_exact_at(&mut buf, 8).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "failed to fill whole buffer",
+                    ))
+                }
+                n => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write all of `buf` at `offset` without moving the position, as
+    /// [`std::os::unix::fs::FileExt::write_all_at`].
+    pub fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_at(buf, offset)? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write whole buffer",
+                    ))
+                }
+                n => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write_at_inner(&self, buf: &[u8], offset: u64) -> Result<(usize, u64)> {
         if offset > i64::MAX as u64 {
             return Err(Errno::EINVAL);
@@ -241,6 +295,32 @@ impl Read for File {
         self.pos += n as u64;
         Ok(n)
     }
+
+    /// As `readv`: the buffers are filled in turn until the file ends (the
+    /// trait's default fills only the first non-empty one).
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        let mut total = 0usize;
+        let mut nonempty = bufs.iter_mut().filter(|b| !b.is_empty()).peekable();
+        if nonempty.peek().is_none() {
+            return self.read(&mut []);
+        }
+        for buf in nonempty {
+            let want = buf.len();
+            match self.read(buf) {
+                Ok(n) => {
+                    total += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                // What was read before an error is the result, as a
+                // short read.
+                Err(_) if total > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
 }
 
 impl Write for File {
@@ -248,6 +328,24 @@ impl Write for File {
         let (n, end) = self.write_at_inner(buf, self.pos)?;
         self.pos = end;
         Ok(n)
+    }
+
+    /// As `writev`: all the buffers in one write (so that an appending
+    /// write stays whole); the trait's default writes only the first
+    /// non-empty one.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
+        match (nonempty.next(), nonempty.next()) {
+            (None, _) => self.write(&[]),
+            (Some(one), None) => self.write(one),
+            _ => {
+                let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+                for b in bufs {
+                    all.extend_from_slice(b);
+                }
+                self.write(&all)
+            }
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -367,7 +465,8 @@ impl OpenOptions {
     }
 
     /// The `open(2)` flags these options stand for (std's rules: `EINVAL`
-    /// for truncate or create without write access, or nothing to do).
+    /// for truncate or create without write or append access, truncate with
+    /// append (unless `create_new`), or no access at all).
     pub fn flags(&self) -> io::Result<i32> {
         let acc = match (self.read, self.write || self.append) {
             (true, false) => libc::O_RDONLY,
@@ -377,6 +476,11 @@ impl OpenOptions {
         };
         let writes = self.write || self.append;
         if (self.truncate || self.create || self.create_new) && !writes {
+            return Err(Errno::EINVAL.into());
+        }
+        // std refuses append with truncate (unless create_new, which
+        // drops the truncate): an appending file is not emptied on open.
+        if self.append && self.truncate && !self.create_new {
             return Err(Errno::EINVAL.into());
         }
         let mut flags = acc | (self.custom_flags & !libc::O_ACCMODE);

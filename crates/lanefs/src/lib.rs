@@ -500,9 +500,13 @@ impl Filesystem {
 
     /// Create a directory and every missing parent; an existing directory
     /// is fine (as [`std::fs::create_dir_all`]: the error of the deepest
-    /// `mkdir` that failed for another reason is returned).
+    /// `mkdir` that failed for another reason is returned, and an empty
+    /// path is nothing to create).
     pub fn create_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
         let path = bytes(&path);
+        if path.is_empty() {
+            return Ok(());
+        }
         walk::check_path(path)?;
         self.create_dir_all_bytes(path, 0)
     }
@@ -1257,9 +1261,16 @@ impl Filesystem {
         Ok(out)
     }
 
-    /// The whole content of file `path` as UTF-8 (`EINVAL` if it is not).
+    /// The whole content of file `path` as UTF-8 (as
+    /// [`std::fs::read_to_string`]: an [`io::ErrorKind::InvalidData`] error
+    /// if it is not).
     pub fn read_to_string<P: AsRef<Path>>(&self, path: P) -> io::Result<String> {
-        String::from_utf8(self.read(path)?).map_err(|_| Errno::EINVAL.into())
+        String::from_utf8(self.read(path)?).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )
+        })
     }
 
     /// Create or truncate file `path` and write `data` to it.
