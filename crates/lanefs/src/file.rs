@@ -1,10 +1,19 @@
 //! Open files: [`File`] and [`OpenOptions`].
 //!
 //! A [`File`] owns one core [`OpenFile`] (closed when the `File` drops) and
-//! its own position, a plain `u64` changed only through `&mut self`: there
-//! are no locks or atomics here. Positional calls (`read_at`, `write_at`)
-//! take `&self` and leave the position alone, so one `File` may be shared
-//! between threads for positional I/O.
+//! its own position, a plain `u64` changed only through `&mut self`.
+//! Positional calls (`read_at`, `write_at`) take `&self` and leave the
+//! position alone, so one `File` may be shared between threads for
+//! positional I/O.
+//!
+//! Locks: [`File::try_clone`] makes the position one that the original and
+//! its clones share, as `dup` does: from then on it lives in
+//! `File::shared_pos`, a `Mutex<u64>` held for the whole of each read,
+//! write or seek through the position (as Linux's `f_pos_lock`), so that
+//! the handles' calls move it one at a time. It is a leaf: the engine's
+//! locks are taken inside it, never the reverse. `shared_pos` itself is a
+//! `OnceLock` set once, by the first `try_clone` (which takes `&self`: no
+//! call through the position runs on that `File` meanwhile).
 //!
 //! The checks Linux's VFS makes before a file system sees a request live
 //! here: `EBADF` for a read on a write-only file and the reverse,
@@ -14,6 +23,7 @@
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use lanefs_core::{
     Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE,
@@ -52,7 +62,11 @@ pub struct File {
     kind: FileKind,
     readable: bool,
     writable: bool,
+    /// The position while no clone shares it.
     pos: u64,
+    /// The position shared with clones, once [`try_clone`](File::try_clone)
+    /// made one (module doc).
+    shared_pos: OnceLock<Arc<Mutex<u64>>>,
 }
 
 impl std::fmt::Debug for File {
@@ -62,7 +76,7 @@ impl std::fmt::Debug for File {
             .field("kind", &self.kind)
             .field("readable", &self.readable)
             .field("writable", &self.writable)
-            .field("pos", &self.pos)
+            .field("pos", &self.position())
             .finish()
     }
 }
@@ -87,6 +101,60 @@ impl File {
             readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
             writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
             pos: 0,
+            shared_pos: OnceLock::new(),
+        }
+    }
+
+    /// A second `File` for the same open file, as
+    /// [`std::fs::File::try_clone`] (`dup`): same access mode and flags,
+    /// and one position that both move (a read through either goes on
+    /// where the other stopped). Each closes its own handle when it drops;
+    /// the file stays open while any is.
+    ///
+    /// ```
+    /// use std::io::{Read, Seek, SeekFrom};
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"abcdef")?;
+    /// let mut a = fs.open("/f")?;
+    /// let mut b = a.try_clone()?;
+    /// let mut two = [0u8; 2];
+    /// a.read_exact(&mut two)?;
+    /// b.read_exact(&mut two)?;
+    /// assert_eq!(&two, b"cd");
+    /// assert_eq!(a.stream_position()?, 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_clone(&self) -> io::Result<File> {
+        let handle = self.handle.reopen_unchecked(self.handle.flags())?;
+        let shared = self
+            .shared_pos
+            .get_or_init(|| Arc::new(Mutex::new(self.pos)))
+            .clone();
+        Ok(File {
+            handle,
+            inner: crate::handle::inner_ref(&self.inner),
+            cred: self.cred.clone(),
+            kind: self.kind,
+            readable: self.readable,
+            writable: self.writable,
+            pos: 0,
+            shared_pos: OnceLock::from(shared),
+        })
+    }
+
+    /// Run `f` with the position, held (shared) or this handle's own.
+    fn with_pos<R>(&mut self, f: impl FnOnce(&File, &mut u64) -> io::Result<R>) -> io::Result<R> {
+        match self.shared_pos.get() {
+            Some(shared) => {
+                let mut pos = shared.lock().unwrap_or_else(|e| e.into_inner());
+                f(self, &mut pos)
+            }
+            None => {
+                let mut pos = self.pos;
+                let r = f(self, &mut pos);
+                self.pos = pos;
+                r
+            }
         }
     }
 
@@ -106,7 +174,10 @@ impl File {
 
     /// The current position (as `lseek(fd, 0, SEEK_CUR)`).
     pub fn position(&self) -> u64 {
-        self.pos
+        match self.shared_pos.get() {
+            Some(shared) => *shared.lock().unwrap_or_else(|e| e.into_inner()),
+            None => self.pos,
+        }
     }
 
     /// Read at `offset` without moving the position (`pread`).
@@ -291,43 +362,50 @@ fn to_i64_range(offset: u64, len: u64) -> io::Result<(i64, i64)> {
 
 impl Read for File {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.read_at(buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
+        self.with_pos(|f, pos| {
+            let n = f.read_at(buf, *pos)?;
+            *pos += n as u64;
+            Ok(n)
+        })
     }
 
     /// As `readv`: the buffers are filled in turn until the file ends (the
     /// trait's default fills only the first non-empty one).
     fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
-        let mut total = 0usize;
-        let mut nonempty = bufs.iter_mut().filter(|b| !b.is_empty()).peekable();
-        if nonempty.peek().is_none() {
+        if bufs.iter().all(|b| b.is_empty()) {
             return self.read(&mut []);
         }
-        for buf in nonempty {
-            let want = buf.len();
-            match self.read(buf) {
-                Ok(n) => {
-                    total += n;
-                    if n < want {
-                        break;
+        // One turn of the position for the whole call, as readv's.
+        self.with_pos(|f, pos| {
+            let mut total = 0usize;
+            for buf in bufs.iter_mut().filter(|b| !b.is_empty()) {
+                let want = buf.len();
+                match f.read_at(buf, *pos) {
+                    Ok(n) => {
+                        total += n;
+                        *pos += n as u64;
+                        if n < want {
+                            break;
+                        }
                     }
+                    // What was read before an error is the result, as a
+                    // short read.
+                    Err(_) if total > 0 => break,
+                    Err(e) => return Err(e),
                 }
-                // What was read before an error is the result, as a
-                // short read.
-                Err(_) if total > 0 => break,
-                Err(e) => return Err(e),
             }
-        }
-        Ok(total)
+            Ok(total)
+        })
     }
 }
 
 impl Write for File {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let (n, end) = self.write_at_inner(buf, self.pos)?;
-        self.pos = end;
-        Ok(n)
+        self.with_pos(|f, pos| {
+            let (n, end) = f.write_at_inner(buf, *pos)?;
+            *pos = end;
+            Ok(n)
+        })
     }
 
     /// As `writev`: all the buffers in one write (so that an appending
@@ -356,28 +434,30 @@ impl Write for File {
 impl Seek for File {
     /// As `lseek`: `SEEK_END` is relative to the current size; a negative
     /// result is `EINVAL`.
-    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let (base, delta) = match pos {
-            SeekFrom::Start(o) => {
-                if o > i64::MAX as u64 {
-                    return Err(Errno::EINVAL.into());
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.with_pos(|f, pos| {
+            let (base, delta) = match to {
+                SeekFrom::Start(o) => {
+                    if o > i64::MAX as u64 {
+                        return Err(Errno::EINVAL.into());
+                    }
+                    *pos = o;
+                    return Ok(o);
                 }
-                self.pos = o;
-                return Ok(o);
-            }
-            SeekFrom::Current(d) => (self.pos, d),
-            // Directories seek like tmpfs's: SEEK_END is EINVAL.
-            SeekFrom::End(_) if self.kind == FileKind::Directory => {
-                return Err(Errno::EINVAL.into())
-            }
-            SeekFrom::End(d) => (self.core().getattr(self.ino())?.size, d),
-        };
-        let new = (base as i64)
-            .checked_add(delta)
-            .filter(|n| *n >= 0)
-            .ok_or(Errno::EINVAL)?;
-        self.pos = new as u64;
-        Ok(self.pos)
+                SeekFrom::Current(d) => (*pos, d),
+                // Directories seek like tmpfs's: SEEK_END is EINVAL.
+                SeekFrom::End(_) if f.kind == FileKind::Directory => {
+                    return Err(Errno::EINVAL.into())
+                }
+                SeekFrom::End(d) => (f.core().getattr(f.ino())?.size, d),
+            };
+            let new = (base as i64)
+                .checked_add(delta)
+                .filter(|n| *n >= 0)
+                .ok_or(Errno::EINVAL)?;
+            *pos = new as u64;
+            Ok(*pos)
+        })
     }
 }
 

@@ -275,6 +275,18 @@ impl Iterator for ReadDir {
     }
 }
 
+/// Whether what follows a non-directory in a path to canonicalize makes it
+/// an error (glibc's `suffix_requires_dir_check`): a trailing slash, or
+/// `.` or `..` after it. A name after it fails its own lookup (`ENOTDIR`).
+fn suffix_needs_dir(rest: &[u8]) -> bool {
+    if rest.first() != Some(&b'/') {
+        return false;
+    }
+    let rest = &rest[rest.iter().position(|&b| b != b'/').unwrap_or(rest.len())..];
+    let comp_end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+    matches!(&rest[..comp_end], b"" | b"." | b"..")
+}
+
 /// Why the image at `path` cannot be opened, as one line.
 fn image_error(path: &Path) -> io::Error {
     let why = match lanefs_image::FileDevice::open(path) {
@@ -809,6 +821,148 @@ impl Filesystem {
         }
         let target = self.core().readlink(h.ino)?;
         Ok(PathBuf::from(OsString::from_vec(target)))
+    }
+
+    /// The absolute path `path` names, with every symlink resolved and no
+    /// `.` or `..` left, as [`std::fs::canonicalize`] (glibc's `realpath`):
+    /// every component must exist (`ENOENT`), `..` applies to the
+    /// component before it once that is resolved (so `link/..` is the
+    /// parent of the link's target), a component followed by `/`, `/.` or
+    /// `/..` must be a directory (`ENOTDIR`), and more than
+    /// [`MAXSYMLINKS`] links is `ELOOP`. Paths are relative to the root.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/srv/data/v2")?;
+    /// fs.symlink("data/v2", "/srv/current")?;
+    /// assert_eq!(fs.canonicalize("/srv/current/../v2/.")?, std::path::Path::new("/srv/data/v2"));
+    /// let err = fs.canonicalize("/srv/missing/..").unwrap_err();
+    /// assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn canonicalize<P: AsRef<Path>>(&self, path: P) -> io::Result<PathBuf> {
+        let path = bytes(&path);
+        walk::check_path(path)?;
+        // `resolved`: the answer so far, "" for the root, else "/a/b";
+        // `rest[at..]`: what is left to resolve.
+        let mut resolved: Vec<u8> = Vec::new();
+        let mut rest = path.to_vec();
+        let mut at = 0;
+        let mut links = 0;
+        loop {
+            while rest.get(at) == Some(&b'/') {
+                at += 1;
+            }
+            if at == rest.len() {
+                break;
+            }
+            let end = rest[at..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(rest.len(), |i| at + i);
+            match &rest[at..end] {
+                b"." => {}
+                b".." => {
+                    let cut = resolved.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    resolved.truncate(cut);
+                }
+                name => {
+                    let mut candidate = Vec::with_capacity(resolved.len() + 1 + name.len());
+                    candidate.extend_from_slice(&resolved);
+                    candidate.push(b'/');
+                    candidate.extend_from_slice(name);
+                    let candidate_path = Path::new(std::ffi::OsStr::from_bytes(&candidate));
+                    let m = self.symlink_metadata(candidate_path)?;
+                    if m.is_symlink() {
+                        links += 1;
+                        if links > MAXSYMLINKS {
+                            return Err(Errno::ELOOP.into());
+                        }
+                        let target = self.read_link(candidate_path)?.into_os_string();
+                        let mut next = target.into_vec();
+                        if next.is_empty() {
+                            return Err(Errno::ENOENT.into());
+                        }
+                        if next[0] == b'/' {
+                            resolved.clear();
+                        }
+                        next.extend_from_slice(&rest[end..]);
+                        rest = next;
+                        at = 0;
+                        continue;
+                    }
+                    if !m.is_dir() && suffix_needs_dir(&rest[end..]) {
+                        return Err(Errno::ENOTDIR.into());
+                    }
+                    resolved = candidate;
+                }
+            }
+            at = end;
+        }
+        if resolved.is_empty() {
+            resolved.push(b'/');
+        }
+        Ok(PathBuf::from(OsString::from_vec(resolved)))
+    }
+
+    /// Copy the content of regular file `from` (symlinks followed) to `to`,
+    /// created or truncated, and give `to` the permission bits of `from`
+    /// (setuid and setgid included, when `to` is a regular file), as
+    /// [`std::fs::copy`]; the number of bytes copied. A source that is not
+    /// a regular file is an [`io::ErrorKind::InvalidInput`] error. Runs of
+    /// zeros are left as holes.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/tool", b"#!/bin/sh\n")?;
+    /// fs.set_permissions("/tool", 0o4750)?;
+    /// assert_eq!(fs.copy("/tool", "/tool.bak")?, 10);
+    /// assert_eq!(fs.read("/tool.bak")?, b"#!/bin/sh\n");
+    /// assert_eq!(fs.metadata("/tool.bak")?.permissions(), 0o4750);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn copy<P: AsRef<Path>, Q: AsRef<Path>>(&self, from: P, to: Q) -> io::Result<u64> {
+        const CHUNK: usize = 128 << 10;
+        let reader = self.open(from)?;
+        let meta = reader.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the source path is neither a regular file nor a symlink to a regular file",
+            ));
+        }
+        let perm = meta.permissions();
+        let mut writer = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(perm)
+            .open(self, to)?;
+        let regular = writer.metadata()?.is_file();
+        if regular {
+            // The file may have existed: its bits are set all the same.
+            writer.set_permissions(perm)?;
+        }
+        let mut buf = vec![0u8; CHUNK.min(meta.len().max(1) as usize)];
+        let mut copied = 0u64;
+        loop {
+            let n = reader.read_at(&mut buf, copied)?;
+            if n == 0 {
+                break;
+            }
+            let data = &buf[..n];
+            if !regular {
+                std::io::Write::write_all(&mut writer, data)?;
+            } else if data.iter().any(|&b| b != 0) {
+                writer.write_all_at(data, copied)?;
+            }
+            copied += n as u64;
+        }
+        if regular && writer.metadata()?.len() < copied {
+            // Zeros at the end: a hole up to the size.
+            writer.set_len(copied)?;
+        }
+        Ok(copied)
     }
 
     /// `mknod(path, mode, rdev)`: `mode` carries the type (regular when

@@ -1049,3 +1049,222 @@ fn types_are_send_and_sync_as_std() {
     assert_send_sync::<lanefs::ReadDir>();
     assert_send_sync::<lanefs::DirEntryOwned>();
 }
+
+// ---- canonicalize, copy, try_clone ------------------------------------------
+
+#[test]
+fn canonicalize_as_realpath() {
+    let Some(mut p) = pair() else { return };
+    build(
+        &mut p,
+        &["/d/sub/deep", "/a/b/c"],
+        &[("/f", b"f"), ("/d/sub/file", b"x")],
+        &[
+            ("d", "/ld"),
+            ("f", "/lf"),
+            ("sub/deep", "/d/ldeep"),
+            ("../..", "/a/b/c/up2"),
+            ("../d/sub/", "/a/lslash"),
+            ("nowhere", "/dangling"),
+            ("loop2", "/loop1"),
+            ("loop1", "/loop2"),
+            ("lf", "/chain0"),
+        ],
+    );
+    for i in 1..=41 {
+        let (t, l) = (format!("chain{}", i - 1), format!("/chain{i}"));
+        p.fs.symlink(&t, &l).unwrap();
+        std::os::unix::fs::symlink(&t, p.k(&l)).unwrap();
+    }
+    let cases = [
+        "/",
+        "//",
+        "/.",
+        "/d",
+        "/d/",
+        "/d/.",
+        "/d/..",
+        "/d/../d/sub",
+        "/./d//sub/./",
+        "/f",
+        "/f/",
+        "/f/.",
+        "/f/..",
+        "/f/./x",
+        "/f/x",
+        "/f//",
+        "/missing",
+        "/missing/..",
+        "/ld",
+        "/ld/",
+        "/ld/..",
+        "/ld/../f",
+        "/ld/sub/../..",
+        "/lf",
+        "/lf/",
+        "/lf/.",
+        "/lf/..",
+        "/d/ldeep/..",
+        "/d/ldeep/../file",
+        "/a/b/c/up2",
+        "/a/b/c/up2/b/c/up2/..",
+        "/a/lslash",
+        "/a/lslash/file",
+        "/a/lslash/file/",
+        "/dangling",
+        "/dangling/..",
+        "/loop1",
+        "/loop1/x",
+        "/chain38",
+        "/chain39",
+        "/chain40",
+        "/chain41",
+        "d/sub",
+        "/d/sub/file/..",
+    ];
+    for path in cases {
+        let l = p.fs.canonicalize(path);
+        let r = std::fs::canonicalize(p.k(path)).map(|c| {
+            let rel = c.strip_prefix(&p.root).expect("inside the case root");
+            Path::new("/").join(rel)
+        });
+        p.same(&format!("canonicalize {path}"), &l, &r);
+    }
+    // Absolute targets (lanefs only: on the tmpfs they would leave the
+    // case directory): the resolution restarts at the root.
+    p.fs.symlink("/d/sub", "/abs").unwrap();
+    p.fs.symlink("/abs/../ldeep", "/d/sub/deep/abs2").unwrap();
+    assert_eq!(
+        p.fs.canonicalize("/abs/deep/abs2").unwrap(),
+        Path::new("/d/sub/deep")
+    );
+    let nul = p.fs.canonicalize(OsStr::from_bytes(b"/d\0")).unwrap_err();
+    let snul = std::fs::canonicalize(OsStr::from_bytes(b"/d\0")).unwrap_err();
+    assert_eq!(nul.kind(), snul.kind());
+    p.finish();
+}
+
+#[test]
+fn copy_as_std() {
+    let Some(mut p) = pair() else { return };
+    build(
+        &mut p,
+        &["/d"],
+        &[
+            ("/tool", b"#!/bin/sh\n"),
+            ("/old", b"a longer old content than the source"),
+            ("/empty", b""),
+        ],
+        &[
+            ("tool", "/ltool"),
+            ("old", "/lold"),
+            ("made_by_copy", "/dangling"),
+        ],
+    );
+    for (name, mode) in [("/tool", 0o4750u32), ("/old", 0o600), ("/empty", 0o2644)] {
+        p.fs.set_permissions(name, mode).unwrap();
+        std::fs::set_permissions(p.k(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    {
+        // A sparse source: a hole, data, a hole at the end.
+        let lf = p.fs.create("/sparse").unwrap();
+        let sf = std::fs::File::create(p.k("/sparse")).unwrap();
+        lf.write_all_at(b"middle", 300_000).unwrap();
+        sf.write_all_at(b"middle", 300_000).unwrap();
+        lf.set_len(700_000).unwrap();
+        sf.set_len(700_000).unwrap();
+    }
+    let cases = [
+        ("/tool", "/new"),
+        ("/tool", "/old"),
+        ("/empty", "/empty2"),
+        ("/ltool", "/lold"),
+        ("/tool", "/dangling"),
+        ("/sparse", "/sparse2"),
+        ("/d", "/x"),
+        ("/missing", "/x"),
+        ("/tool", "/d"),
+        ("/tool", "/missing/x"),
+        ("/tool/", "/x"),
+        ("/tool", "/x/"),
+        ("/new", "/new"),
+    ];
+    for (from, to) in cases {
+        let l = p.fs.copy(from, to);
+        let r = std::fs::copy(p.k(from), p.k(to));
+        p.same(&format!("copy {from} {to}"), &l, &r);
+    }
+    p.trees("after the copies");
+    p.finish();
+}
+
+#[test]
+fn try_clone_shares_the_position() {
+    let Some(mut p) = pair() else { return };
+    p.fs.write("/f", b"0123456789").unwrap();
+    std::fs::write(p.k("/f"), b"0123456789").unwrap();
+    for append in [false, true] {
+        let mut la = lanefs::OpenOptions::new()
+            .read(true)
+            .write(!append)
+            .append(append)
+            .open(&p.fs, "/f")
+            .unwrap();
+        let mut sa = std::fs::OpenOptions::new()
+            .read(true)
+            .write(!append)
+            .append(append)
+            .open(p.k("/f"))
+            .unwrap();
+        let mut two = [0u8; 2];
+        la.read_exact(&mut two).unwrap();
+        sa.read_exact(&mut two).unwrap();
+        let mut lb = la.try_clone().unwrap();
+        let mut sb = sa.try_clone().unwrap();
+        let what = |s: &str| format!("append={append}: {s}");
+        let l = lb.stream_position();
+        let r = sb.stream_position();
+        p.same(&what("clone's position"), &l, &r);
+        let (mut l3, mut s3) = ([0u8; 3], [0u8; 3]);
+        let l = lb.read(&mut l3).map(|n| l3[..n].to_vec());
+        let r = sb.read(&mut s3).map(|n| s3[..n].to_vec());
+        p.same(&what("read through the clone"), &l, &r);
+        let l = la.stream_position();
+        let r = sa.stream_position();
+        p.same(&what("original's position after it"), &l, &r);
+        let l = la.write(b"W").and_then(|_| lb.stream_position());
+        let r = sa.write(b"W").and_then(|_| sb.stream_position());
+        p.same(&what("clone's position after a write"), &l, &r);
+        let l = la
+            .seek(SeekFrom::End(-1))
+            .and_then(|_| lb.stream_position());
+        let r = sa
+            .seek(SeekFrom::End(-1))
+            .and_then(|_| sb.stream_position());
+        p.same(&what("clone's position after a seek"), &l, &r);
+        // The clone of a clone, and the original gone.
+        let mut lc = lb.try_clone().unwrap();
+        let mut sc = sb.try_clone().unwrap();
+        drop((la, sa, lb, sb));
+        let l = lc.stream_position().and_then(|_| lc.write(b"Z"));
+        let r = sc.stream_position().and_then(|_| sc.write(b"Z"));
+        p.same(&what("write through the last clone"), &l, &r);
+        let l = lc.stream_position();
+        let r = sc.stream_position();
+        p.same(&what("last clone's position"), &l, &r);
+    }
+    // A clone keeps an unlinked file.
+    let la = p.fs.open("/f").unwrap();
+    let sa = std::fs::File::open(p.k("/f")).unwrap();
+    let mut lb = la.try_clone().unwrap();
+    let mut sb = sa.try_clone().unwrap();
+    drop((la, sa));
+    p.fs.remove_file("/f").unwrap();
+    std::fs::remove_file(p.k("/f")).unwrap();
+    let mut ls = Vec::new();
+    let mut ss = Vec::new();
+    let l = lb.read_to_end(&mut ls).map(|_| ls.clone());
+    let r = sb.read_to_end(&mut ss).map(|_| ss.clone());
+    p.same("read of an unlinked file through a clone", &l, &r);
+    p.finish();
+}
