@@ -591,8 +591,8 @@ impl Filesystem {
         Ok(())
     }
 
-    /// Empty directory `dir` (pinned by the caller).
-    fn remove_tree(&self, dir: Ino) -> Result<()> {
+    /// The names and kinds in directory `dir` (pinned by the caller).
+    fn list_all(&self, dir: Ino) -> Result<Vec<(Vec<u8>, FileKind)>> {
         let handle = self.core().open(&self.cred, dir, libc::O_RDONLY)?;
         let mut entries = Vec::new();
         self.core().readdir(&handle, 0, &mut |e| {
@@ -601,16 +601,59 @@ impl Filesystem {
             }
             false
         })?;
-        drop(handle);
-        for (name, kind) in entries {
-            if kind == FileKind::Directory {
-                let attr = self.core().lookup_counted(&self.cred, dir, &name)?;
-                let r = self.remove_tree(attr.ino);
-                self.core().forget(attr.ino, 1);
-                r?;
-                self.core().rmdir(&self.cred, dir, &name)?;
-            } else {
-                self.core().unlink(&self.cred, dir, &name)?;
+        Ok(entries)
+    }
+
+    /// Empty directory `top` (pinned by the caller), depth first without
+    /// recursion: a tree may be deeper than any path can name (built by
+    /// renames), and its depth must not be bounded by the caller's stack.
+    fn remove_tree(&self, top: Ino) -> Result<()> {
+        /// A directory being emptied: pinned by a counted lookup (given
+        /// back on drop) unless it is `top`, with its name in the one
+        /// below it on the stack and the entries left to remove.
+        struct Level<'a> {
+            fs: &'a Fs,
+            ino: Ino,
+            counted: bool,
+            name: Vec<u8>,
+            entries: Vec<(Vec<u8>, FileKind)>,
+        }
+        impl Drop for Level<'_> {
+            fn drop(&mut self) {
+                if self.counted {
+                    self.fs.forget(self.ino, 1);
+                }
+            }
+        }
+        let core = self.core();
+        let mut stack = vec![Level {
+            fs: core,
+            ino: top,
+            counted: false,
+            name: Vec::new(),
+            entries: self.list_all(top)?,
+        }];
+        while let Some(level) = stack.last_mut() {
+            match level.entries.pop() {
+                Some((name, FileKind::Directory)) => {
+                    let attr = core.lookup_counted(&self.cred, level.ino, &name)?;
+                    let mut next = Level {
+                        fs: core,
+                        ino: attr.ino,
+                        counted: true,
+                        name,
+                        entries: Vec::new(),
+                    };
+                    next.entries = self.list_all(attr.ino)?;
+                    stack.push(next);
+                }
+                Some((name, _)) => core.unlink(&self.cred, level.ino, &name)?,
+                None => {
+                    let done = stack.pop().expect("a level");
+                    if let Some(parent) = stack.last() {
+                        core.rmdir(&self.cred, parent.ino, &done.name)?;
+                    }
+                }
             }
         }
         Ok(())

@@ -1268,3 +1268,146 @@ fn try_clone_shares_the_position() {
     p.same("read of an unlinked file through a clone", &l, &r);
     p.finish();
 }
+
+/// Threads opening, writing, truncating, linking, renaming and removing one
+/// name: every call succeeds or fails as Linux may (`ENOENT`, `EEXIST`),
+/// nothing panics, and the engine's check passes after.
+#[test]
+fn many_threads_on_one_file() {
+    let fs = Filesystem::new_in_memory().unwrap();
+    let threads = 4;
+    let rounds = 400;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let fs = fs.clone();
+            let start = start.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                start.wait();
+                let allowed = |e: &io::Error| {
+                    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EEXIST))
+                };
+                for i in 0..rounds {
+                    let step = |r: io::Result<()>, what: &str| match r {
+                        Err(e) if !allowed(&e) => Err(format!("thread {t} {what}: {e}")),
+                        _ => Ok(()),
+                    };
+                    let r = lanefs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(i % 3 == 0)
+                        .open(&fs, "/one")
+                        .and_then(|mut f| {
+                            f.write_all(format!("{t}:{i};").as_bytes())?;
+                            f.write_all_at(b"@", (i % 7) as u64)?;
+                            if i % 5 == 0 {
+                                f.set_len((i % 11) as u64)?;
+                            }
+                            let g = f.try_clone()?;
+                            let mut buf = Vec::new();
+                            f.seek(SeekFrom::Start(0))?;
+                            f.read_to_end(&mut buf)?;
+                            g.sync_data()?;
+                            Ok(())
+                        });
+                    step(r, "open/write")?;
+                    match i % 4 {
+                        0 => step(fs.remove_file("/one"), "remove")?,
+                        1 => step(fs.hard_link("/one", format!("/h{t}")), "link")?,
+                        2 => step(fs.rename(format!("/h{t}"), "/one"), "rename")?,
+                        _ => step(unit(fs.metadata("/one")), "stat")?,
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("no panic").unwrap();
+    }
+    fs.core().check().expect("engine check");
+}
+
+/// Reads through clones of one `File` on several threads move one shared
+/// position: every byte is read exactly once, as with `dup`ed descriptors.
+#[test]
+fn clones_share_the_position_across_threads() {
+    let fs = Filesystem::new_in_memory().unwrap();
+    // Each 4-byte word holds its own offset: a chunk says where it was.
+    let data: Vec<u8> = (0..50_000u32).flat_map(|i| (i * 4).to_le_bytes()).collect();
+    fs.write("/f", &data).unwrap();
+    let first = fs.open("/f").unwrap();
+    let clones: Vec<_> = (0..4).map(|_| first.try_clone().unwrap()).collect();
+    drop(first);
+    let handles: Vec<_> = clones
+        .into_iter()
+        .map(|mut f| {
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let mut buf = [0u8; 996];
+                    let n = f.read(&mut buf).unwrap();
+                    if n == 0 {
+                        return got;
+                    }
+                    got.push(buf[..n].to_vec());
+                }
+            })
+        })
+        .collect();
+    let mut chunks: Vec<(usize, Vec<u8>)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .map(|c| {
+            let at = u32::from_le_bytes(c[..4].try_into().unwrap()) as usize;
+            (at, c)
+        })
+        .collect();
+    chunks.sort();
+    let mut next = 0;
+    for (at, c) in chunks {
+        assert_eq!(at, next, "each byte read exactly once, in one piece");
+        assert_eq!(c, data[at..at + c.len()]);
+        next = at + c.len();
+    }
+    assert_eq!(next, data.len());
+}
+
+/// A tree deeper than any path can name (built by renames), removed and
+/// canonicalized without exhausting the stack.
+#[test]
+fn deep_trees() {
+    let fs = Filesystem::new_in_memory().unwrap();
+    fs.create_dir("/deep").unwrap();
+    let depth = 3000;
+    for _ in 0..depth {
+        fs.create_dir("/t").unwrap();
+        fs.rename("/deep", "/t/deep").unwrap();
+        fs.rename("/t", "/deep").unwrap();
+    }
+    // 851 levels named through a symlink: the path given fits PATH_MAX,
+    // the answer (4255 bytes) not: realpath says ENAMETOOLONG.
+    fs.symlink(format!("/deep{}", "/deep".repeat(400)), "/half")
+        .unwrap();
+    let err = fs
+        .canonicalize(format!("/half{}", "/deep".repeat(450)))
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG));
+    let shallow = format!("/deep{}", "/deep".repeat(100));
+    assert_eq!(fs.canonicalize(&shallow).unwrap(), Path::new(&shallow));
+    let r = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            fs.remove_dir_all("/deep")?;
+            fs.core()
+                .check()
+                .map_err(|p| io::Error::other(p.join("; ")))?;
+            let left = fs.read_dir("/")?.map(|e| e.map(|e| e.file_name()));
+            left.collect::<io::Result<Vec<_>>>()
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert_eq!(r.unwrap(), ["half"]);
+}
