@@ -24,10 +24,11 @@
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use lanefs_core::{
-    Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
+    Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, TimeSet, Timespec,
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
 };
 
 use crate::handle::InnerRef;
@@ -298,6 +299,47 @@ impl File {
         Ok(())
     }
 
+    /// `futimens(fd, [atime, mtime])`: `None` is `UTIME_OMIT`,
+    /// [`TimeSet::Now`] is `UTIME_NOW` (the times std's
+    /// [`std::fs::File::set_times`] sets, from a [`TimeSet`] each). Setting
+    /// explicit times needs the owner (or root); both `Now` needs the owner
+    /// or a handle open for writing or write permission; an `At` with
+    /// `nsec` ≥ 10⁹ is `EINVAL`.
+    ///
+    /// ```
+    /// use lanefs::{TimeSet, Timespec};
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// let f = fs.create("/f")?;
+    /// let t = Timespec { sec: 1_000_000_000, nsec: 7 };
+    /// f.set_times(Some(TimeSet::At(t)), None)?;
+    /// assert_eq!(f.metadata()?.atime(), t);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_times(&self, atime: Option<TimeSet>, mtime: Option<TimeSet>) -> io::Result<()> {
+        let bad =
+            |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
+        if bad(&atime) || bad(&mtime) {
+            return Err(Errno::EINVAL.into());
+        }
+        if atime.is_none() && mtime.is_none() {
+            return Ok(());
+        }
+        let changes = SetAttr {
+            atime,
+            mtime,
+            ..SetAttr::default()
+        };
+        self.core()
+            .setattr_no_attr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
+        Ok(())
+    }
+
+    /// Set the modification time alone, as
+    /// [`std::fs::File::set_modified`].
+    pub fn set_modified(&self, time: SystemTime) -> io::Result<()> {
+        self.set_times(None, Some(TimeSet::At(timespec_of(time)?)))
+    }
+
     /// Flush data and metadata (`fsync`).
     pub fn sync_all(&self) -> io::Result<()> {
         Ok(self.core().fsync(&self.handle, false)?)
@@ -350,6 +392,32 @@ impl File {
     pub fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         let (o, l) = to_i64_range(offset, len)?;
         self.fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, o, l)
+    }
+}
+
+/// `time` as a [`Timespec`] (`EINVAL` beyond what an `i64` of seconds
+/// holds).
+fn timespec_of(time: SystemTime) -> io::Result<Timespec> {
+    let too_far = || io::Error::from(Errno::EINVAL);
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => Ok(Timespec {
+            sec: i64::try_from(d.as_secs()).map_err(|_| too_far())?,
+            nsec: d.subsec_nanos(),
+        }),
+        Err(before) => {
+            let d = before.duration();
+            let secs = i64::try_from(d.as_secs()).map_err(|_| too_far())?;
+            Ok(match d.subsec_nanos() {
+                0 => Timespec {
+                    sec: -secs,
+                    nsec: 0,
+                },
+                n => Timespec {
+                    sec: (-secs).checked_sub(1).ok_or_else(too_far)?,
+                    nsec: 1_000_000_000 - n,
+                },
+            })
+        }
     }
 }
 

@@ -1411,3 +1411,352 @@ fn deep_trees() {
         .expect("no stack overflow");
     assert_eq!(r.unwrap(), ["half"]);
 }
+
+// ---- times and unprivileged callers ------------------------------------------
+
+/// `futimens` on a std file with lanefs's `TimeSet`s.
+fn std_futimens(
+    f: &std::fs::File,
+    atime: Option<lanefs::TimeSet>,
+    mtime: Option<lanefs::TimeSet>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let ts = |t: Option<lanefs::TimeSet>| match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(lanefs::TimeSet::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(lanefs::TimeSet::At(t)) => libc::timespec {
+            tv_sec: t.sec,
+            tv_nsec: t.nsec as i64,
+        },
+    };
+    let times = [ts(atime), ts(mtime)];
+    // SAFETY: a valid descriptor and a two-element array.
+    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn std_times(m: &std::fs::Metadata) -> (i64, i64, i64, i64) {
+    (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())
+}
+
+fn lane_times(m: &lanefs::Metadata) -> (i64, i64, i64, i64) {
+    let (a, t) = (m.atime(), m.mtime());
+    (a.sec, a.nsec as i64, t.sec, t.nsec as i64)
+}
+
+#[test]
+fn file_set_times_and_set_modified() {
+    use lanefs::{TimeSet, Timespec};
+    let Some(mut p) = pair() else { return };
+    p.fs.write("/f", b"x").unwrap();
+    std::fs::write(p.k("/f"), b"x").unwrap();
+    let t1 = Timespec {
+        sec: 1_000_000_000,
+        nsec: 123,
+    };
+    let before = Timespec {
+        sec: -5,
+        nsec: 999_999_999,
+    };
+    let bad = Timespec {
+        sec: 1,
+        nsec: 1_000_000_000,
+    };
+    for write in [false, true] {
+        let lf = lanefs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .open(&p.fs, "/f")
+            .unwrap();
+        let sf = std::fs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .open(p.k("/f"))
+            .unwrap();
+        let cases = [
+            (Some(TimeSet::At(t1)), None),
+            (None, Some(TimeSet::At(t1))),
+            (Some(TimeSet::At(before)), Some(TimeSet::At(before))),
+            (Some(TimeSet::At(bad)), None),
+            (None, Some(TimeSet::At(bad))),
+            (None, None),
+        ];
+        let t0 = Some(TimeSet::At(Timespec {
+            sec: 86_400,
+            nsec: 5,
+        }));
+        for (a, m) in cases {
+            // From the same times on both sides.
+            lf.set_times(t0, t0).unwrap();
+            std_futimens(&sf, t0, t0).unwrap();
+            let l = lf
+                .set_times(a, m)
+                .and_then(|_| lf.metadata())
+                .map(|m| lane_times(&m));
+            let r = std_futimens(&sf, a, m)
+                .and_then(|_| sf.metadata())
+                .map(|m| std_times(&m));
+            p.same(&format!("futimens write={write} {a:?} {m:?}"), &l, &r);
+        }
+        let when = std::time::UNIX_EPOCH - std::time::Duration::new(7, 250);
+        let l = lf
+            .set_modified(when)
+            .and_then(|_| lf.metadata())
+            .map(|m| lane_times(&m));
+        let r = sf
+            .set_modified(when)
+            .and_then(|_| sf.metadata())
+            .map(|m| std_times(&m));
+        p.same(&format!("set_modified write={write}"), &l, &r);
+    }
+    p.finish();
+}
+
+/// Run `f` on a thread whose file-system ids are `uid`/`gid` with no
+/// supplementary groups (per-thread system calls: the rest of the test
+/// process stays root).
+fn as_user<T: Send + 'static>(uid: u32, gid: u32, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: raw per-thread credential calls with valid arguments
+        // (glibc's wrappers of setgroups would change every thread).
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()),
+                0
+            );
+            libc::syscall(libc::SYS_setfsgid, gid);
+            libc::syscall(libc::SYS_setfsuid, uid);
+        }
+        f()
+    })
+    .join()
+    .expect("user thread")
+}
+
+#[test]
+fn unprivileged_handles_and_calls() {
+    use lanefs::TimeSet;
+    let Some(mut p) = pair() else { return };
+    build(
+        &mut p,
+        &["/rootdir", "/locked", "/tmp"],
+        &[
+            ("/mine", b"mine"),
+            ("/theirs", b"theirs"),
+            ("/secret", b"secret"),
+            ("/ro", b"read only"),
+            ("/locked/f", b"f"),
+        ],
+        &[],
+    );
+    for (path, mode, owner) in [
+        ("/mine", 0o644, 1000),
+        ("/theirs", 0o666, 0),
+        ("/secret", 0o600, 0),
+        ("/ro", 0o644, 0),
+        ("/rootdir", 0o755, 0),
+        ("/locked", 0o700, 0),
+        ("/tmp", 0o1777, 0),
+    ] {
+        p.fs.set_permissions(path, mode).unwrap();
+        p.fs.chown(path, Some(owner), Some(owner)).unwrap();
+        std::fs::set_permissions(p.k(path), std::fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::chown(p.k(path), Some(owner), Some(owner)).unwrap();
+    }
+    let user = p.fs.with_cred(lanefs::Cred::user(1000, 1000));
+    let root = p.root.clone();
+    let k = move |path: &str| root.join(path.trim_start_matches('/'));
+
+    type Outcomes = Vec<(String, io::Result<String>)>;
+    let lane: Outcomes = {
+        let fs = user.clone();
+        let mut v: Outcomes = Vec::new();
+        let mut rec = |what: &str, r: io::Result<String>| v.push((what.to_string(), r));
+        let theirs = lanefs::OpenOptions::new().write(true).open(&fs, "/theirs");
+        rec(
+            "open theirs",
+            theirs.as_ref().map(|_| String::new()).map_err(clone_err),
+        );
+        if let Ok(f) = &theirs {
+            rec(
+                "theirs touch",
+                f.set_times(Some(TimeSet::Now), Some(TimeSet::Now))
+                    .map(|_| String::new()),
+            );
+            rec(
+                "theirs set_modified",
+                f.set_modified(std::time::UNIX_EPOCH).map(|_| String::new()),
+            );
+            rec(
+                "theirs fchmod",
+                f.set_permissions(0o600).map(|_| String::new()),
+            );
+            rec("theirs set_len", f.set_len(2).map(|_| String::new()));
+        }
+        let ro = fs.open("/ro");
+        if let Ok(f) = &ro {
+            rec(
+                "ro touch",
+                f.set_times(Some(TimeSet::Now), Some(TimeSet::Now))
+                    .map(|_| String::new()),
+            );
+        }
+        let mine = fs.open("/mine");
+        if let Ok(f) = &mine {
+            rec(
+                "mine set_modified",
+                f.set_modified(std::time::UNIX_EPOCH).map(|_| String::new()),
+            );
+            rec(
+                "mine fchmod 4755",
+                f.set_permissions(0o4755)
+                    .and_then(|_| f.metadata())
+                    .map(|m| format!("{:o}", m.permissions())),
+            );
+            rec(
+                "mine fchmod 2755",
+                f.set_permissions(0o2755)
+                    .and_then(|_| f.metadata())
+                    .map(|m| format!("{:o}", m.permissions())),
+            );
+        }
+        rec("open secret", fs.open("/secret").map(|_| String::new()));
+        rec(
+            "create in rootdir",
+            fs.write("/rootdir/x", b"x").map(|_| String::new()),
+        );
+        rec(
+            "canonicalize locked",
+            fs.canonicalize("/locked/f")
+                .map(|p| p.display().to_string()),
+        );
+        rec(
+            "copy ro to rootdir",
+            fs.copy("/ro", "/rootdir/x").map(|n| n.to_string()),
+        );
+        rec(
+            "copy ro to tmp",
+            fs.copy("/ro", "/tmp/x")
+                .and_then(|n| Ok(format!("{n} {:o}", fs.metadata("/tmp/x")?.permissions()))),
+        );
+        rec(
+            "copy mine to tmp",
+            fs.copy("/mine", "/tmp/y")
+                .and_then(|n| Ok(format!("{n} {:o}", fs.metadata("/tmp/y")?.permissions()))),
+        );
+        rec(
+            "remove_dir_all locked",
+            fs.remove_dir_all("/locked").map(|_| String::new()),
+        );
+        rec(
+            "read_dir locked",
+            fs.read_dir("/locked").map(|_| String::new()),
+        );
+        v
+    };
+    let kernel: Outcomes = as_user(1000, 1000, move || {
+        let mut v: Outcomes = Vec::new();
+        let mut rec = |what: &str, r: io::Result<String>| v.push((what.to_string(), r));
+        let theirs = std::fs::OpenOptions::new().write(true).open(k("/theirs"));
+        rec(
+            "open theirs",
+            theirs.as_ref().map(|_| String::new()).map_err(clone_err),
+        );
+        if let Ok(f) = &theirs {
+            rec(
+                "theirs touch",
+                std_futimens(f, Some(TimeSet::Now), Some(TimeSet::Now)).map(|_| String::new()),
+            );
+            rec(
+                "theirs set_modified",
+                f.set_modified(std::time::UNIX_EPOCH).map(|_| String::new()),
+            );
+            rec(
+                "theirs fchmod",
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map(|_| String::new()),
+            );
+            rec("theirs set_len", f.set_len(2).map(|_| String::new()));
+        }
+        let ro = std::fs::File::open(k("/ro"));
+        if let Ok(f) = &ro {
+            rec(
+                "ro touch",
+                std_futimens(f, Some(TimeSet::Now), Some(TimeSet::Now)).map(|_| String::new()),
+            );
+        }
+        let mine = std::fs::File::open(k("/mine"));
+        if let Ok(f) = &mine {
+            rec(
+                "mine set_modified",
+                f.set_modified(std::time::UNIX_EPOCH).map(|_| String::new()),
+            );
+            let chmod = |mode: u32| {
+                f.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .and_then(|_| f.metadata())
+                    .map(|m| format!("{:o}", m.permissions().mode() & 0o7777))
+            };
+            rec("mine fchmod 4755", chmod(0o4755));
+            rec("mine fchmod 2755", chmod(0o2755));
+        }
+        rec(
+            "open secret",
+            std::fs::File::open(k("/secret")).map(|_| String::new()),
+        );
+        rec(
+            "create in rootdir",
+            std::fs::write(k("/rootdir/x"), b"x").map(|_| String::new()),
+        );
+        rec(
+            "canonicalize locked",
+            std::fs::canonicalize(k("/locked/f")).map(|p| p.display().to_string()),
+        );
+        rec(
+            "copy ro to rootdir",
+            std::fs::copy(k("/ro"), k("/rootdir/x")).map(|n| n.to_string()),
+        );
+        let perm = |p: &str| -> io::Result<u32> {
+            Ok(std::fs::metadata(k(p))?.permissions().mode() & 0o7777)
+        };
+        rec(
+            "copy ro to tmp",
+            std::fs::copy(k("/ro"), k("/tmp/x"))
+                .and_then(|n| Ok(format!("{n} {:o}", perm("/tmp/x")?))),
+        );
+        rec(
+            "copy mine to tmp",
+            std::fs::copy(k("/mine"), k("/tmp/y"))
+                .and_then(|n| Ok(format!("{n} {:o}", perm("/tmp/y")?))),
+        );
+        rec(
+            "remove_dir_all locked",
+            std::fs::remove_dir_all(k("/locked")).map(|_| String::new()),
+        );
+        rec(
+            "read_dir locked",
+            std::fs::read_dir(k("/locked")).map(|_| String::new()),
+        );
+        v
+    });
+    assert_eq!(lane.len(), kernel.len(), "{lane:?} {kernel:?}");
+    for ((what, l), (_, r)) in lane.iter().zip(&kernel) {
+        p.same(what, l, r);
+    }
+    p.trees("after the unprivileged calls");
+    p.finish();
+}
+
+fn clone_err(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(n) => io::Error::from_raw_os_error(n),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
