@@ -300,6 +300,10 @@ fn bytes<P: AsRef<Path>>(p: &P) -> &[u8] {
     p.as_ref().as_os_str().as_bytes()
 }
 
+fn os_path(b: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(b))
+}
+
 impl Filesystem {
     /// A reference to this instance for a `File` or `ReadDir`: counted on
     /// this thread's lane, not by `Arc` (`handle.rs`).
@@ -566,29 +570,44 @@ impl Filesystem {
         }
     }
 
-    /// Remove `path` and everything below it; a symlink or file is removed
-    /// itself (as [`std::fs::remove_dir_all`] for symlinks; a file gives
-    /// `ENOTDIR`).
+    /// Remove `path` and everything below it, as [`std::fs::remove_dir_all`]:
+    /// a symlink is removed itself and never followed, below `path` as
+    /// well; a file gives `ENOTDIR`. As std, `path` names what `lstat`
+    /// names — with a trailing slash, `link/` is the directory the link
+    /// points to: its content is removed, then the final `rmdir` of the
+    /// path fails (`ENOTDIR`), as `rmdir` of `dir/.` does (`EINVAL`) and
+    /// of `/` (`EBUSY`). Entries that vanish meanwhile (another remover)
+    /// are no error, nor is the directory itself gone at the end.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/keep/data")?;
+    /// fs.create_dir_all("/scratch/tmp")?;
+    /// fs.symlink("/keep", "/scratch/tmp/keep")?;
+    /// fs.remove_dir_all("/scratch")?;
+    /// assert!(fs.metadata("/keep/data")?.is_dir());
+    /// assert!(!fs.try_exists("/scratch")?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn remove_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
-        let mut w = self.walker();
-        let p = w.parent(bytes(&path))?;
-        let Some(name) = p.name() else {
-            return Err(Errno::EBUSY.into());
-        };
-        let attr = self.core().lookup_counted(&self.cred, p.dir.at(), name)?;
-        let ino = attr.ino;
-        let result = match attr.kind {
-            FileKind::Directory => self.remove_tree(ino),
-            FileKind::Symlink => Ok(()),
-            _ => Err(Errno::ENOTDIR),
-        };
-        self.core().forget(ino, 1);
-        result?;
-        match attr.kind {
-            FileKind::Directory => self.core().rmdir(&self.cred, p.dir.at(), name)?,
-            _ => self.core().unlink(&self.cred, p.dir.at(), name)?,
+        let path = bytes(&path);
+        if self.symlink_metadata(os_path(path))?.is_symlink() {
+            return self.remove_file(os_path(path));
         }
-        Ok(())
+        // std opens it O_NOFOLLOW | O_DIRECTORY: a symlink put there
+        // meanwhile is ELOOP, anything else not a directory ENOTDIR.
+        let h = self.resolve(path, false)?;
+        match h.kind {
+            FileKind::Directory => {}
+            FileKind::Symlink => return Err(Errno::ELOOP.into()),
+            _ => return Err(Errno::ENOTDIR.into()),
+        }
+        self.remove_tree(h.ino)?;
+        drop(h);
+        match self.remove_dir(os_path(path)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r,
+        }
     }
 
     /// The names and kinds in directory `dir` (pinned by the caller).
@@ -607,6 +626,7 @@ impl Filesystem {
     /// Empty directory `top` (pinned by the caller), depth first without
     /// recursion: a tree may be deeper than any path can name (built by
     /// renames), and its depth must not be bounded by the caller's stack.
+    /// An entry gone meanwhile (`ENOENT`) is skipped, as std's removal does.
     fn remove_tree(&self, top: Ino) -> Result<()> {
         /// A directory being emptied: pinned by a counted lookup (given
         /// back on drop) unless it is `top`, with its name in the one
@@ -625,6 +645,12 @@ impl Filesystem {
                 }
             }
         }
+        fn gone_ok(r: Result<()>) -> Result<()> {
+            match r {
+                Err(Errno::ENOENT) => Ok(()),
+                r => r,
+            }
+        }
         let core = self.core();
         let mut stack = vec![Level {
             fs: core,
@@ -636,7 +662,10 @@ impl Filesystem {
         while let Some(level) = stack.last_mut() {
             match level.entries.pop() {
                 Some((name, FileKind::Directory)) => {
-                    let attr = core.lookup_counted(&self.cred, level.ino, &name)?;
+                    let attr = match core.lookup_counted(&self.cred, level.ino, &name) {
+                        Err(Errno::ENOENT) => continue,
+                        r => r?,
+                    };
                     let mut next = Level {
                         fs: core,
                         ino: attr.ino,
@@ -644,14 +673,22 @@ impl Filesystem {
                         name,
                         entries: Vec::new(),
                     };
-                    next.entries = self.list_all(attr.ino)?;
+                    if attr.kind != FileKind::Directory {
+                        // Replaced by a non-directory meanwhile.
+                        gone_ok(core.unlink(&self.cred, level.ino, &next.name))?;
+                        continue;
+                    }
+                    next.entries = match self.list_all(attr.ino) {
+                        Err(Errno::ENOENT) => continue,
+                        r => r?,
+                    };
                     stack.push(next);
                 }
-                Some((name, _)) => core.unlink(&self.cred, level.ino, &name)?,
+                Some((name, _)) => gone_ok(core.unlink(&self.cred, level.ino, &name))?,
                 None => {
                     let done = stack.pop().expect("a level");
                     if let Some(parent) = stack.last() {
-                        core.rmdir(&self.cred, parent.ino, &done.name)?;
+                        gone_ok(core.rmdir(&self.cred, parent.ino, &done.name))?;
                     }
                 }
             }

@@ -1760,3 +1760,119 @@ fn clone_err(e: &io::Error) -> io::Error {
         None => io::Error::new(e.kind(), e.to_string()),
     }
 }
+
+#[test]
+fn name_operations_by_type_and_slashes() {
+    let Some(mut p) = pair() else { return };
+    let setup = |p: &mut Pair| {
+        build(
+            p,
+            &["/d/sub", "/e", "/t/inner"],
+            &[("/f", b"f"), ("/d/x", b"x"), ("/t/inner/y", b"y")],
+            &[
+                ("f", "/lf"),
+                ("d", "/ld"),
+                ("e", "/le"),
+                ("nowhere", "/dangling"),
+                ("t", "/lt"),
+            ],
+        );
+    };
+    setup(&mut p);
+    let paths = [
+        "/f",
+        "/f/",
+        "/d",
+        "/d/",
+        "/e",
+        "/e/",
+        "/e/.",
+        "/e/..",
+        "/lf",
+        "/lf/",
+        "/ld",
+        "/ld/",
+        "/le",
+        "/le/",
+        "/dangling",
+        "/dangling/",
+        "/missing",
+        "/missing/",
+        "/f/x",
+    ];
+    for path in paths {
+        let l = p.fs.remove_file(path);
+        let r = std::fs::remove_file(p.k(path));
+        p.same(&format!("remove_file {path}"), &l, &r);
+        let l = p.fs.remove_dir(path);
+        let r = std::fs::remove_dir(p.k(path));
+        p.same(&format!("remove_dir {path}"), &l, &r);
+        let l = p.fs.create_dir(path);
+        let r = std::fs::create_dir(p.k(path));
+        p.same(&format!("create_dir {path}"), &l, &r);
+        let l = p.fs.symlink("target", path);
+        let r = std::os::unix::fs::symlink("target", p.k(path));
+        p.same(&format!("symlink to {path}"), &l, &r);
+        let l = p.fs.hard_link("/f", path);
+        let r = std::fs::hard_link(p.k("/f"), p.k(path));
+        p.same(&format!("hard_link to {path}"), &l, &r);
+        p.trees(&format!("after the calls on {path}"));
+        for side in [true, false] {
+            if side {
+                let _ = p.fs.remove_dir_all("/");
+                for e in p.fs.read_dir("/").unwrap() {
+                    let name = Path::new("/").join(e.unwrap().file_name());
+                    p.fs.remove_dir_all(&name)
+                        .or_else(|_| p.fs.remove_file(&name))
+                        .unwrap();
+                }
+            } else {
+                for e in std::fs::read_dir(&p.root).unwrap() {
+                    let name = e.unwrap().path();
+                    std::fs::remove_dir_all(&name)
+                        .or_else(|_| std::fs::remove_file(&name))
+                        .unwrap();
+                }
+            }
+        }
+        setup(&mut p);
+    }
+    for path in ["/lt/", "/d/.", "/d/..", "/lt/.", "/t/inner/.."] {
+        let l = p.fs.remove_dir_all(path);
+        let r = std::fs::remove_dir_all(p.k(path));
+        p.same(&format!("remove_dir_all {path}"), &l, &r);
+        p.trees(&format!("after remove_dir_all {path}"));
+    }
+    p.finish();
+}
+
+/// `remove_dir_all` beside another thread removing entries of the same
+/// tree: entries that vanish are no error (std ignores `ENOENT` below the
+/// top), and the tree is gone after.
+#[test]
+fn remove_dir_all_beside_another_remover() {
+    for round in 0..6 {
+        let fs = Filesystem::new_in_memory().unwrap();
+        let (dirs, files) = (40, 60);
+        for d in 0..dirs {
+            fs.create_dir_all(format!("/tree/d{d}/sub")).unwrap();
+            for f in 0..files {
+                fs.write(format!("/tree/d{d}/f{f}"), b"x").unwrap();
+            }
+        }
+        let other = fs.clone();
+        let remover = std::thread::spawn(move || {
+            for d in (0..dirs).rev() {
+                let _ = other.remove_dir_all(format!("/tree/d{d}/sub"));
+                for f in 0..files {
+                    let _ = other.remove_file(format!("/tree/d{d}/f{f}"));
+                }
+            }
+        });
+        let r = fs.remove_dir_all("/tree");
+        remover.join().unwrap();
+        assert!(r.is_ok(), "round {round}: {r:?}");
+        assert!(!fs.try_exists("/tree").unwrap());
+        fs.core().check().unwrap();
+    }
+}
