@@ -197,6 +197,21 @@ impl Metadata {
     pub fn modified(&self) -> std::time::SystemTime {
         self.0.mtime.into()
     }
+    /// Last access as a [`std::time::SystemTime`].
+    pub fn accessed(&self) -> std::time::SystemTime {
+        self.0.atime.into()
+    }
+    /// Creation (birth) time as a [`std::time::SystemTime`].
+    pub fn created(&self) -> std::time::SystemTime {
+        self.0.btime.into()
+    }
+    pub fn btime(&self) -> Timespec {
+        self.0.btime
+    }
+    /// Preferred I/O size (`st_blksize`).
+    pub fn blksize(&self) -> u32 {
+        self.0.blksize
+    }
 }
 
 /// One entry of a directory listing.
@@ -205,9 +220,24 @@ pub struct DirEntryOwned {
     name: Vec<u8>,
     ino: Ino,
     kind: FileKind,
+    /// The path the listing was asked for, shared by its entries.
+    dir: Arc<Path>,
 }
 
 impl DirEntryOwned {
+    /// The path given to [`Filesystem::read_dir`] joined with the name, as
+    /// [`std::fs::DirEntry::path`].
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/a/b")?;
+    /// let e = fs.read_dir("/a")?.next().unwrap()?;
+    /// assert_eq!(e.path(), std::path::Path::new("/a/b"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(std::ffi::OsStr::from_bytes(&self.name))
+    }
     /// The name as raw bytes.
     pub fn name_bytes(&self) -> &[u8] {
         &self.name
@@ -231,6 +261,8 @@ impl DirEntryOwned {
 /// returned exactly once even while the directory changes.
 pub struct ReadDir {
     handle: OpenFile,
+    /// The path listed, for [`DirEntryOwned::path`].
+    dir: Arc<Path>,
     inner: handle::InnerRef,
     buffered: VecDeque<DirEntryOwned>,
     offset: u64,
@@ -248,6 +280,7 @@ impl ReadDir {
                     name: e.name.to_vec(),
                     ino: e.ino,
                     kind: e.kind,
+                    dir: self.dir.clone(),
                 });
             }
             batch.len() >= READDIR_BATCH_MAX
@@ -724,6 +757,7 @@ impl Filesystem {
             .core()
             .open_checked(&self.cred, h.at(), libc::O_RDONLY)?;
         Ok(ReadDir {
+            dir: Arc::from(path.as_ref()),
             inner: self.handle_ref(),
             handle,
             buffered: VecDeque::new(),

@@ -684,7 +684,7 @@ fn metadata_fields() {
                     m.uid(),
                     m.gid(),
                     m.blocks(),
-                    m.attr().blksize,
+                    m.blksize(),
                 )
             });
             let r = if follow {
@@ -709,9 +709,48 @@ fn metadata_fields() {
             p.same(&format!("stat {name} follow={follow}"), &l, &r);
         }
     }
-    // Times: a write moves mtime and ctime; modified() is mtime.
-    let m = p.fs.metadata("/one").unwrap();
-    assert_eq!(m.modified(), std::time::SystemTime::from(m.mtime()));
+    // The times as SystemTimes, set alike on both sides.
+    let (a, m) = (
+        lanefs::Timespec {
+            sec: 1_234_567_890,
+            nsec: 42,
+        },
+        lanefs::Timespec {
+            sec: -86_400,
+            nsec: 7,
+        },
+    );
+    p.fs.set_times(
+        "/one",
+        Some(lanefs::TimeSet::At(a)),
+        Some(lanefs::TimeSet::At(m)),
+    )
+    .unwrap();
+    let sf = std::fs::File::options()
+        .write(true)
+        .open(p.k("/one"))
+        .unwrap();
+    std_futimens(
+        &sf,
+        Some(lanefs::TimeSet::At(a)),
+        Some(lanefs::TimeSet::At(m)),
+    )
+    .unwrap();
+    let l = p.fs.metadata("/one").map(|m| {
+        (
+            m.accessed(),
+            m.modified(),
+            m.created() <= std::time::SystemTime::now(),
+        )
+    });
+    let r = std::fs::metadata(p.k("/one")).and_then(|m| {
+        Ok((
+            m.accessed()?,
+            m.modified()?,
+            m.created()? <= std::time::SystemTime::now(),
+        ))
+    });
+    p.same("accessed, modified, created", &l, &r);
     p.finish();
 }
 
@@ -844,6 +883,7 @@ fn read_dir_entries() {
                             e.file_name(),
                             format!("{:?}", e.kind()),
                             e.ino() == m.as_ref().map(|m| m.ino()).unwrap_or(0),
+                            e.path(),
                         )
                     })
                 })
@@ -864,7 +904,13 @@ fn read_dir_entries() {
                         "Regular"
                     };
                     let ino = std::os::unix::fs::DirEntryExt::ino(&e);
-                    Ok((e.file_name(), kind.to_string(), ino == e.metadata()?.ino()))
+                    let path = Path::new("/").join(e.path().strip_prefix(&p.root).unwrap());
+                    Ok((
+                        e.file_name(),
+                        kind.to_string(),
+                        ino == e.metadata()?.ino(),
+                        path,
+                    ))
                 })
                 .collect::<io::Result<Vec<_>>>()?;
             v.sort();
@@ -1875,4 +1921,69 @@ fn remove_dir_all_beside_another_remover() {
         assert!(!fs.try_exists("/tree").unwrap());
         fs.core().check().unwrap();
     }
+}
+
+#[test]
+fn tmpfile_and_path_flags() {
+    use std::os::fd::AsRawFd;
+    let Some(mut p) = pair() else { return };
+    build(&mut p, &["/d"], &[("/f", b"data")], &[]);
+    for (write, read, flags) in [
+        (true, false, libc::O_TMPFILE),
+        (true, true, libc::O_TMPFILE),
+        (false, true, libc::O_TMPFILE),
+        (true, false, libc::O_TMPFILE | libc::O_EXCL),
+    ] {
+        let what = format!("tmpfile write={write} read={read} flags={flags:#x}");
+        let l = lanefs::OpenOptions::new()
+            .write(write)
+            .read(read)
+            .mode(0o640)
+            .custom_flags(flags)
+            .open(&p.fs, "/d");
+        let s = std::fs::OpenOptions::new()
+            .write(write)
+            .read(read)
+            .mode(0o640)
+            .custom_flags(flags)
+            .open(p.k("/d"));
+        let (mut lf, mut sf) = match (l, s) {
+            (Ok(l), Ok(s)) => (l, s),
+            (l, s) => {
+                p.same(&what, &unit(l), &unit(s));
+                continue;
+            }
+        };
+        let l = lf
+            .write(b"anon")
+            .and_then(|_| lf.metadata())
+            .map(|m| (m.nlink(), m.len(), m.permissions()));
+        let r = sf
+            .write(b"anon")
+            .and_then(|_| sf.metadata())
+            .map(|m| (m.nlink() as u32, m.len(), m.permissions().mode() & 0o7777));
+        p.same(&format!("{what}: write, fstat"), &l, &r);
+        let l = p.fs.link_file(&lf, "/d/named");
+        let target = std::ffi::CString::new(p.k("/d/named").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid descriptor and NUL-terminated paths.
+        let rc = unsafe {
+            libc::linkat(
+                sf.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        let r = if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        p.same(&format!("{what}: link"), &l, &r);
+        let _ = p.fs.remove_file("/d/named");
+        let _ = std::fs::remove_file(p.k("/d/named"));
+    }
+    p.trees("after tmpfiles");
+    p.finish();
 }
