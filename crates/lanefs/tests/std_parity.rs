@@ -1987,3 +1987,180 @@ fn tmpfile_and_path_flags() {
     p.trees("after tmpfiles");
     p.finish();
 }
+
+/// Which of a file's times each call moves, on both sides: (atime, mtime,
+/// ctime) changed, for a sequence of calls a std user makes.
+#[test]
+fn which_times_each_call_moves() {
+    let Some(mut p) = pair() else { return };
+    build(&mut p, &["/d"], &[("/d/f", b"0123456789")], &[]);
+    type Step = (
+        &'static str,
+        &'static str,
+        fn(&Filesystem) -> io::Result<()>,
+        fn(&Path) -> io::Result<()>,
+    );
+    let steps: &[Step] = &[
+        (
+            "read",
+            "/d/f",
+            |fs| unit(fs.read("/d/f")),
+            |r| unit(std::fs::read(r.join("d/f"))),
+        ),
+        (
+            "read again",
+            "/d/f",
+            |fs| unit(fs.read("/d/f")),
+            |r| unit(std::fs::read(r.join("d/f"))),
+        ),
+        (
+            "write_at",
+            "/d/f",
+            |fs| {
+                lanefs::OpenOptions::new()
+                    .write(true)
+                    .open(fs, "/d/f")?
+                    .write_all_at(b"x", 3)
+            },
+            |r| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(r.join("d/f"))?
+                    .write_all_at(b"x", 3)
+            },
+        ),
+        (
+            "set_len same size",
+            "/d/f",
+            |fs| {
+                lanefs::OpenOptions::new()
+                    .write(true)
+                    .open(fs, "/d/f")?
+                    .set_len(10)
+            },
+            |r| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(r.join("d/f"))?
+                    .set_len(10)
+            },
+        ),
+        (
+            "set_len smaller",
+            "/d/f",
+            |fs| {
+                lanefs::OpenOptions::new()
+                    .write(true)
+                    .open(fs, "/d/f")?
+                    .set_len(8)
+            },
+            |r| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(r.join("d/f"))?
+                    .set_len(8)
+            },
+        ),
+        (
+            "chmod",
+            "/d/f",
+            |fs| fs.set_permissions("/d/f", 0o600),
+            |r| std::fs::set_permissions(r.join("d/f"), std::fs::Permissions::from_mode(0o600)),
+        ),
+        (
+            "open read-only",
+            "/d/f",
+            |fs| unit(fs.open("/d/f")),
+            |r| unit(std::fs::File::open(r.join("d/f"))),
+        ),
+        (
+            "hard_link",
+            "/d/f",
+            |fs| fs.hard_link("/d/f", "/d/g"),
+            |r| std::fs::hard_link(r.join("d/f"), r.join("d/g")),
+        ),
+        (
+            "hard_link: the dir",
+            "/d",
+            |fs| fs.hard_link("/d/f", "/d/h"),
+            |r| std::fs::hard_link(r.join("d/f"), r.join("d/h")),
+        ),
+        (
+            "rename",
+            "/d/f",
+            |fs| fs.rename("/d/g", "/d/g2"),
+            |r| std::fs::rename(r.join("d/g"), r.join("d/g2")),
+        ),
+        (
+            "read_dir: the dir",
+            "/d",
+            |fs| fs.read_dir("/d")?.try_for_each(|e| unit(e)),
+            |r| std::fs::read_dir(r.join("d"))?.try_for_each(|e| unit(e)),
+        ),
+        (
+            "truncate to empty",
+            "/d/f",
+            |fs| unit(fs.create("/d/f")),
+            |r| unit(std::fs::File::create(r.join("d/f"))),
+        ),
+        (
+            "truncate empty again",
+            "/d/f",
+            |fs| unit(fs.create("/d/f")),
+            |r| unit(std::fs::File::create(r.join("d/f"))),
+        ),
+        (
+            "empty write",
+            "/d/f",
+            |fs| unit(fs.create("/d/f")?.write(b"")),
+            |r| unit(std::fs::File::create(r.join("d/f"))?.write(b"")),
+        ),
+        (
+            "remove a link: the dir",
+            "/d",
+            |fs| fs.remove_file("/d/h"),
+            |r| std::fs::remove_file(r.join("d/h")),
+        ),
+        (
+            "remove a link",
+            "/d/f",
+            |fs| fs.remove_file("/d/g2"),
+            |r| std::fs::remove_file(r.join("d/g2")),
+        ),
+        (
+            "copy onto it",
+            "/d/f",
+            |fs| unit(fs.copy("/d/f", "/d/c")),
+            |r| unit(std::fs::copy(r.join("d/f"), r.join("d/c"))),
+        ),
+    ];
+    let lane_t = |fs: &Filesystem, path: &str| {
+        let m = fs.metadata(path).unwrap();
+        (m.atime(), m.mtime(), m.ctime())
+    };
+    let std_t = |path: &Path| {
+        let m = std::fs::metadata(path).unwrap();
+        (
+            (m.atime(), m.atime_nsec()),
+            (m.mtime(), m.mtime_nsec()),
+            (m.ctime(), m.ctime_nsec()),
+        )
+    };
+    for (what, watched, lane_op, std_op) in steps {
+        // Past the clock's granularity, so that a change shows.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let (l0, s0) = (lane_t(&p.fs, watched), std_t(&p.k(watched)));
+        let l = lane_op(&p.fs);
+        let r = std_op(&p.root);
+        p.same(&format!("{what}: result"), &l, &r);
+        let (l1, s1) = (lane_t(&p.fs, watched), std_t(&p.k(watched)));
+        let l = Ok::<_, io::Error>((l0.0 != l1.0, l0.1 != l1.1, l0.2 != l1.2));
+        let r = Ok((s0.0 != s1.0, s0.1 != s1.1, s0.2 != s1.2));
+        p.same(
+            &format!("{what}: (atime, mtime, ctime) moved of {watched}"),
+            &l,
+            &r,
+        );
+    }
+    p.finish();
+}
