@@ -437,6 +437,74 @@ impl Read for File {
         })
     }
 
+    /// As [`std::fs::File`]'s: room for the rest of the file is reserved
+    /// first, fallibly (a sparse file too big to hold in memory is an
+    /// [`io::ErrorKind::OutOfMemory`] error, not an abort), then read until
+    /// the end.
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        const PROBE: usize = 32;
+        let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
+        let left = match self.kind {
+            FileKind::Regular => self
+                .core()
+                .getattr(self.ino())?
+                .size
+                .saturating_sub(self.position()),
+            _ => 0,
+        };
+        buf.try_reserve(usize::try_from(left).unwrap_or(usize::MAX))
+            .map_err(oom)?;
+        let start = buf.len();
+        loop {
+            if buf.capacity() == buf.len() {
+                // Full: a small read says whether the file goes on
+                // before the vector grows.
+                let mut probe = [0u8; PROBE];
+                match self.read(&mut probe) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        buf.try_reserve(buf.len().max(8192)).map_err(oom)?;
+                        buf.extend_from_slice(&probe[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            let len = buf.len();
+            buf.resize(buf.capacity(), 0);
+            match self.read(&mut buf[len..]) {
+                Ok(0) => {
+                    buf.truncate(len);
+                    break;
+                }
+                Ok(n) => buf.truncate(len + n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+                Err(e) => {
+                    buf.truncate(len);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(buf.len() - start)
+    }
+
+    /// [`read_to_end`](Self::read_to_end), then the bytes appended if they
+    /// are UTF-8 (else an [`io::ErrorKind::InvalidData`] error and `buf`
+    /// unchanged), as std's.
+    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
+        let mut bytes = Vec::new();
+        self.read_to_end(&mut bytes)?;
+        let s = String::from_utf8(bytes).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )
+        })?;
+        buf.push_str(&s);
+        Ok(s.len())
+    }
+
     /// As `readv`: the buffers are filled in turn until the file ends (the
     /// trait's default fills only the first non-empty one).
     fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {

@@ -2094,8 +2094,8 @@ fn which_times_each_call_moves() {
         (
             "read_dir: the dir",
             "/d",
-            |fs| fs.read_dir("/d")?.try_for_each(|e| unit(e)),
-            |r| std::fs::read_dir(r.join("d"))?.try_for_each(|e| unit(e)),
+            |fs| fs.read_dir("/d")?.try_for_each(unit),
+            |r| std::fs::read_dir(r.join("d"))?.try_for_each(unit),
         ),
         (
             "truncate to empty",
@@ -2162,5 +2162,55 @@ fn which_times_each_call_moves() {
             &r,
         );
     }
+    p.finish();
+}
+
+/// Reading a sparse file too big for memory whole: an `OutOfMemory` error
+/// up front, as std's `read_to_end` (which reserves the file's size
+/// fallibly), not a growing vector until the allocator aborts.
+#[test]
+fn reading_whole_a_file_too_big_for_memory() {
+    let Some(mut p) = pair() else { return };
+    let size = 1u64 << 62;
+    p.fs.create("/huge").unwrap().set_len(size).unwrap();
+    std::fs::File::create(p.k("/huge"))
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let l = p.fs.read("/huge").map(|v| v.len());
+    let r = std::fs::read(p.k("/huge")).map(|v| v.len());
+    p.same("fs::read", &l, &r);
+    let l = p.fs.read_to_string("/huge").map(|v| v.len());
+    let r = std::fs::read_to_string(p.k("/huge")).map(|v| v.len());
+    p.same("fs::read_to_string", &l, &r);
+    let mut lv = Vec::new();
+    let mut sv = Vec::new();
+    let l = p.fs.open("/huge").and_then(|mut f| f.read_to_end(&mut lv));
+    let r = std::fs::File::open(p.k("/huge")).and_then(|mut f| f.read_to_end(&mut sv));
+    p.same("File::read_to_end", &l, &r);
+    // From near the end it fits.
+    let mut lv = Vec::new();
+    let mut sv = Vec::new();
+    let l = p.fs.open("/huge").and_then(|mut f| {
+        f.seek(SeekFrom::End(-5))?;
+        f.read_to_end(&mut lv)
+    });
+    let r = std::fs::File::open(p.k("/huge")).and_then(|mut f| {
+        f.seek(SeekFrom::End(-5))?;
+        f.read_to_end(&mut sv)
+    });
+    p.same("File::read_to_end of the last bytes", &l, &r);
+    let mut ls = String::from("kept");
+    let mut ss = String::from("kept");
+    p.fs.write("/bad", b"ok\xff").unwrap();
+    std::fs::write(p.k("/bad"), b"ok\xff").unwrap();
+    let l =
+        p.fs.open("/bad")
+            .and_then(|mut f| f.read_to_string(&mut ls))
+            .map_err(|e| (e.kind(), ls.clone()));
+    let r = std::fs::File::open(p.k("/bad"))
+        .and_then(|mut f| f.read_to_string(&mut ss))
+        .map_err(|e| (e.kind(), ss.clone()));
+    assert_eq!(l, r, "read_to_string of invalid UTF-8");
     p.finish();
 }
