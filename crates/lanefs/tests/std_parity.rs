@@ -321,6 +321,30 @@ fn open_options_mode_and_custom_flags() {
         ("/f/x", false, true, true, false, 0o666, 0),
         ("/ld/x", false, true, true, false, 0o644, 0),
         ("/ld/x", false, true, false, true, 0o644, 0),
+        // Creation and truncation through the raw flags alone.
+        ("/c1", true, false, false, false, 0o600, libc::O_CREAT),
+        (
+            "/c1",
+            true,
+            false,
+            false,
+            false,
+            0o600,
+            libc::O_CREAT | libc::O_EXCL,
+        ),
+        (
+            "/lf",
+            true,
+            false,
+            false,
+            false,
+            0o600,
+            libc::O_CREAT | libc::O_EXCL,
+        ),
+        ("/f", true, false, false, false, 0o666, libc::O_TRUNC),
+        ("/d", true, false, false, false, 0o666, libc::O_TRUNC),
+        ("/f", true, false, false, false, 0o666, libc::O_APPEND),
+        ("/c2/", true, false, false, false, 0o600, libc::O_CREAT),
     ];
     for &(path, read, write, create, create_new, mode, flags) in cases {
         let what = format!(
@@ -2213,4 +2237,59 @@ fn reading_whole_a_file_too_big_for_memory() {
         .map_err(|e| (e.kind(), ss.clone()));
     assert_eq!(l, r, "read_to_string of invalid UTF-8");
     p.finish();
+}
+
+/// The usual std loop: remove (or rename) each entry while the listing
+/// goes on. Every entry there before is seen exactly once (no removal
+/// finds its name gone), and the directory ends as the loop left it.
+#[test]
+fn changing_a_directory_while_listing_it() {
+    let fs = Filesystem::new_in_memory().unwrap();
+    fs.create_dir("/d").unwrap();
+    let n = 1000;
+    for i in 0..n {
+        fs.write(format!("/d/f{i}"), b"x").unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (k, e) in fs.read_dir("/d").unwrap().enumerate() {
+        let e = e.unwrap();
+        assert!(
+            seen.insert(e.file_name()),
+            "{:?} listed twice",
+            e.file_name()
+        );
+        fs.remove_file(e.path()).unwrap();
+        // New names while listing: may be listed or not (POSIX), but
+        // must not disturb the rest.
+        if k % 3 == 0 {
+            fs.write(format!("/d/new{k}"), b"y").unwrap();
+        }
+    }
+    for i in 0..n {
+        assert!(
+            seen.contains(std::ffi::OsStr::new(&format!("f{i}"))),
+            "f{i} never listed"
+        );
+    }
+    let left: Vec<_> = fs
+        .read_dir("/d")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(left.iter().all(|n| n.starts_with("new")), "{left:?}");
+    // Renaming each entry within the directory while listing.
+    fs.remove_dir_all("/d").unwrap();
+    fs.create_dir("/d").unwrap();
+    for i in 0..n {
+        fs.write(format!("/d/a{i}"), b"x").unwrap();
+    }
+    let mut renamed = 0;
+    for e in fs.read_dir("/d").unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if let Some(i) = name.strip_prefix('a') {
+            fs.rename(format!("/d/{name}"), format!("/d/b{i}")).unwrap();
+            renamed += 1;
+        }
+    }
+    assert_eq!(renamed, n, "each old name listed exactly once");
 }
