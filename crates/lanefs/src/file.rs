@@ -299,6 +299,20 @@ impl File {
         Ok(())
     }
 
+    /// Change the owner and group through the open file (`fchown`, as
+    /// [`std::os::unix::fs::fchown`]); `None` leaves an id alone.
+    pub fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        crate::chown_common(
+            self.core(),
+            &self.cred,
+            self.ino(),
+            self.kind,
+            Some(&self.handle),
+            uid,
+            gid,
+        )
+    }
+
     /// `futimens(fd, [atime, mtime])`: `None` is `UTIME_OMIT`,
     /// [`TimeSet::Now`] is `UTIME_NOW` (the times std's
     /// [`std::fs::File::set_times`] sets, from a [`TimeSet`] each). Setting

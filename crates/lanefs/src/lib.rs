@@ -308,6 +308,65 @@ impl Iterator for ReadDir {
     }
 }
 
+/// Linux's `chown_common` on inode `ino` of kind `kind` (through `handle`
+/// for `fchown`): `None` leaves an id alone.
+pub(crate) fn chown_common(
+    core: &Fs,
+    cred: &Cred,
+    ino: Ino,
+    kind: FileKind,
+    handle: Option<&OpenFile>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> io::Result<()> {
+    let mut changes = SetAttr {
+        uid,
+        gid,
+        ..SetAttr::default()
+    };
+    if uid.is_none() && gid.is_none() && kind != FileKind::Directory {
+        // chown(-1, -1) still clears setuid and setgid on a
+        // non-directory, as Linux's chown_common
+        // (setattr_should_drop_sgid: setgid goes if group-executable
+        // or the caller is neither in the file's group nor root).
+        let attr = core.getattr(ino)?;
+        let perm = attr.perm as u32;
+        let mut newperm = perm & !libc::S_ISUID;
+        if perm & libc::S_ISGID != 0
+            && (perm & libc::S_IXGRP != 0 || !(cred.is_root() || cred.in_group(attr.gid)))
+        {
+            newperm &= !libc::S_ISGID;
+        }
+        if newperm != perm {
+            changes.mode = Some(newperm);
+        }
+    }
+    core.setattr_no_attr(cred, ino, &changes, handle)?;
+    if uid.is_none() && gid.is_none() && kind != FileKind::Directory {
+        // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
+        // file capability once the change is allowed, whoever the
+        // caller is (`cap_inode_killpriv`). A given uid or gid does it
+        // inside the core's setattr.
+        kill_capability(core, ino)?;
+    }
+    Ok(())
+}
+
+/// Remove a non-empty `security.capability` from `ino`
+/// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
+fn kill_capability(core: &Fs, ino: Ino) -> io::Result<()> {
+    const CAPS: &[u8] = b"security.capability";
+    let root = Cred::root();
+    match core.getxattr(&root, ino, CAPS) {
+        Ok(v) if !v.is_empty() => match core.removexattr(&root, ino, CAPS) {
+            Ok(()) | Err(Errno::ENODATA) => Ok(()),
+            Err(e) => Err(e.into()),
+        },
+        Ok(_) | Err(Errno::ENODATA) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Whether what follows a non-directory in a path to canonicalize makes it
 /// an error (glibc's `suffix_requires_dir_check`): a trailing slash, or
 /// `.` or `..` after it. A name after it fails its own lookup (`ENOTDIR`).
@@ -1174,54 +1233,7 @@ impl Filesystem {
         gid: Option<u32>,
     ) -> io::Result<()> {
         let h = self.resolve(path, follow)?;
-        let mut changes = SetAttr {
-            uid,
-            gid,
-            ..SetAttr::default()
-        };
-        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
-            // chown(-1, -1) still clears setuid and setgid on a
-            // non-directory, as Linux's chown_common
-            // (setattr_should_drop_sgid: setgid goes if group-executable
-            // or the caller is neither in the file's group nor root).
-            let attr = self.core().getattr(h.ino)?;
-            let perm = attr.perm as u32;
-            let mut newperm = perm & !libc::S_ISUID;
-            if perm & libc::S_ISGID != 0
-                && (perm & libc::S_IXGRP != 0
-                    || !(self.cred.is_root() || self.cred.in_group(attr.gid)))
-            {
-                newperm &= !libc::S_ISGID;
-            }
-            if newperm != perm {
-                changes.mode = Some(newperm);
-            }
-        }
-        self.core()
-            .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
-        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
-            // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
-            // file capability once the change is allowed, whoever the
-            // caller is (`cap_inode_killpriv`). A given uid or gid does it
-            // inside the core's setattr.
-            self.kill_capability(h.ino)?;
-        }
-        Ok(())
-    }
-
-    /// Remove a non-empty `security.capability` from `ino`
-    /// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
-    fn kill_capability(&self, ino: Ino) -> io::Result<()> {
-        const CAPS: &[u8] = b"security.capability";
-        let root = Cred::root();
-        match self.core().getxattr(&root, ino, CAPS) {
-            Ok(v) if !v.is_empty() => match self.core().removexattr(&root, ino, CAPS) {
-                Ok(()) | Err(Errno::ENODATA) => Ok(()),
-                Err(e) => Err(e.into()),
-            },
-            Ok(_) | Err(Errno::ENODATA) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        chown_common(self.core(), &self.cred, h.ino, h.kind, None, uid, gid)
     }
 
     /// `utimensat(path, [atime, mtime], 0)`: `None` is `UTIME_OMIT`,

@@ -2293,3 +2293,88 @@ fn changing_a_directory_while_listing_it() {
     }
     assert_eq!(renamed, n, "each old name listed exactly once");
 }
+
+#[test]
+fn fchown_as_std() {
+    let Some(mut p) = pair() else { return };
+    let cases: &[(&str, u32, Option<u32>, Option<u32>)] = &[
+        ("/a", 0o6755, Some(1000), Some(1000)),
+        ("/b", 0o6755, None, None),
+        ("/c", 0o2644, None, None),
+        ("/d", 0o4755, None, Some(5)),
+        ("/e", 0o644, Some(7), None),
+    ];
+    for &(name, mode, uid, gid) in cases {
+        p.fs.write(name, b"x").unwrap();
+        std::fs::write(p.k(name), b"x").unwrap();
+        p.fs.set_permissions(name, mode).unwrap();
+        std::fs::set_permissions(p.k(name), std::fs::Permissions::from_mode(mode)).unwrap();
+        let lf = p.fs.open(name).unwrap();
+        let sf = std::fs::File::open(p.k(name)).unwrap();
+        let l = lf
+            .set_owner(uid, gid)
+            .and_then(|_| lf.metadata())
+            .map(|m| (m.uid(), m.gid(), m.permissions()));
+        let r = std::os::unix::fs::fchown(&sf, uid, gid)
+            .and_then(|_| sf.metadata())
+            .map(|m| (m.uid(), m.gid(), m.permissions().mode() & 0o7777));
+        p.same(&format!("fchown {name} {mode:o} {uid:?} {gid:?}"), &l, &r);
+    }
+    // Unprivileged: the owner may change the group to one of its own.
+    for name in ["/mine", "/theirs"] {
+        p.fs.write(name, b"x").unwrap();
+        std::fs::write(p.k(name), b"x").unwrap();
+    }
+    p.fs.chown("/mine", Some(1000), Some(1000)).unwrap();
+    std::os::unix::fs::chown(p.k("/mine"), Some(1000), Some(1000)).unwrap();
+    let user = p.fs.with_cred(lanefs::Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![1001],
+    });
+    let ops: [(Option<u32>, Option<u32>); 5] = [
+        (None, Some(1001)),
+        (None, Some(0)),
+        (Some(0), None),
+        (Some(1000), None),
+        (None, None),
+    ];
+    let lane: Vec<io::Result<()>> = ["/mine", "/theirs"]
+        .iter()
+        .flat_map(|name| {
+            let f = user.open(name);
+            ops.iter()
+                .map(|&(u, g)| {
+                    f.as_ref()
+                        .map_err(clone_err)
+                        .and_then(|f| f.set_owner(u, g))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let root = p.root.clone();
+    let kernel: Vec<io::Result<()>> = as_user(1000, 1000, move || {
+        // SAFETY: a per-thread raw setgroups with a valid one-element list.
+        unsafe {
+            let groups = [1001 as libc::gid_t];
+            assert_eq!(libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr()), 0);
+        }
+        ["/mine", "/theirs"]
+            .iter()
+            .flat_map(|name| {
+                let f = std::fs::File::open(root.join(&name[1..]));
+                ops.iter()
+                    .map(|&(u, g)| {
+                        f.as_ref()
+                            .map_err(clone_err)
+                            .and_then(|f| std::os::unix::fs::fchown(f, u, g))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    });
+    for (i, (l, r)) in lane.iter().zip(&kernel).enumerate() {
+        p.same(&format!("unprivileged fchown #{i}"), l, r);
+    }
+    p.finish();
+}
