@@ -1016,6 +1016,13 @@ fn links_renames_and_read_link() {
         ("/lf", "/lf2"),
         ("/g", "/full/.."),
         ("/hf", "/full/x/hf"),
+        ("/moved", "/ld1"),
+        ("/ld1", "/moved"),
+        ("/full/x/hf", "/dangling"),
+        ("/dangling", "/dangling"),
+        ("/moved", "/moved/"),
+        ("/moved", "/d1/sub/../.."),
+        ("/lf2", "/moved/lf3"),
     ];
     for (from, to) in renames {
         let l = p.fs.rename(from, to);
@@ -2377,4 +2384,38 @@ fn fchown_as_std() {
         p.same(&format!("unprivileged fchown #{i}"), l, r);
     }
     p.finish();
+}
+
+/// Handles made after the last `Filesystem` view is gone (clones of an open
+/// file) work on any thread, and the listing's entries keep their paths.
+#[test]
+fn clones_and_listings_after_the_filesystem_is_gone() {
+    let fs = Filesystem::new_in_memory().unwrap();
+    fs.create_dir("/d").unwrap();
+    fs.write("/d/f", b"hello").unwrap();
+    let mut f = lanefs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fs, "/d/f")
+        .unwrap();
+    let listing = fs.read_dir("/d").unwrap();
+    drop(fs);
+    let mut g = f.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        g.seek(SeekFrom::End(0))?;
+        g.write_all(b", world")?;
+        g.sync_all()?;
+        Ok::<_, io::Error>(g.position())
+    });
+    assert_eq!(t.join().unwrap().unwrap(), 12);
+    assert_eq!(f.position(), 12, "the position is shared");
+    let mut s = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "hello, world");
+    let paths: Vec<PathBuf> = listing.map(|e| e.unwrap().path()).collect();
+    assert_eq!(paths, [PathBuf::from("/d/f")]);
+    let h = f.try_clone().unwrap();
+    drop(f);
+    assert_eq!(h.metadata().unwrap().len(), 12);
 }
