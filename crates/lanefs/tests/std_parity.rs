@@ -2419,3 +2419,77 @@ fn clones_and_listings_after_the_filesystem_is_gone() {
     drop(f);
     assert_eq!(h.metadata().unwrap().len(), 12);
 }
+
+/// `..` after a symlink is the parent of the link's target (physical
+/// resolution), in every call that takes a path.
+#[test]
+fn dotdot_after_symlinks() {
+    let Some(mut p) = pair() else { return };
+    build(
+        &mut p,
+        &["/a/b/c", "/x/y"],
+        &[("/a/b/in_b", b"b"), ("/x/in_x", b"x")],
+        &[("../../a/b/c", "/x/y/lc"), ("a/b", "/lb")],
+    );
+    let names = |p: &Pair,
+                 path: &str|
+     -> (
+        io::Result<Vec<std::ffi::OsString>>,
+        io::Result<Vec<std::ffi::OsString>>,
+    ) {
+        let l = p.fs.read_dir(path).and_then(|rd| {
+            let mut v = rd
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<io::Result<Vec<_>>>()?;
+            v.sort();
+            Ok(v)
+        });
+        let r = std::fs::read_dir(p.k(path)).and_then(|rd| {
+            let mut v = rd
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<io::Result<Vec<_>>>()?;
+            v.sort();
+            Ok(v)
+        });
+        (l, r)
+    };
+    for path in [
+        "/x/y/lc/..",
+        "/x/y/lc/../..",
+        "/lb/..",
+        "/lb/../b/c/..",
+        "/x/y/lc/../in_b/..",
+    ] {
+        let (l, r) = names(&p, path);
+        p.same(&format!("read_dir {path}"), &l, &r);
+    }
+    for path in ["/x/y/lc/../in_b", "/lb/../../x/in_x", "/lb/in_b/.."] {
+        let l = p.fs.read(path);
+        let r = std::fs::read(p.k(path));
+        p.same(&format!("read {path}"), &l, &r);
+    }
+    let l = p.fs.write("/x/y/lc/../new", b"n");
+    let r = std::fs::write(p.k("/x/y/lc/../new"), b"n");
+    p.same("write through lc/..", &l, &r);
+    p.trees("after the writes through ..");
+    p.finish();
+}
+
+/// Threads creating overlapping trees at once all succeed (std's
+/// `create_dir_all` takes an `EEXIST` on a directory for success).
+#[test]
+fn racing_create_dir_all() {
+    for _ in 0..20 {
+        let fs = Filesystem::new_in_memory().unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let fs = fs.clone();
+                std::thread::spawn(move || fs.create_dir_all(format!("/r/s/t/u/v/w{}", t % 2)))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+        assert!(fs.metadata("/r/s/t/u/v/w1").unwrap().is_dir());
+    }
+}
