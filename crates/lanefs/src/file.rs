@@ -7,13 +7,15 @@
 //! positional I/O.
 //!
 //! Locks: [`File::try_clone`] makes the position one that the original and
-//! its clones share, as `dup` does: from then on it lives in
-//! `File::shared_pos`, a `Mutex<u64>` held for the whole of each read,
-//! write or seek through the position (as Linux's `f_pos_lock`), so that
-//! the handles' calls move it one at a time. It is a leaf: the engine's
-//! locks are taken inside it, never the reverse. `shared_pos` itself is a
-//! `OnceLock` set once, by the first `try_clone` (which takes `&self`: no
-//! call through the position runs on that `File` meanwhile).
+//! its clones share, as `dup` does, and so does the first read, write or
+//! seek through a shared `&File` (std implements `Read`, `Write` and `Seek`
+//! for `&File`): from then on it lives in `File::shared_pos`, a
+//! `Mutex<u64>` held for the whole of each call through the position (as
+//! Linux's `f_pos_lock`), so that the calls move it one at a time. It is a
+//! leaf: the engine's locks are taken inside it, never the reverse.
+//! `shared_pos` itself is a `OnceLock` set once, from the handle's own
+//! position; it is set through `&self` only, so no call through `&mut
+//! self` (the only writer of the own position) runs meanwhile.
 //!
 //! The checks Linux's VFS makes before a file system sees a request live
 //! here: `EBADF` for a read on a write-only file and the reverse,
@@ -35,7 +37,8 @@ use crate::handle::InnerRef;
 use crate::{Filesystem, Metadata};
 
 /// An open file of a [`Filesystem`]: implements [`Read`], [`Write`] and
-/// [`Seek`], plus positional I/O.
+/// [`Seek`], also for `&File` as [`std::fs::File`] does, plus positional
+/// I/O.
 ///
 /// ```
 /// use std::io::{Read, Seek, SeekFrom, Write};
@@ -127,10 +130,8 @@ impl File {
     /// ```
     pub fn try_clone(&self) -> io::Result<File> {
         let handle = self.handle.reopen_unchecked(self.handle.flags())?;
-        let shared = self
-            .shared_pos
-            .get_or_init(|| Arc::new(Mutex::new(self.pos)))
-            .clone();
+        self.shared_pos();
+        let shared = self.shared_pos.get().expect("just made").clone();
         Ok(File {
             handle,
             inner: crate::handle::inner_ref(&self.inner),
@@ -146,10 +147,7 @@ impl File {
     /// Run `f` with the position, held (shared) or this handle's own.
     fn with_pos<R>(&mut self, f: impl FnOnce(&File, &mut u64) -> io::Result<R>) -> io::Result<R> {
         match self.shared_pos.get() {
-            Some(shared) => {
-                let mut pos = shared.lock().unwrap_or_else(|e| e.into_inner());
-                f(self, &mut pos)
-            }
+            Some(shared) => f(self, &mut lock(shared)),
             None => {
                 let mut pos = self.pos;
                 let r = f(self, &mut pos);
@@ -176,7 +174,7 @@ impl File {
     /// The current position (as `lseek(fd, 0, SEEK_CUR)`).
     pub fn position(&self) -> u64 {
         match self.shared_pos.get() {
-            Some(shared) => *shared.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(shared) => *lock(shared),
             None => self.pos,
         }
     }
@@ -442,138 +440,206 @@ fn to_i64_range(offset: u64, len: u64) -> io::Result<(i64, i64)> {
     }
 }
 
-impl Read for File {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.with_pos(|f, pos| {
-            let n = f.read_at(buf, *pos)?;
-            *pos += n as u64;
-            Ok(n)
-        })
+// The calls through the position, on a `File` and the position it uses
+// (its own, or the shared one held).
+
+fn read_with(f: &File, pos: &mut u64, buf: &mut [u8]) -> io::Result<usize> {
+    let n = f.read_at(buf, *pos)?;
+    *pos += n as u64;
+    Ok(n)
+}
+
+/// As `readv`: the buffers filled in turn until the file ends, in one turn
+/// of the position.
+fn read_vectored_with(
+    f: &File,
+    pos: &mut u64,
+    bufs: &mut [io::IoSliceMut<'_>],
+) -> io::Result<usize> {
+    if bufs.iter().all(|b| b.is_empty()) {
+        return read_with(f, pos, &mut []);
+    }
+    let mut total = 0usize;
+    for buf in bufs.iter_mut().filter(|b| !b.is_empty()) {
+        let want = buf.len();
+        match f.read_at(buf, *pos) {
+            Ok(n) => {
+                total += n;
+                *pos += n as u64;
+                if n < want {
+                    break;
+                }
+            }
+            // What was read before an error is the result, as a short
+            // read.
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+fn write_with(f: &File, pos: &mut u64, buf: &[u8]) -> io::Result<usize> {
+    let (n, end) = f.write_at_inner(buf, *pos)?;
+    *pos = end;
+    Ok(n)
+}
+
+/// As `writev`: all the buffers in one write (so that an appending write
+/// stays whole).
+fn write_vectored_with(f: &File, pos: &mut u64, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
+    match (nonempty.next(), nonempty.next()) {
+        (None, _) => write_with(f, pos, &[]),
+        (Some(one), None) => write_with(f, pos, one),
+        _ => {
+            let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+            for b in bufs {
+                all.extend_from_slice(b);
+            }
+            write_with(f, pos, &all)
+        }
+    }
+}
+
+/// As `lseek`: `SEEK_END` is relative to the current size; a negative
+/// result is `EINVAL`.
+fn seek_with(f: &File, pos: &mut u64, to: SeekFrom) -> io::Result<u64> {
+    let (base, delta) = match to {
+        SeekFrom::Start(o) => {
+            if o > i64::MAX as u64 {
+                return Err(Errno::EINVAL.into());
+            }
+            *pos = o;
+            return Ok(o);
+        }
+        SeekFrom::Current(d) => (*pos, d),
+        // Directories seek like tmpfs's: SEEK_END is EINVAL.
+        SeekFrom::End(_) if f.kind == FileKind::Directory => return Err(Errno::EINVAL.into()),
+        SeekFrom::End(d) => (f.core().getattr(f.ino())?.size, d),
+    };
+    let new = (base as i64)
+        .checked_add(delta)
+        .filter(|n| *n >= 0)
+        .ok_or(Errno::EINVAL)?;
+    *pos = new as u64;
+    Ok(*pos)
+}
+
+impl File {
+    /// The position shared with clones and `&File` calls, made from this
+    /// handle's own the first time (module doc).
+    fn shared_pos(&self) -> &Mutex<u64> {
+        self.shared_pos
+            .get_or_init(|| Arc::new(Mutex::new(self.pos)))
     }
 
-    /// As [`std::fs::File`]'s: room for the rest of the file is reserved
-    /// first, fallibly (a sparse file too big to hold in memory is an
-    /// [`io::ErrorKind::OutOfMemory`] error, not an abort), then read until
-    /// the end.
-    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        const PROBE: usize = 32;
-        let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
-        let left = match self.kind {
+    /// How much of the file is left past the position (0 for what is not
+    /// a regular file): what `read_to_end` reserves.
+    fn left_to_read(&self) -> io::Result<u64> {
+        Ok(match self.kind {
             FileKind::Regular => self
                 .core()
                 .getattr(self.ino())?
                 .size
                 .saturating_sub(self.position()),
             _ => 0,
-        };
-        buf.try_reserve(usize::try_from(left).unwrap_or(usize::MAX))
-            .map_err(oom)?;
-        let start = buf.len();
-        loop {
-            if buf.capacity() == buf.len() {
-                // Full: a small read says whether the file goes on
-                // before the vector grows.
-                let mut probe = [0u8; PROBE];
-                match self.read(&mut probe) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        buf.try_reserve(buf.len().max(8192)).map_err(oom)?;
-                        buf.extend_from_slice(&probe[..n]);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-                continue;
-            }
-            let len = buf.len();
-            buf.resize(buf.capacity(), 0);
-            match self.read(&mut buf[len..]) {
-                Ok(0) => {
-                    buf.truncate(len);
-                    break;
-                }
-                Ok(n) => buf.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
-                Err(e) => {
-                    buf.truncate(len);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(buf.len() - start)
-    }
-
-    /// [`read_to_end`](Self::read_to_end), then the bytes appended if they
-    /// are UTF-8 (else an [`io::ErrorKind::InvalidData`] error and `buf`
-    /// unchanged), as std's.
-    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
-        let mut bytes = Vec::new();
-        self.read_to_end(&mut bytes)?;
-        let s = String::from_utf8(bytes).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            )
-        })?;
-        buf.push_str(&s);
-        Ok(s.len())
-    }
-
-    /// As `readv`: the buffers are filled in turn until the file ends (the
-    /// trait's default fills only the first non-empty one).
-    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
-        if bufs.iter().all(|b| b.is_empty()) {
-            return self.read(&mut []);
-        }
-        // One turn of the position for the whole call, as readv's.
-        self.with_pos(|f, pos| {
-            let mut total = 0usize;
-            for buf in bufs.iter_mut().filter(|b| !b.is_empty()) {
-                let want = buf.len();
-                match f.read_at(buf, *pos) {
-                    Ok(n) => {
-                        total += n;
-                        *pos += n as u64;
-                        if n < want {
-                            break;
-                        }
-                    }
-                    // What was read before an error is the result, as a
-                    // short read.
-                    Err(_) if total > 0 => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(total)
         })
+    }
+}
+
+/// As [`std::fs::File`]'s `read_to_end`: room for the `left` bytes of the
+/// file is reserved first, fallibly (a sparse file too big to hold in
+/// memory is an [`io::ErrorKind::OutOfMemory`] error, not an abort), then
+/// `r` is read until it ends.
+fn read_to_end_reserved<R: Read>(r: &mut R, left: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+    const PROBE: usize = 32;
+    let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
+    buf.try_reserve(usize::try_from(left).unwrap_or(usize::MAX))
+        .map_err(oom)?;
+    let start = buf.len();
+    loop {
+        if buf.capacity() == buf.len() {
+            // Full: a small read says whether the file goes on before
+            // the vector grows.
+            let mut probe = [0u8; PROBE];
+            match r.read(&mut probe) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.try_reserve(buf.len().max(8192)).map_err(oom)?;
+                    buf.extend_from_slice(&probe[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        let len = buf.len();
+        buf.resize(buf.capacity(), 0);
+        match r.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                break;
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        }
+    }
+    Ok(buf.len() - start)
+}
+
+/// [`read_to_end_reserved`], then the bytes appended if they are UTF-8
+/// (else an [`io::ErrorKind::InvalidData`] error and `buf` unchanged), as
+/// std's.
+fn read_to_string_reserved<R: Read>(r: &mut R, left: u64, buf: &mut String) -> io::Result<usize> {
+    let mut bytes = Vec::new();
+    read_to_end_reserved(r, left, &mut bytes)?;
+    let s = String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })?;
+    buf.push_str(&s);
+    Ok(s.len())
+}
+
+impl Read for File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.with_pos(|f, pos| read_with(f, pos, buf))
+    }
+
+    /// As `readv` (the trait's default fills only the first non-empty
+    /// buffer).
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.with_pos(|f, pos| read_vectored_with(f, pos, bufs))
+    }
+
+    /// As std's: room for the rest of the file reserved first, fallibly.
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_end_reserved(self, left, buf)
+    }
+
+    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_string_reserved(self, left, buf)
     }
 }
 
 impl Write for File {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.with_pos(|f, pos| {
-            let (n, end) = f.write_at_inner(buf, *pos)?;
-            *pos = end;
-            Ok(n)
-        })
+        self.with_pos(|f, pos| write_with(f, pos, buf))
     }
 
-    /// As `writev`: all the buffers in one write (so that an appending
-    /// write stays whole); the trait's default writes only the first
-    /// non-empty one.
+    /// As `writev` (the trait's default writes only the first non-empty
+    /// buffer).
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
-        match (nonempty.next(), nonempty.next()) {
-            (None, _) => self.write(&[]),
-            (Some(one), None) => self.write(one),
-            _ => {
-                let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
-                for b in bufs {
-                    all.extend_from_slice(b);
-                }
-                self.write(&all)
-            }
-        }
+        self.with_pos(|f, pos| write_vectored_with(f, pos, bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -585,30 +651,61 @@ impl Seek for File {
     /// As `lseek`: `SEEK_END` is relative to the current size; a negative
     /// result is `EINVAL`.
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        self.with_pos(|f, pos| {
-            let (base, delta) = match to {
-                SeekFrom::Start(o) => {
-                    if o > i64::MAX as u64 {
-                        return Err(Errno::EINVAL.into());
-                    }
-                    *pos = o;
-                    return Ok(o);
-                }
-                SeekFrom::Current(d) => (*pos, d),
-                // Directories seek like tmpfs's: SEEK_END is EINVAL.
-                SeekFrom::End(_) if f.kind == FileKind::Directory => {
-                    return Err(Errno::EINVAL.into())
-                }
-                SeekFrom::End(d) => (f.core().getattr(f.ino())?.size, d),
-            };
-            let new = (base as i64)
-                .checked_add(delta)
-                .filter(|n| *n >= 0)
-                .ok_or(Errno::EINVAL)?;
-            *pos = new as u64;
-            Ok(*pos)
-        })
+        self.with_pos(|f, pos| seek_with(f, pos, to))
     }
+}
+
+/// A shared `File` reads, writes and seeks as std's `&File` does: through
+/// the one position, which its first such call makes the shared one
+/// (module doc), held for each call.
+impl Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        read_with(self, &mut pos, buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        read_vectored_with(self, &mut pos, bufs)
+    }
+
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_end_reserved(self, left, buf)
+    }
+
+    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_string_reserved(self, left, buf)
+    }
+}
+
+impl Write for &File {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        write_with(self, &mut pos, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        write_vectored_with(self, &mut pos, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for &File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let mut pos = lock(self.shared_pos());
+        seek_with(self, &mut pos, to)
+    }
+}
+
+/// The position's lock (a panic while it was held left a valid `u64`).
+fn lock(m: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Options for [`Filesystem::open_with`], as [`std::fs::OpenOptions`] plus

@@ -2493,3 +2493,71 @@ fn racing_create_dir_all() {
         assert!(fs.metadata("/r/s/t/u/v/w1").unwrap().is_dir());
     }
 }
+
+/// `Read`, `Write` and `Seek` through `&File`, mixed with calls through
+/// `&mut File` and clones: one position, as std's.
+#[test]
+fn shared_file_references() {
+    use std::io::BufRead;
+    let Some(mut p) = pair() else { return };
+    p.fs.write("/f", b"line one\nline two\nline three\n")
+        .unwrap();
+    std::fs::write(p.k("/f"), b"line one\nline two\nline three\n").unwrap();
+    let mut lf = lanefs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p.fs, "/f")
+        .unwrap();
+    let mut sf = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p.k("/f"))
+        .unwrap();
+    let mut lb = [0u8; 5];
+    let mut sb = [0u8; 5];
+    let l = lf.read(&mut lb).map(|n| lb[..n].to_vec());
+    let r = sf.read(&mut sb).map(|n| sb[..n].to_vec());
+    p.same("read through &mut", &l, &r);
+    let l = (&lf).read(&mut lb).map(|n| lb[..n].to_vec());
+    let r = (&sf).read(&mut sb).map(|n| sb[..n].to_vec());
+    p.same("read through &", &l, &r);
+    let l = lf.stream_position();
+    let r = sf.stream_position();
+    p.same("position through &mut after &", &l, &r);
+    let l = (&lf).seek(SeekFrom::Current(-2));
+    let r = (&sf).seek(SeekFrom::Current(-2));
+    p.same("seek through &", &l, &r);
+    let l = (&lf).write(b"ONE").and_then(|_| lf.stream_position());
+    let r = (&sf).write(b"ONE").and_then(|_| sf.stream_position());
+    p.same("write through &", &l, &r);
+    let l = lf.seek(SeekFrom::Start(0));
+    let r = sf.seek(SeekFrom::Start(0));
+    p.same("seek through &mut", &l, &r);
+    let l: io::Result<Vec<String>> = io::BufReader::new(&lf).lines().collect();
+    let r: io::Result<Vec<String>> = io::BufReader::new(&sf).lines().collect();
+    p.same("lines through BufReader<&File>", &l, &r);
+    let lc = lf.try_clone().unwrap();
+    let sc = sf.try_clone().unwrap();
+    let l = (&lc)
+        .seek(SeekFrom::Start(5))
+        .and_then(|_| lf.stream_position());
+    let r = (&sc)
+        .seek(SeekFrom::Start(5))
+        .and_then(|_| sf.stream_position());
+    p.same("seek through a clone's &", &l, &r);
+    let mut lv = Vec::new();
+    let mut sv = Vec::new();
+    let l = io::copy(&mut &lf, &mut lv).map(|n| (n, lv.clone()));
+    let r = io::copy(&mut &sf, &mut sv).map(|n| (n, sv.clone()));
+    p.same("io::copy from &File", &l, &r);
+    let mut ls = String::new();
+    let mut ss = String::new();
+    (&lf).seek(SeekFrom::Start(0)).unwrap();
+    (&sf).seek(SeekFrom::Start(0)).unwrap();
+    let l = (&lf).read_to_string(&mut ls).map(|n| (n, ls.clone()));
+    let r = (&sf).read_to_string(&mut ss).map(|n| (n, ss.clone()));
+    p.same("read_to_string through &", &l, &r);
+    drop((lf, sf, lc, sc));
+    p.trees("after the shared references");
+    p.finish();
+}
