@@ -345,6 +345,16 @@ fn open_options_mode_and_custom_flags() {
         ("/d", true, false, false, false, 0o666, libc::O_TRUNC),
         ("/f", true, false, false, false, 0o666, libc::O_APPEND),
         ("/c2/", true, false, false, false, 0o600, libc::O_CREAT),
+        ("/d/", false, true, false, true, 0o600, 0),
+        ("/c3/", false, true, false, true, 0o600, 0),
+        ("/f/", false, true, false, true, 0o600, 0),
+        ("/lf/", false, true, true, false, 0o600, 0),
+        ("/ld/", false, true, true, false, 0o600, 0),
+        // (The root itself is not compared: on the std side "/" is the
+        // case directory, an ordinary one.)
+        ("/d/.", false, true, true, false, 0o600, 0),
+        ("/d/.", false, true, false, true, 0o600, 0),
+        ("/d/..", true, false, false, false, 0o600, libc::O_DIRECTORY),
     ];
     for &(path, read, write, create, create_new, mode, flags) in cases {
         let what = format!(
