@@ -611,21 +611,36 @@ impl Filesystem {
     /// `mkdir` that failed for another reason is returned, and an empty
     /// path is nothing to create).
     pub fn create_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        self.create_dir_all_mode(path, 0o777)
+    }
+
+    /// [`create_dir_all`](Self::create_dir_all) giving each directory it
+    /// creates mode `mode` less the umask, as std's
+    /// `DirBuilder::new().recursive(true).mode(mode)`.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all_mode("/a/b", 0o750)?;
+    /// assert_eq!(fs.metadata("/a")?.permissions(), 0o750);
+    /// assert_eq!(fs.metadata("/a/b")?.permissions(), 0o750);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn create_dir_all_mode<P: AsRef<Path>>(&self, path: P, mode: u32) -> io::Result<()> {
         let path = bytes(&path);
         if path.is_empty() {
             return Ok(());
         }
         walk::check_path(path)?;
-        self.create_dir_all_bytes(path, 0)
+        self.create_dir_all_bytes(path, mode, 0)
     }
 
-    fn create_dir_all_bytes(&self, path: &[u8], depth: usize) -> io::Result<()> {
+    fn create_dir_all_bytes(&self, path: &[u8], mode: u32, depth: usize) -> io::Result<()> {
         let trimmed = match path.iter().rposition(|&b| b != b'/') {
             Some(end) => &path[..=end],
             None => return Ok(()), // the root
         };
         let p = Path::new(std::ffi::OsStr::from_bytes(trimmed));
-        match self.create_dir(p) {
+        match self.create_dir_mode(p, mode) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && depth < PATH_BYTES_MAX => {}
             Err(e) => {
@@ -640,9 +655,9 @@ impl Filesystem {
             None => &[][..],
         };
         if !parent.is_empty() {
-            self.create_dir_all_bytes(parent, depth + 1)?;
+            self.create_dir_all_bytes(parent, mode, depth + 1)?;
         }
-        match self.create_dir(p) {
+        match self.create_dir_mode(p, mode) {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && self.metadata(p)?.is_dir() => {
                 Ok(())
             }

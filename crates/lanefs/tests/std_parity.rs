@@ -2744,3 +2744,26 @@ fn random_file_call_sequences() {
     }
     p.finish();
 }
+
+#[test]
+fn recursive_dir_builder_modes() {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(mut p) = pair() else { return };
+    build(&mut p, &["/exists"], &[("/file", b"")], &[]);
+    for (path, mode) in [
+        ("/a/b/c", 0o750u32),
+        ("/exists/x/y", 0o700),
+        ("/exists", 0o700),
+        ("/file/x", 0o755),
+        ("/s/t", 0o1777),
+    ] {
+        let l = p.fs.create_dir_all_mode(path, mode);
+        let r = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(p.k(path));
+        p.same(&format!("DirBuilder {path} {mode:o}"), &l, &r);
+    }
+    p.trees("after the recursive builders");
+    p.finish();
+}
