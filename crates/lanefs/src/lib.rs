@@ -683,8 +683,9 @@ impl Filesystem {
     /// names — with a trailing slash, `link/` is the directory the link
     /// points to: its content is removed, then the final `rmdir` of the
     /// path fails (`ENOTDIR`), as `rmdir` of `dir/.` does (`EINVAL`) and
-    /// of `/` (`EBUSY`). Entries that vanish meanwhile (another remover)
-    /// are no error, nor is the directory itself gone at the end.
+    /// of `/` (`EBUSY`: `remove_dir_all("/")` empties the file system).
+    /// Entries that vanish meanwhile (another remover) are no error, nor
+    /// is the directory itself gone at the end.
     ///
     /// ```
     /// let fs = lanefs::Filesystem::new_in_memory()?;
