@@ -1747,6 +1747,26 @@ fn unprivileged_handles_and_calls() {
             "read_dir locked",
             fs.read_dir("/locked").map(|_| String::new()),
         );
+        let opens: [(&str, bool, bool, i32); 6] = [
+            ("/theirs", true, false, libc::O_NOATIME),
+            ("/mine", true, false, libc::O_NOATIME),
+            ("/ro", true, false, libc::O_TRUNC),
+            ("/theirs", true, false, libc::O_TRUNC),
+            ("/ro", false, true, libc::O_APPEND),
+            ("/rootdir", true, false, libc::O_DIRECTORY),
+        ];
+        for (path, read, write, flags) in opens {
+            rec(
+                &format!("open {path} {flags:#x}"),
+                lanefs::OpenOptions::new()
+                    .read(read)
+                    .write(write)
+                    .custom_flags(flags)
+                    .open(&fs, path)
+                    .and_then(|f| f.metadata())
+                    .map(|m| m.len().to_string()),
+            );
+        }
         v
     };
     let kernel: Outcomes = as_user(1000, 1000, move || {
@@ -1831,6 +1851,26 @@ fn unprivileged_handles_and_calls() {
             "read_dir locked",
             std::fs::read_dir(k("/locked")).map(|_| String::new()),
         );
+        let opens: [(&str, bool, bool, i32); 6] = [
+            ("/theirs", true, false, libc::O_NOATIME),
+            ("/mine", true, false, libc::O_NOATIME),
+            ("/ro", true, false, libc::O_TRUNC),
+            ("/theirs", true, false, libc::O_TRUNC),
+            ("/ro", false, true, libc::O_APPEND),
+            ("/rootdir", true, false, libc::O_DIRECTORY),
+        ];
+        for (path, read, write, flags) in opens {
+            rec(
+                &format!("open {path} {flags:#x}"),
+                std::fs::OpenOptions::new()
+                    .read(read)
+                    .write(write)
+                    .custom_flags(flags)
+                    .open(k(path))
+                    .and_then(|f| f.metadata())
+                    .map(|m| m.len().to_string()),
+            );
+        }
         v
     });
     assert_eq!(lane.len(), kernel.len(), "{lane:?} {kernel:?}");
