@@ -18,7 +18,9 @@
 //!
 //! # Locks and atomics
 //!
-//! This crate has none of its own. A [`Filesystem`] is an `Arc` of the core
+//! One of its own: the position a [`File`] shares with its clones and
+//! `&File` calls, a leaf `Mutex` (the `file` module says which calls hold
+//! it). A [`Filesystem`] is an `Arc` of the core
 //! instance plus a credential and a umask (values, copied per view). A path
 //! is first resolved by the core's RCU-walk (no lock, no reference; one
 //! counted lookup on the final inode unless the call is a `stat`); what
@@ -28,7 +30,9 @@
 //! concurrent `rmdir` can never make a call operate in a freed or reused
 //! inode; all other synchronization is the core's (see its module docs and
 //! `docs/ARCHITECTURE.md`). A [`File`]'s position is a plain field changed
-//! through `&mut self`.
+//! through `&mut self` until a clone or a `&File` call shares it. The
+//! entries of one [`ReadDir`] share the path listed by an `Arc` of that
+//! listing alone.
 //!
 //! # Example
 //!
