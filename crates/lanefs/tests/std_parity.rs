@@ -1098,6 +1098,23 @@ fn odd_inputs() {
         let r = std::fs::remove_dir_all(p.k(path));
         p.same(&what("remove_dir_all"), &l, &r);
     }
+    // A name too long in the middle of a path, in each call.
+    let mid = format!("/d/{long_name}/x");
+    let l = p.fs.create_dir_all(&mid);
+    let r = std::fs::create_dir_all(p.k(&mid));
+    p.same("create_dir_all with a long name inside", &l, &r);
+    let l = p.fs.canonicalize(&mid);
+    let r = std::fs::canonicalize(p.k(&mid)).map(|_| PathBuf::new());
+    p.same("canonicalize with a long name inside", &l, &r);
+    let l = p.fs.remove_dir_all(&mid);
+    let r = std::fs::remove_dir_all(p.k(&mid));
+    p.same("remove_dir_all with a long name inside", &l, &r);
+    let l = p.fs.copy("/f", &mid);
+    let r = std::fs::copy(p.k("/f"), p.k(&mid));
+    p.same("copy to a long name inside", &l, &r);
+    let l = p.fs.read_link(&mid);
+    let r = std::fs::read_link(p.k(&mid));
+    p.same("read_link with a long name inside", &l, &r);
     // Empty paths (std's are relative to the current directory, so only
     // the error cases compare).
     let l = unit(p.fs.open(""));
