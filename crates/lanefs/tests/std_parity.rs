@@ -16,7 +16,8 @@
 //! listings that change) check lanefs alone.
 //!
 //! Needs root (mount, chroot, setfsuid); without it the differential tests
-//! say so and pass.
+//! say so and pass. `LANEFS_PARITY_IMAGE=1` runs the library on an image
+//! file instead of memory.
 
 use std::ffi::OsStr;
 use std::fmt::Debug;
@@ -31,9 +32,11 @@ use lanefs_difftest::TmpfsMount;
 /// A tmpfs directory (std's side) and an empty lanefs (the library's side),
 /// both with the process's umask.
 struct Pair {
+    // Field order: the file system goes before its image's directory.
+    fs: Filesystem,
+    _image_dir: Option<tempfile::TempDir>,
     _mount: TmpfsMount,
     root: PathBuf,
-    fs: Filesystem,
     mismatches: Vec<String>,
 }
 
@@ -54,13 +57,19 @@ fn pair() -> Option<Pair> {
     }
     let mount = TmpfsMount::new().expect("mount a tmpfs");
     let root = mount.fresh_dir().expect("fresh dir");
-    let fs = Filesystem::new_in_memory()
-        .expect("lanefs")
-        .with_umask(process_umask());
+    // LANEFS_PARITY_IMAGE=1: the library on an image file instead of memory.
+    let (fs, image_dir) = if std::env::var_os("LANEFS_PARITY_IMAGE").is_some() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = Filesystem::create_image(dir.path().join("fs.img"), 64 << 20).expect("image");
+        (fs, Some(dir))
+    } else {
+        (Filesystem::new_in_memory().expect("lanefs"), None)
+    };
     Some(Pair {
+        fs: fs.with_umask(process_umask()),
+        _image_dir: image_dir,
         _mount: mount,
         root,
-        fs,
         mismatches: Vec::new(),
     })
 }
