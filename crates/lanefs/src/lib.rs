@@ -1199,6 +1199,12 @@ impl Filesystem {
         self.core().getattr(h.ino)
     }
 
+    /// As [`try_exists`](Self::try_exists), under the name of
+    /// [`std::fs::exists`].
+    pub fn exists<P: AsRef<Path>>(&self, path: P) -> io::Result<bool> {
+        self.try_exists(path)
+    }
+
     /// True if `path` resolves (following symlinks); errors other than
     /// `ENOENT` are returned.
     pub fn try_exists<P: AsRef<Path>>(&self, path: P) -> io::Result<bool> {

@@ -1115,6 +1115,17 @@ fn odd_inputs() {
         let r = std::fs::remove_dir_all(p.k(path));
         p.same(&what("remove_dir_all"), &l, &r);
     }
+    for path in ["/f", "/f/", "/f/x", "/nope", "/d/../f", &long_path] {
+        let l = p.fs.exists(path);
+        let r = std::fs::metadata(p.k(path)).map(|_| true).or_else(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        });
+        p.same(&format!("exists {path}"), &l, &r);
+    }
     // A name too long in the middle of a path, in each call.
     let mid = format!("/d/{long_name}/x");
     let l = p.fs.create_dir_all(&mid);
