@@ -140,7 +140,7 @@ fn lane_tree(fs: &Filesystem, dir: &Path) -> Vec<TreeRow> {
         let p = dir.join(e.expect("entry").file_name());
         let m = fs.symlink_metadata(&p).expect("lanefs lstat");
         if m.is_dir() {
-            out.push((p.clone(), "dir", m.permissions(), 0, Vec::new()));
+            out.push((p.clone(), "dir", m.permissions(), m.len(), Vec::new()));
             out.extend(lane_tree(fs, &p));
         } else if m.is_symlink() {
             let t = fs.read_link(&p).expect("readlink");
@@ -164,7 +164,7 @@ fn std_tree(root: &Path, dir: &Path) -> Vec<TreeRow> {
         let m = std::fs::symlink_metadata(&rp).expect("std lstat");
         let perm = m.permissions().mode() & 0o7777;
         if m.is_dir() {
-            out.push((p.clone(), "dir", perm, 0, Vec::new()));
+            out.push((p.clone(), "dir", perm, m.len(), Vec::new()));
             out.extend(std_tree(root, &p));
         } else if m.file_type().is_symlink() {
             let t = std::fs::read_link(&rp).expect("readlink");
@@ -729,7 +729,7 @@ fn metadata_fields() {
                     m.is_file(),
                     m.is_dir(),
                     m.is_symlink(),
-                    if m.is_dir() { 0 } else { m.len() },
+                    m.len(),
                     m.mode(),
                     m.nlink(),
                     m.uid(),
@@ -748,7 +748,7 @@ fn metadata_fields() {
                     m.is_file(),
                     m.is_dir(),
                     m.file_type().is_symlink(),
-                    if m.is_dir() { 0 } else { m.len() },
+                    m.len(),
                     m.mode(),
                     m.nlink() as u32,
                     m.uid(),
