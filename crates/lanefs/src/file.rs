@@ -161,6 +161,11 @@ impl File {
         &self.inner.fs
     }
 
+    /// [`OpenOptions::new`], as [`std::fs::File::options`].
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
     /// The inode number of the open file.
     pub fn ino(&self) -> Ino {
         self.handle.ino()

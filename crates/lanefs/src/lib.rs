@@ -1431,6 +1431,13 @@ impl Filesystem {
         self.open_flags(path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)
     }
 
+    /// Create `path`, which must not exist (not even as a dangling
+    /// symlink: `EEXIST`), and open it for reading and writing, as
+    /// [`std::fs::File::create_new`].
+    pub fn create_new<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        self.open_flags(path, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o666)
+    }
+
     /// Open with [`OpenOptions`].
     pub fn open_with<P: AsRef<Path>>(&self, path: P, options: &OpenOptions) -> io::Result<File> {
         options.open(self, path)

@@ -401,6 +401,34 @@ fn open_options_mode_and_custom_flags() {
             });
         p.same(&what, &l, &s);
     }
+    for path in ["/new1", "/f", "/lf", "/ld/new2", "/d/", "/missing/x"] {
+        let l = p.fs.create_new(path).and_then(|mut f| {
+            f.write_all(b"rw")?;
+            f.seek(SeekFrom::Start(0))?;
+            let mut s = String::new();
+            f.read_to_string(&mut s)?;
+            Ok(s)
+        });
+        let r = std::fs::File::create_new(p.k(path)).and_then(|mut f| {
+            f.write_all(b"rw")?;
+            f.seek(SeekFrom::Start(0))?;
+            let mut s = String::new();
+            f.read_to_string(&mut s)?;
+            Ok(s)
+        });
+        p.same(&format!("create_new {path}"), &l, &r);
+    }
+    let l = lanefs::File::options()
+        .read(true)
+        .open(&p.fs, "/f")
+        .and_then(|f| f.metadata())
+        .map(|m| m.len());
+    let r = std::fs::File::options()
+        .read(true)
+        .open(p.k("/f"))
+        .and_then(|f| f.metadata())
+        .map(|m| m.len());
+    p.same("File::options", &l, &r);
     p.trees("after the opens");
     p.finish();
 }
