@@ -151,6 +151,10 @@ impl<S: Store> Store for RecordingStore<S> {
         self.pages(ino, start, end, false, "count_pages");
         self.inner.count_pages(ino, start, end)
     }
+    fn has_pages_from(&self, ino: Ino, start: u64) -> Result<bool> {
+        self.pages(ino, start, u64::MAX, false, "has_pages_from");
+        self.inner.has_pages_from(ino, start)
+    }
     fn read_unwritten(&self, ino: Ino) -> Result<Vec<Range<u64>>> {
         self.key(|| format!("x/{ino}"), false, "read_unwritten");
         self.inner.read_unwritten(ino)

@@ -20,7 +20,9 @@
 //! at a time anyway: it holds the file's position lock around each).
 
 use crate::sync::{Arc, AtomicPtr, Ordering};
+use crate::types::relatime_due;
 use crate::DirAt;
+use crate::ReadVariant;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
@@ -135,7 +137,7 @@ impl OpenFile {
                         .inode
                         .attr_snapshot()
                         .attr(self.inode.ino, self.inode.kind);
-                    if a.atime > a.mtime && a.atime > a.ctime {
+                    if !relatime_due(a.atime, a.mtime, a.ctime) {
                         return;
                     }
                 } else if !self.inode.atime_stale.load(Ordering::Relaxed)
@@ -151,7 +153,7 @@ impl OpenFile {
                 // A directory's times with its stripes' changes, a file's
                 // with its data-side times.
                 let a = self.inode.attr_locked(&m);
-                if m.rec.atime <= a.mtime || m.rec.atime <= a.ctime {
+                if relatime_due(m.rec.atime, a.mtime, a.ctime) {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
@@ -415,6 +417,7 @@ impl FsInner {
         let freed = freed?;
         self.free_blocks.add(freed as i64);
         let mut m = inode.meta.lock();
+        self.give_back_stale(pm.take_stale_freed(), &mut m);
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
@@ -705,7 +708,9 @@ impl Fs {
     /// lock alone: no `meta`, no attribute mirror, no
     /// `Inode::atime_stale`. Its times reach the record at writeback. Every
     /// other write sets the record's size, blocks and times under `meta`
-    /// as well.
+    /// as well. Once two lanes made pure overwrites of a file, one that
+    /// stays inside one cached page takes only that page's stripe
+    /// (`pcache::lanes`), not the data lock.
     fn write_data(
         &self,
         file: &OpenFile,
@@ -726,12 +731,13 @@ impl Fs {
         }
         let fs = &self.inner;
         let ino = file.inode.ino;
+        let append = file.flags & libc::O_APPEND != 0;
+        let keeps_privs = remove_privs.is_none() || !lock.may_have_privs();
+        if !append && keeps_privs && lock.try_overwrite(offset, data) {
+            return Ok((data.len(), offset + data.len() as u64));
+        }
         let mut pm = lock.write();
-        let off = if file.flags & libc::O_APPEND != 0 {
-            pm.size()
-        } else {
-            offset
-        };
+        let off = if append { pm.size() } else { offset };
         if off >= FILE_SIZE_MAX {
             return Err(Errno::EFBIG);
         }
@@ -751,7 +757,7 @@ impl Fs {
             }
         };
         let end = off + len as u64;
-        let pure = file.flags & libc::O_APPEND == 0
+        let pure = !append
             && end <= pm.size()
             && holes == 0
             && (remove_privs.is_none() || !lock.may_have_privs());
@@ -759,9 +765,11 @@ impl Fs {
         pm.write(off, &data[..len], now);
         let grown = pm.cached_pages() as i64 - before as i64;
         if pure {
-            pm.note_pure_overwrite();
+            let stripes_allowed = fs.config.variants.read == ReadVariant::Lockless;
+            pm.note_pure_overwrite(stripes_allowed.then(crate::lane::lane));
         } else {
             let mut m = file.inode.meta.lock();
+            fs.give_back_stale(pm.take_stale_freed(), &mut m);
             let now = data_change_time(&pm, &m, now, None);
             m.rec.size = pm.size();
             m.rec.blocks += holes;
@@ -863,6 +871,7 @@ impl Fs {
         let now = Timespec::now();
         pm.set_times(now, now);
         let mut m = file.inode.meta.lock();
+        fs.give_back_stale(pm.take_stale_freed(), &mut m);
         let now = data_change_time(&pm, &m, now, None);
         m.rec.size = size;
         let blocks = m.rec.blocks.checked_add_signed(block_delta);

@@ -1038,6 +1038,41 @@ impl FsInner {
         }
     }
 
+    /// Bring a regular file's record up to its data side (under the data
+    /// lock, then `meta` if there is anything to do): fold the data-side
+    /// times a pure overwrite left, and take off its blocks the stale store
+    /// pages the data side removed (`PagesMut::take_stale_freed`). Nothing
+    /// for a freed file (its free gave back what the record counted).
+    pub(crate) fn settle_file_record(&self, pm: &mut PagesMut<'_>, inode: &Inode) {
+        let stale = pm.take_stale_freed();
+        if !pm.times_dirty() && stale == 0 {
+            return;
+        }
+        let mut m = inode.meta.lock();
+        if m.freed {
+            return;
+        }
+        if pm.times_dirty() {
+            fold_file_times(pm, &mut m);
+        }
+        self.give_back_stale(stale, &mut m);
+    }
+
+    /// Take `stale` pages (removed from the store as stale, still counted
+    /// by the record) off the record's blocks and back to the free count.
+    pub(crate) fn give_back_stale(&self, stale: u64, m: &mut Meta) {
+        if stale == 0 {
+            return;
+        }
+        debug_assert!(
+            m.rec.blocks >= stale,
+            "stale pages the record did not count"
+        );
+        m.rec.blocks = m.rec.blocks.saturating_sub(stale);
+        m.dirty = true;
+        self.free_blocks.add(stale as i64);
+    }
+
     /// Write back one inode's dirty pages and record (a directory's with
     /// its stripes' changes folded in, under every stripe).
     pub fn writeback(&self, inode: &Inode) -> Result<()> {
@@ -1045,12 +1080,7 @@ impl FsInner {
             Body::File(d) => {
                 let mut pm = d.write();
                 pm.flush(&*self.store, inode.ino)?;
-                if pm.times_dirty() {
-                    let mut m = inode.meta.lock();
-                    if !m.freed {
-                        fold_file_times(&mut pm, &mut m);
-                    }
-                }
+                self.settle_file_record(&mut pm, inode);
             }
             Body::Dir(d) => d
                 .freeze()
@@ -1211,11 +1241,7 @@ impl FsInner {
             // Dirty pages left: their writeback failed. Data-side times
             // not in the record yet (a pure overwrite's) go into it now.
             match d.try_write() {
-                Some(mut pm) if pm.cached_pages() == 0 => {
-                    if pm.times_dirty() {
-                        fold_file_times(&mut pm, &mut inode.meta.lock());
-                    }
-                }
+                Some(mut pm) if pm.cached_pages() == 0 => self.settle_file_record(&mut pm, inode),
                 _ => {
                     self.unclaim_to_lru(inode);
                     return false;

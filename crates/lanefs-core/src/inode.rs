@@ -222,7 +222,7 @@ impl Inode {
             FileKind::Directory => Body::Dir(DirState::default()),
             _ => Body::Other,
         };
-        let atime_stale = rec.atime <= rec.mtime || rec.atime <= rec.ctime;
+        let atime_stale = crate::types::relatime_due(rec.atime, rec.mtime, rec.ctime);
         Inode {
             ino: rec.ino,
             kind: rec.kind,

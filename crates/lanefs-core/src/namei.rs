@@ -652,7 +652,9 @@ impl Fs {
         let touch = match self.inner.config.atime {
             AtimePolicy::Never => false,
             AtimePolicy::Strict => true,
-            AtimePolicy::Relatime => m.rec.atime <= m.rec.mtime || m.rec.atime <= m.rec.ctime,
+            AtimePolicy::Relatime => {
+                crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
+            }
         };
         if touch && !m.freed {
             m.rec.atime = Timespec::now();

@@ -32,6 +32,14 @@ pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
 pub const RENAME_WHITEOUT: u32 = 4;
 
+/// The file capability attribute (Linux `XATTR_NAME_CAPS`): removed by
+/// writes, truncates and chown as Linux removes it.
+pub const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+/// The POSIX ACL attribute names (`XATTR_NAME_POSIX_ACL_ACCESS`,
+/// `_DEFAULT`): answered as tmpfs answers them for a file without an ACL.
+pub const XATTR_NAME_POSIX_ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+pub const XATTR_NAME_POSIX_ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
+
 /// `setxattr` flags.
 pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
@@ -267,6 +275,13 @@ pub enum AtimePolicy {
     Strict,
     /// `noatime`: accesses never change atime (explicit `utimensat` does).
     Never,
+}
+
+/// `relatime`'s rule (Linux's `relatime_need_update`, without the daily
+/// refresh): an access moves an atime that is not newer than both the
+/// mtime and the ctime. The one place it is written.
+pub(crate) fn relatime_due(atime: Timespec, mtime: Timespec, ctime: Timespec) -> bool {
+    atime <= mtime || atime <= ctime
 }
 
 impl Default for FsConfig {

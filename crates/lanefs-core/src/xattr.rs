@@ -25,9 +25,8 @@ use crate::{
 
 const PREFIXES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
 
-/// The POSIX ACL attribute names (`XATTR_NAME_POSIX_ACL_*`).
-const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
-const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
+const ACL_ACCESS: &[u8] = crate::XATTR_NAME_POSIX_ACL_ACCESS;
+const ACL_DEFAULT: &[u8] = crate::XATTR_NAME_POSIX_ACL_DEFAULT;
 
 fn is_acl(name: &[u8]) -> bool {
     name == ACL_ACCESS || name == ACL_DEFAULT
@@ -88,8 +87,7 @@ fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) ->
     }
 }
 
-/// The file capability attribute (Linux `XATTR_NAME_CAPS`).
-pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+pub(crate) use crate::XATTR_NAME_CAPS;
 
 /// Remove the file capability from `rec`, as Linux does when privileges
 /// are killed: `security_inode_need_killpriv` (commoncap.c

@@ -67,14 +67,16 @@ fn race(mix: Mix) {
     // The largest ctime a finished change returned (as a key).
     let done_ctime = Arc::new(AtomicU64::new(0));
     let mut threads = Vec::new();
-    if mix.overwrite {
+    // Two overwriters: two lanes give the file stripes (`pcache::lanes`),
+    // so overwrites inside one page run under a stripe, not the data lock.
+    for w in 0..if mix.overwrite { 2 } else { 0 } {
         let (fs, f, stop) = (fs.clone(), f.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut i = 0u64;
+            let mut i = w;
             while !stop.load(Ordering::Relaxed) {
                 let off = (i * 97) % (SIZE - 16);
                 fs.write(&f, off, &[i as u8; 16]).unwrap();
-                i += 1;
+                i += 2;
             }
         }));
     }

@@ -48,10 +48,7 @@ pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
-/// The file capability attribute (Linux `XATTR_NAME_CAPS`).
-const CAPS_XATTR: &[u8] = b"security.capability";
-/// The access ACL attribute (Linux `XATTR_NAME_POSIX_ACL_ACCESS`).
-const ACL_ACCESS_XATTR: &[u8] = b"system.posix_acl_access";
+use lanefs_core::{XATTR_NAME_CAPS as CAPS_XATTR, XATTR_NAME_POSIX_ACL_ACCESS as ACL_ACCESS_XATTR};
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;

@@ -1147,6 +1147,14 @@ impl Store for ImageStore {
         })
     }
 
+    /// From the page map too: one range lookup.
+    fn has_pages_from(&self, ino: Ino, start: u64) -> Result<bool> {
+        self.inner.check_ok()?;
+        self.inner.with_obj(ino, |o| {
+            Ok(o.is_some_and(|o| o.pages.range(start..).next().is_some()))
+        })
+    }
+
     fn list_inodes(&self) -> Result<Vec<Ino>> {
         self.inner.check_ok()?;
         if self.inner.limits.bounded() {

@@ -124,6 +124,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(n)
     }
 
+    /// Whether `ino` has a data page with an index of `start` or more. The
+    /// core asks once per regular file it loads from a store that outlives
+    /// the process (a crash can leave pages past a file's size, which it
+    /// removes), so it should cost O(log pages): the default counts the
+    /// pages below `start` and compares with all of them — override it.
+    fn has_pages_from(&self, ino: Ino, start: u64) -> Result<bool> {
+        Ok(self.count_pages(ino, 0, start)? < self.page_count(ino)?)
+    }
+
     /// The unwritten extents of `ino`: page ranges `start..end` allocated
     /// to the file (by `fallocate`) that read as zeros wherever no data page
     /// exists. Sorted, disjoint. A page is allocated (one block) when it is a

@@ -331,6 +331,13 @@ impl Store for MemoryStore {
             .map_or(0, |m| m.range(start..end).count() as u64))
     }
 
+    fn has_pages_from(&self, ino: Ino, start: u64) -> Result<bool> {
+        let pages = self.pages[shard(ino)].lock();
+        Ok(pages
+            .get(&ino)
+            .is_some_and(|m| m.range(start..).next().is_some()))
+    }
+
     fn read_unwritten(&self, ino: Ino) -> Result<Vec<Range<u64>>> {
         Ok(self.unwritten[shard(ino)]
             .lock()

@@ -359,7 +359,7 @@ pub(crate) fn chown_common(
 /// Remove a non-empty `security.capability` from `ino`
 /// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
 fn kill_capability(core: &Fs, ino: Ino) -> io::Result<()> {
-    const CAPS: &[u8] = b"security.capability";
+    const CAPS: &[u8] = lanefs_core::XATTR_NAME_CAPS;
     let root = Cred::root();
     match core.getxattr(&root, ino, CAPS) {
         Ok(v) if !v.is_empty() => match core.removexattr(&root, ino, CAPS) {

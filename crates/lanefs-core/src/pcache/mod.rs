@@ -8,7 +8,20 @@
 //!   [`LockedRead`] design, and the fallback of [`LocklessRead`]). It
 //!   protects the page metadata (dirty, in store), the unwritten extents and
 //!   the count of store pages that are not cached. Taken before the inode's
-//!   `meta`.
+//!   `meta`. Held exclusively it is a [`PagesMut`], which also holds every
+//!   stripe of a file that has them.
+//! * `stripes` (a pointer, null until two lanes overwrote the file): the
+//!   file's [`Stripes`] ([`lanes`]): once it has them, a pure overwrite
+//!   inside one cached page ([`FileData::try_overwrite`]) takes its page's
+//!   stripe instead of the data lock; it writes that page's bytes, the
+//!   stripe's time and list of written pages, nothing of the file's own
+//!   words. A [`PagesMut`] takes every stripe after the lock (so whatever
+//!   the data lock protects is stable under it, as before) and folds the
+//!   stripes' written pages into the page map's dirty flags. A lock-free
+//!   reader validates each page it copies by its stripe's count as well as
+//!   the whole copy by `seq`; a locked read of a file with stripes takes
+//!   the lock exclusively (a shared holder does not stop overwrites under
+//!   a stripe). Made in a change section, freed with the file.
 //! * `seq` (sequence count): even when stable, odd while a change that a
 //!   reader could observe is in progress. Advanced (by 2, in a [`Change`]
 //!   section, only under the data lock held exclusively) by writes,
@@ -32,7 +45,9 @@
 //! * `mtime_sec`, `dctime_sec`, `times_nsec` (Relaxed): the file's *data-side
 //!   times* — its mtime, authoritative for a regular file (the record's
 //!   `mtime` is a copy that may lag behind), and `dctime`, the ctime of its
-//!   latest data change (the ctime shown is `max(rec.ctime, dctime)`).
+//!   latest data change (the ctime shown is `max(rec.ctime, dctime)`);
+//!   with the latest stripe time, if a stripe has one, as both (`lanes`:
+//!   it is later than these, which storing clears it).
 //!   Written like `size`: only inside a change section, under the data lock
 //!   held exclusively; read lock-free validated by `seq` ([`FileData::times`])
 //!   or under the data lock. Every path that sets a regular file's mtime
@@ -45,9 +60,13 @@
 //!   meanwhile (`fs::data_change_time`).
 //! * `PageMap::times_dirty` (under the data lock): a *pure overwrite* (see
 //!   `file::write_data`) changed the data-side times without `meta`, so the
-//!   record does not hold them yet. Cleared, under the data lock then
-//!   `meta`, once they are folded into the record and it is marked dirty
-//!   (writeback, eviction, and every locked change of the times).
+//!   record does not hold them yet (as does a stripe's time). Cleared,
+//!   under the data lock then `meta`, once they are folded into the record
+//!   and it is marked dirty (writeback, eviction, and every locked change
+//!   of the times); a stripe's time is then stored as the data-side times.
+//!   `PageMap::last_overwriter`: the lane of the last pure overwrite under
+//!   the lock; the next one from another lane (in the lock-free read
+//!   design) makes the stripes.
 //! * `atime_stale` (Release store, Acquire swap): the data-side half of
 //!   `Inode::atime_stale`: set (only when clear) by a pure overwrite after
 //!   its change section, cleared by a read's relatime check under `meta`
@@ -59,8 +78,10 @@
 //!   does neither does not touch it); read by a write under the data
 //!   lock without `meta`, which then goes down the locked path if set.
 //!
-//! Lock order: the data lock before the inode's `meta`. No `meta` is taken
-//! inside a change section (a reader under `meta` may wait for one to end).
+//! Lock order: the data lock, then the stripes (ascending), then the
+//! inode's `meta`. No `meta` is taken inside a change section (a reader
+//! under `meta` may wait for one to end), and an overwrite under a stripe
+//! takes nothing else.
 //!
 //! Allocation: a page is *allocated* (one block, counted in `rec.blocks`)
 //! when it is a data page — cached or in the store — or inside an unwritten
@@ -75,6 +96,7 @@
 
 mod extents;
 mod index;
+mod lanes;
 mod page;
 mod read;
 
@@ -84,9 +106,12 @@ use std::ops::Range;
 use crossbeam_epoch::{self as epoch, Guard};
 use lanefs_store::{Errno, Ino, Result, Store, Timespec, PAGE_SIZE};
 
-use crate::sync::{fence, spin_hint, AtomicBool, AtomicU64, Ordering, RwLock, RwLockWriteGuard};
+use crate::sync::{
+    fence, spin_hint, AtomicBool, AtomicPtr, AtomicU64, Ordering, RwLock, RwLockWriteGuard,
+};
 use extents::Extents;
 use index::PageIndex;
+use lanes::{stripe_of, Stripes};
 use page::PageBuf;
 pub(crate) use read::{page_cache, PageCache};
 
@@ -168,6 +193,12 @@ pub(crate) struct PageMap {
     uncached: Option<u64>,
     /// The data-side times are newer than the record's (module header).
     times_dirty: bool,
+    /// The lane of the last pure overwrite that took the data lock, while
+    /// the file has no stripes.
+    last_overwriter: Option<usize>,
+    /// Store pages past the size that `learn` removed (stale: see there)
+    /// and the record still counts in its blocks.
+    stale_freed: u64,
 }
 
 /// The data of one regular file (see the module header for the rules).
@@ -181,8 +212,32 @@ pub(crate) struct FileData {
     times_nsec: AtomicU64,
     atime_stale: AtomicBool,
     privs: AtomicBool,
+    /// The file's [`Stripes`], null until two lanes overwrote it (module
+    /// header); made in a change section, freed with the file.
+    stripes: AtomicPtr<Stripes>,
     index: PageIndex,
     map: RwLock<PageMap>,
+}
+
+impl Drop for FileData {
+    fn drop(&mut self) {
+        let p = *self.stripes.get_mut();
+        if !p.is_null() {
+            // SAFETY: made by `Box::into_raw` in `make_stripes` and freed
+            // only here; `&mut self`: nobody else can reach it.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+/// `(mtime, dctime)` of the stored data-side times `base` with the latest
+/// stripe overwrite's time `latest` (`lanes` module header: a stripe time
+/// is later than the stored times, and sets both).
+fn with_latest(base: (Timespec, Timespec), latest: Option<Timespec>) -> (Timespec, Timespec) {
+    match latest {
+        Some(t) => (t, base.1.max(t)),
+        None => base,
+    }
 }
 
 /// An open change section: `seq` is odd until it drops.
@@ -212,6 +267,7 @@ impl FileData {
             times_nsec: AtomicU64::new(0),
             atime_stale: AtomicBool::new(false),
             privs: AtomicBool::new(false),
+            stripes: AtomicPtr::new(std::ptr::null_mut()),
             index: PageIndex::new(),
             map: RwLock::new(PageMap {
                 pages: BTreeMap::new(),
@@ -219,6 +275,8 @@ impl FileData {
                 unwritten_dirty: false,
                 uncached: empty.then_some(0),
                 times_dirty: false,
+                last_overwriter: None,
+                stale_freed: 0,
             }),
         }
     }
@@ -270,14 +328,23 @@ impl FileData {
         )
     }
 
+    /// The file's stripes, if it has them (Acquire: made complete before
+    /// they were published).
+    fn stripes(&self) -> Option<&Stripes> {
+        // SAFETY: a non-null pointer came from `Box::into_raw` and is freed
+        // only when `self` drops.
+        unsafe { self.stripes.load(Ordering::Acquire).as_ref() }
+    }
+
     /// `(mtime, dctime)` read lock-free, validated by `seq` (retried while a
-    /// change section overlaps). Safe under `meta`: no change section
-    /// takes it.
+    /// change section overlaps), with the latest stripe overwrite's time.
+    /// Safe under `meta`: no change section takes it.
     pub fn times(&self) -> (Timespec, Timespec) {
         loop {
             let s = self.seq.load(Ordering::Acquire);
             if s.is_multiple_of(2) {
-                let t = self.load_times();
+                let latest = self.stripes().and_then(Stripes::latest);
+                let t = with_latest(self.load_times(), latest);
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s {
                     return t;
@@ -314,24 +381,69 @@ impl FileData {
         self.privs.store(privs, Ordering::Relaxed);
     }
 
-    /// The data lock, exclusively.
+    /// The data lock, exclusively (and every stripe).
     pub fn write(&self) -> PagesMut<'_> {
-        PagesMut {
-            f: self,
-            map: self.map.write(),
-        }
+        PagesMut::new(self, self.map.write())
     }
 
     pub fn try_write(&self) -> Option<PagesMut<'_>> {
-        Some(PagesMut {
-            f: self,
-            map: self.map.try_write()?,
-        })
+        Some(PagesMut::new(self, self.map.try_write()?))
+    }
+
+    /// A pure overwrite (`file::write_data`'s conditions, checked by the
+    /// caller: not `O_APPEND`, no privilege to remove) of `data` at
+    /// `offset`, without the data lock: only if the file has stripes, the
+    /// write stays inside one page that is cached and inside the size, and
+    /// the page's stripe is free soon. Whether it was done; if not, nothing
+    /// changed. Its time goes to the stripe, the page to the stripe's list
+    /// of written pages (`lanes` module header).
+    pub fn try_overwrite(&self, offset: u64, data: &[u8]) -> bool {
+        /// Tries for a stripe another overwrite holds before the locked
+        /// path (whose holder may hold it long).
+        const TRIES: usize = 64;
+        let Some(stripes) = self.stripes() else {
+            return false;
+        };
+        let (idx, in_page) = (offset / PAGE, (offset % PAGE) as usize);
+        if data.is_empty() || in_page + data.len() > PAGE_SIZE {
+            return false;
+        }
+        let s = stripe_of(idx);
+        let guard = epoch::pin();
+        let Some(v) = (0..TRIES).find_map(|_| {
+            let v = stripes.try_hold(s);
+            if v.is_none() {
+                spin_hint();
+            }
+            v
+        }) else {
+            return false;
+        };
+        // Size and index change only under every stripe: stable now.
+        let size = self.size.load(Ordering::Relaxed);
+        let inside = offset
+            .checked_add(data.len() as u64)
+            .is_some_and(|end| end <= size);
+        let page = self.index.get(idx, &guard).filter(|_| inside);
+        let (Some(page), Some(now)) = (page, lanes::pack(Timespec::now())) else {
+            stripes.release(s, v);
+            return false;
+        };
+        page.write(in_page, data);
+        stripes.note_write(s, idx, now);
+        stripes.release(s, v);
+        if !self.atime_stale.load(Ordering::Relaxed) {
+            self.atime_stale.store(true, Ordering::Release);
+        }
+        true
     }
 
     /// Copy `buf[from..n]` (file bytes `offset + from ..`) from cached
     /// pages; a missing page reads as zeros when `all_cached`. Returns how
-    /// far it got (`n` when complete). Lock-free; the caller validates.
+    /// far it got (`n` when complete), or `None` when a page's stripe
+    /// (`stripes`) shows an overwrite overlapped its copy. Lock-free; the
+    /// caller validates the whole copy by `seq`.
+    #[allow(clippy::too_many_arguments)]
     fn copy_cached(
         &self,
         offset: u64,
@@ -339,27 +451,83 @@ impl FileData {
         from: usize,
         n: usize,
         all_cached: bool,
+        stripes: Option<&Stripes>,
         guard: &Guard,
-    ) -> usize {
+    ) -> Option<usize> {
         for (idx, in_page, done, chunk) in chunks(offset + from as u64, n - from) {
             let out = &mut buf[from + done..from + done + chunk];
+            let held = match stripes {
+                Some(st) => Some((st, stripe_of(idx), st.read_begin(stripe_of(idx))?)),
+                None => None,
+            };
             match self.index.get(idx, guard) {
                 Some(p) => p.read(in_page, out),
                 None if all_cached => out.fill(0),
-                None => return from + done,
+                None => return Some(from + done),
+            }
+            if let Some((st, s, v)) = held {
+                if !st.read_valid(s, v) {
+                    return None;
+                }
             }
         }
-        n
+        Some(n)
     }
 }
 
-/// The data lock held exclusively: every change to a file's data.
+/// The data lock held exclusively, and every stripe if the file has them:
+/// every change to a file's data.
 pub(crate) struct PagesMut<'a> {
     f: &'a FileData,
+    /// The file's stripes, all held.
+    held: Option<&'a Stripes>,
     map: RwLockWriteGuard<'a, PageMap>,
 }
 
+impl Drop for PagesMut<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.held {
+            s.release_all();
+        }
+    }
+}
+
 impl<'a> PagesMut<'a> {
+    /// Take every stripe after the data lock, and fold into the page map
+    /// the pages that overwrites under them made dirty.
+    fn new(f: &'a FileData, map: RwLockWriteGuard<'a, PageMap>) -> PagesMut<'a> {
+        let mut pm = PagesMut { f, held: None, map };
+        if let Some(s) = f.stripes() {
+            s.hold_all();
+            pm.held = Some(s);
+            let pages = &mut pm.map.pages;
+            s.take_written(|written| match written {
+                Ok(idx) => match pages.get_mut(&idx) {
+                    Some(p) => p.dirty = true,
+                    None => debug_assert!(false, "overwritten page {idx} left the cache"),
+                },
+                Err(stripe) => {
+                    for (_, p) in pages.iter_mut().filter(|(i, _)| stripe_of(**i) == stripe) {
+                        p.dirty = true;
+                    }
+                }
+            });
+        }
+        pm
+    }
+
+    /// Give the file stripes (held until this guard drops), inside a
+    /// change section: a lock-free reader that began before them sees the
+    /// sequence count move, one that begins after finds them.
+    fn make_stripes(&mut self) {
+        let stripes = Box::into_raw(Stripes::new_held());
+        let _section = self.change();
+        self.f.stripes.store(stripes, Ordering::Release);
+        // SAFETY: just made; freed only when the file data drops, which
+        // outlives this borrow of it.
+        self.held = Some(unsafe { &*stripes });
+    }
+
     pub fn size(&self) -> u64 {
         self.f.size.load(Ordering::Relaxed)
     }
@@ -382,39 +550,67 @@ impl<'a> PagesMut<'a> {
         self.f.size.store(size, Ordering::Relaxed);
     }
 
-    /// The data-side times `(mtime, dctime)`.
+    /// The data-side times `(mtime, dctime)`, the stripes' overwrites
+    /// included.
     pub fn times(&self) -> (Timespec, Timespec) {
-        self.f.load_times()
+        with_latest(self.f.load_times(), self.held.and_then(Stripes::latest))
+    }
+
+    /// Store the data-side times (in a change section): they replace the
+    /// stripes' overwrite times.
+    fn store_times(&self, _section: &Change<'_>, mtime: Timespec, dctime: Timespec) {
+        self.f.store_times(mtime, dctime);
+        if let Some(s) = self.held {
+            s.clear_times();
+        }
     }
 
     /// Set the data-side times (in a change section of their own). The
     /// caller sets the record's to match under `meta`, or marks them
     /// dirty.
     pub fn set_times(&self, mtime: Timespec, dctime: Timespec) {
-        let _section = self.change();
-        self.f.store_times(mtime, dctime);
+        let section = self.change();
+        self.store_times(&section, mtime, dctime);
     }
 
+    /// Whether the record lags behind the data-side times (a pure
+    /// overwrite's, locked or under a stripe).
     pub fn times_dirty(&self) -> bool {
-        self.map.times_dirty
+        self.map.times_dirty || self.held.and_then(Stripes::latest).is_some()
     }
 
     /// A pure overwrite changed the times without `meta`: the record lags
     /// behind, and atime may be stale. Stores only what changes.
-    pub fn note_pure_overwrite(&mut self) {
+    /// `lane`: the overwriter's lane, when the file may take overwrites
+    /// under stripes (the lock-free read design): the second lane to
+    /// overwrite it gives it stripes.
+    pub fn note_pure_overwrite(&mut self, lane: Option<usize>) {
         if !self.map.times_dirty {
             self.map.times_dirty = true;
         }
         if !self.f.atime_stale.load(Ordering::Relaxed) {
             self.f.atime_stale.store(true, Ordering::Release);
         }
+        if let Some(lane) = lane.filter(|_| self.held.is_none()) {
+            match self.map.last_overwriter {
+                Some(last) if last != lane => self.make_stripes(),
+                Some(_) => {}
+                None => self.map.last_overwriter = Some(lane),
+            }
+        }
     }
 
     /// The record holds the data-side times now (folded, or set by the
-    /// caller under `meta`, and marked dirty).
+    /// caller under `meta`, and marked dirty). The stripes' overwrite
+    /// times, folded into the record with the rest, are stored as the
+    /// data-side times.
     pub fn clear_times_dirty(&mut self) {
         if self.map.times_dirty {
             self.map.times_dirty = false;
+        }
+        if self.held.and_then(Stripes::latest).is_some() {
+            let (mtime, dctime) = self.times();
+            self.set_times(mtime, dctime);
         }
     }
 
@@ -427,19 +623,41 @@ impl<'a> PagesMut<'a> {
     }
 
     /// Load the unwritten extents and count uncached store pages, once.
+    /// First, on a store that outlives the process, remove the data pages
+    /// it holds wholly past the size: only a crash leaves such pages (the
+    /// batch that mapped them durable, the one with the size lost), and a
+    /// file grown over them (truncate, fallocate, a write beyond them)
+    /// would show their bytes where it must read zeros. The record counts
+    /// them in its blocks until [`take_stale_freed`](Self::take_stale_freed).
     fn learn(&mut self, store: &dyn Store, ino: Ino) -> Result<()> {
         if self.map.unwritten.is_none() {
             let ranges = store.read_unwritten(ino)?;
             self.map.unwritten = Some(Extents::from_ranges(&ranges));
         }
         if self.map.uncached.is_none() {
-            let stored = store.page_count(ino)?;
+            let mut stored = store.page_count(ino)?;
+            let past = self.size().div_ceil(PAGE);
+            if !store.volatile() && stored > 0 && store.has_pages_from(ino, past)? {
+                debug_assert!(self.map.pages.range(past..).next().is_none());
+                let stale = store.punch_pages(ino, past, u64::MAX)?;
+                self.map.stale_freed += stale;
+                stored -= stale;
+            }
             let cached = self.map.pages.values().filter(|p| p.in_store).count() as u64;
             debug_assert!(stored >= cached, "cached store pages missing in store");
             self.map.uncached = Some(stored - cached);
             self.publish_all_cached();
         }
         Ok(())
+    }
+
+    /// Stale store pages [`learn`](Self::learn) removed since the last
+    /// call: the caller takes them off the record's blocks (under `meta`)
+    /// and gives them back to the free count. Left untaken, the record
+    /// keeps counting them until the file is freed (which gives back what
+    /// the record counts) — never given back twice.
+    pub fn take_stale_freed(&mut self) -> u64 {
+        std::mem::take(&mut self.map.stale_freed)
     }
 
     fn unwritten(&mut self) -> &mut Extents {
@@ -627,7 +845,7 @@ impl<'a> PagesMut<'a> {
     pub fn write(&mut self, offset: u64, data: &[u8], now: Timespec) {
         let guard = epoch::pin();
         let section = self.change();
-        self.f.store_times(now, now);
+        self.store_times(&section, now, now);
         for (idx, in_page, done, chunk) in chunks(offset, data.len()) {
             let bytes = &data[done..done + chunk];
             if let Some(page) = self.f.index.get(idx, &guard) {
@@ -878,7 +1096,7 @@ impl<'a> PagesMut<'a> {
             }
             let section = self.change();
             self.set_size(&section, new_size);
-            self.f.store_times(times.0, times.1);
+            self.store_times(&section, times.0, times.1);
             return Ok(0);
         }
         self.learn(store, ino)?;
@@ -889,7 +1107,7 @@ impl<'a> PagesMut<'a> {
             self.zero_in_page(store, ino, new_size, page_end, &guard)?;
         }
         self.set_size(&section, new_size);
-        self.f.store_times(times.0, times.1);
+        self.store_times(&section, times.0, times.1);
         Ok(freed)
     }
 

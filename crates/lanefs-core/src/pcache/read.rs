@@ -15,8 +15,14 @@
 //! from after any one write, truncate, punch or zero-range of the same file
 //! that overlaps it in time — XFS's read/write atomicity, for every
 //! data-changing call, not only for the same range. The lock-free copy is
-//! accepted only if no change section began or ended while it ran, and the
-//! locked path holds the data lock while it copies.
+//! accepted only if no change section began or ended while it ran and no
+//! overwrite under a stripe (`lanes`; each inside one page) changed a page
+//! while it was copied, and the locked path holds the data lock while it
+//! copies. What is no longer promised since overwrites take stripes: that
+//! a read spanning pages sees *several* overwrites of different pages as
+//! one snapshot — it may see a later overwrite of one page and miss an
+//! earlier one of another, as a read on Linux's page cache may (each
+//! overwrite is still seen whole).
 
 use crossbeam_epoch as epoch;
 use lanefs_store::{Ino, Result, Store};
@@ -96,7 +102,11 @@ impl PageCache for LocklessRead {
             let size = file.size.load(Ordering::Relaxed);
             let all_cached = file.all_cached.load(Ordering::Acquire);
             let n = readable(size, offset, buf.len());
-            let done = file.copy_cached(offset, buf, 0, n, all_cached, &guard);
+            let stripes = file.stripes();
+            let Some(done) = file.copy_cached(offset, buf, 0, n, all_cached, stripes, &guard)
+            else {
+                continue;
+            };
             fence(Ordering::Acquire);
             if file.seq.load(Ordering::Relaxed) != seq {
                 continue;
@@ -115,8 +125,10 @@ impl PageCache for LocklessRead {
 
 impl FileData {
     /// The locked read: shared lock while every page is cached, exclusive
-    /// to load the rest. Continues `progress` when the sequence count still
-    /// equals the one it was copied under.
+    /// to load the rest (and always exclusive for a file with stripes:
+    /// overwrites under a stripe do not wait for the shared lock).
+    /// Continues `progress` when the sequence count still equals the one
+    /// it was copied under.
     fn read_locked(
         &self,
         store: &dyn Store,
@@ -125,8 +137,11 @@ impl FileData {
         buf: &mut [u8],
         progress: Option<Progress>,
     ) -> (Result<usize>, usize) {
-        let stopped = {
+        let stopped = 'shared: {
             let _shared = self.map.read();
+            if self.stripes().is_some() {
+                break 'shared progress;
+            }
             // SAFETY: pages and index nodes are detached only under the data
             // lock held exclusively; while it is held shared nothing
             // reachable from the index is freed, so no pin is needed (the
@@ -142,18 +157,19 @@ impl FileData {
                 ),
             };
             let all_cached = self.all_cached.load(Ordering::Acquire);
-            let done = self.copy_cached(offset, buf, from, n, all_cached, guard);
+            let done = self
+                .copy_cached(offset, buf, from, n, all_cached, None, guard)
+                .expect("no stripes to validate by");
             if done == n {
                 return (Ok(n), 0);
             }
-            Progress { seq, done, n }
+            Some(Progress { seq, done, n })
         };
         let mut pm = self.write();
         let seq = self.seq.load(Ordering::Relaxed);
-        let (from, n) = if seq == stopped.seq {
-            (stopped.done, stopped.n)
-        } else {
-            (0, readable(pm.size(), offset, buf.len()))
+        let (from, n) = match stopped {
+            Some(p) if p.seq == seq => (p.done, p.n),
+            _ => (0, readable(pm.size(), offset, buf.len())),
         };
         pm.read_fill(store, ino, offset, buf, from, n)
     }
