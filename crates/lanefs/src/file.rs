@@ -1,10 +1,21 @@
 //! Open files: [`File`] and [`OpenOptions`].
 //!
 //! A [`File`] owns one core [`OpenFile`] (closed when the `File` drops) and
-//! its own position, a plain `u64` changed only through `&mut self`: there
-//! are no locks or atomics here. Positional calls (`read_at`, `write_at`)
-//! take `&self` and leave the position alone, so one `File` may be shared
-//! between threads for positional I/O.
+//! its own position, a plain `u64` changed only through `&mut self`.
+//! Positional calls (`read_at`, `write_at`) take `&self` and leave the
+//! position alone, so one `File` may be shared between threads for
+//! positional I/O.
+//!
+//! Locks: [`File::try_clone`] makes the position one that the original and
+//! its clones share, as `dup` does, and so does the first read, write or
+//! seek through a shared `&File` (std implements `Read`, `Write` and `Seek`
+//! for `&File`): from then on it lives in `File::shared_pos`, a
+//! `Mutex<u64>` held for the whole of each call through the position (as
+//! Linux's `f_pos_lock`), so that the calls move it one at a time. It is a
+//! leaf: the engine's locks are taken inside it, never the reverse.
+//! `shared_pos` itself is a `OnceLock` set once, from the handle's own
+//! position; it is set through `&self` only, so no call through `&mut
+//! self` (the only writer of the own position) runs meanwhile.
 //!
 //! The checks Linux's VFS makes before a file system sees a request live
 //! here: `EBADF` for a read on a write-only file and the reverse,
@@ -14,17 +25,20 @@
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use lanefs_core::{
-    Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
+    Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, TimeSet, Timespec,
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
 };
 
 use crate::handle::InnerRef;
 use crate::{Filesystem, Metadata};
 
 /// An open file of a [`Filesystem`]: implements [`Read`], [`Write`] and
-/// [`Seek`], plus positional I/O.
+/// [`Seek`], also for `&File` as [`std::fs::File`] does, plus positional
+/// I/O.
 ///
 /// ```
 /// use std::io::{Read, Seek, SeekFrom, Write};
@@ -54,7 +68,11 @@ pub struct File {
     writable: bool,
     /// Opened `O_PATH`: names the file, grants no access (`EBADF`).
     path_only: bool,
+    /// The position while no clone shares it.
     pos: u64,
+    /// The position shared with clones, once [`try_clone`](File::try_clone)
+    /// made one (module doc).
+    shared_pos: OnceLock<Arc<Mutex<u64>>>,
 }
 
 impl std::fmt::Debug for File {
@@ -64,7 +82,7 @@ impl std::fmt::Debug for File {
             .field("kind", &self.kind)
             .field("readable", &self.readable)
             .field("writable", &self.writable)
-            .field("pos", &self.pos)
+            .field("pos", &self.position())
             .finish()
     }
 }
@@ -91,6 +109,56 @@ impl File {
             writable: !path_only && (acc == libc::O_WRONLY || acc == libc::O_RDWR),
             path_only,
             pos: 0,
+            shared_pos: OnceLock::new(),
+        }
+    }
+
+    /// A second `File` for the same open file, as
+    /// [`std::fs::File::try_clone`] (`dup`): same access mode and flags,
+    /// and one position that both move (a read through either goes on
+    /// where the other stopped). Each closes its own handle when it drops;
+    /// the file stays open while any is.
+    ///
+    /// ```
+    /// use std::io::{Read, Seek, SeekFrom};
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"abcdef")?;
+    /// let mut a = fs.open("/f")?;
+    /// let mut b = a.try_clone()?;
+    /// let mut two = [0u8; 2];
+    /// a.read_exact(&mut two)?;
+    /// b.read_exact(&mut two)?;
+    /// assert_eq!(&two, b"cd");
+    /// assert_eq!(a.stream_position()?, 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_clone(&self) -> io::Result<File> {
+        let handle = self.handle.reopen_unchecked(self.handle.flags())?;
+        self.shared_pos();
+        let shared = self.shared_pos.get().expect("just made").clone();
+        Ok(File {
+            handle,
+            inner: crate::handle::inner_ref(&self.inner),
+            cred: self.cred.clone(),
+            kind: self.kind,
+            readable: self.readable,
+            writable: self.writable,
+            path_only: self.path_only,
+            pos: 0,
+            shared_pos: OnceLock::from(shared),
+        })
+    }
+
+    /// Run `f` with the position, held (shared) or this handle's own.
+    fn with_pos<R>(&mut self, f: impl FnOnce(&File, &mut u64) -> io::Result<R>) -> io::Result<R> {
+        match self.shared_pos.get() {
+            Some(shared) => f(self, &mut lock(shared)),
+            None => {
+                let mut pos = self.pos;
+                let r = f(self, &mut pos);
+                self.pos = pos;
+                r
+            }
         }
     }
 
@@ -112,6 +180,11 @@ impl File {
         Ok(())
     }
 
+    /// [`OpenOptions::new`], as [`std::fs::File::options`].
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
     /// The inode number of the open file.
     pub fn ino(&self) -> Ino {
         self.handle.ino()
@@ -124,7 +197,10 @@ impl File {
 
     /// The current position (as `lseek(fd, 0, SEEK_CUR)`).
     pub fn position(&self) -> u64 {
-        self.pos
+        match self.shared_pos.get() {
+            Some(shared) => *lock(shared),
+            None => self.pos,
+        }
     }
 
     /// Read at `offset` without moving the position (`pread`).
@@ -147,6 +223,60 @@ impl File {
     /// Linux, a file opened with append writes at its end anyway).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         Ok(self.write_at_inner(buf, offset)?.0)
+    }
+
+    /// Fill `buf` from `offset` on without moving the position, as
+    /// [`std::os::unix::fs::FileExt::read_exact_at`]: a file that ends
+    /// first is an [`io::ErrorKind::UnexpectedEof`] error (what was read
+    /// stays in `buf`).
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/f", b"0123456789")?;
+    /// let f = fs.open("/f")?;
+    /// let mut buf = [0u8; 4];
+    /// f.read_exact_at(&mut buf, 3)?;
+    /// assert_eq!(&buf, b"3456");
+    /// let err = f.read_exact_at(&mut buf, 8).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "failed to fill whole buffer",
+                    ))
+                }
+                n => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write all of `buf` at `offset` without moving the position, as
+    /// [`std::os::unix::fs::FileExt::write_all_at`].
+    pub fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_at(buf, offset)? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write whole buffer",
+                    ))
+                }
+                n => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn write_at_inner(&self, buf: &[u8], offset: u64) -> Result<(usize, u64)> {
@@ -195,6 +325,61 @@ impl File {
         self.core()
             .setattr_no_attr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
         Ok(())
+    }
+
+    /// Change the owner and group through the open file (`fchown`, as
+    /// [`std::os::unix::fs::fchown`]); `None` leaves an id alone.
+    pub fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        crate::chown_common(
+            self.core(),
+            &self.cred,
+            self.ino(),
+            self.kind,
+            Some(&self.handle),
+            uid,
+            gid,
+        )
+    }
+
+    /// `futimens(fd, [atime, mtime])`: `None` is `UTIME_OMIT`,
+    /// [`TimeSet::Now`] is `UTIME_NOW` (the times std's
+    /// [`std::fs::File::set_times`] sets, from a [`TimeSet`] each). Setting
+    /// explicit times needs the owner (or root); both `Now` needs the owner
+    /// or a handle open for writing or write permission; an `At` with
+    /// `nsec` ≥ 10⁹ is `EINVAL`.
+    ///
+    /// ```
+    /// use lanefs::{TimeSet, Timespec};
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// let f = fs.create("/f")?;
+    /// let t = Timespec { sec: 1_000_000_000, nsec: 7 };
+    /// f.set_times(Some(TimeSet::At(t)), None)?;
+    /// assert_eq!(f.metadata()?.atime(), t);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_times(&self, atime: Option<TimeSet>, mtime: Option<TimeSet>) -> io::Result<()> {
+        let bad =
+            |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(ts)) if ts.nsec >= 1_000_000_000);
+        if bad(&atime) || bad(&mtime) {
+            return Err(Errno::EINVAL.into());
+        }
+        if atime.is_none() && mtime.is_none() {
+            return Ok(());
+        }
+        let changes = SetAttr {
+            atime,
+            mtime,
+            ..SetAttr::default()
+        };
+        self.core()
+            .setattr_no_attr(&self.cred, self.ino(), &changes, Some(&self.handle))?;
+        Ok(())
+    }
+
+    /// Set the modification time alone, as
+    /// [`std::fs::File::set_modified`].
+    pub fn set_modified(&self, time: SystemTime) -> io::Result<()> {
+        self.set_times(None, Some(TimeSet::At(timespec_of(time)?)))
     }
 
     /// Flush data and metadata (`fsync`).
@@ -255,6 +440,32 @@ impl File {
     }
 }
 
+/// `time` as a [`Timespec`] (`EINVAL` beyond what an `i64` of seconds
+/// holds).
+fn timespec_of(time: SystemTime) -> io::Result<Timespec> {
+    let too_far = || io::Error::from(Errno::EINVAL);
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => Ok(Timespec {
+            sec: i64::try_from(d.as_secs()).map_err(|_| too_far())?,
+            nsec: d.subsec_nanos(),
+        }),
+        Err(before) => {
+            let d = before.duration();
+            let secs = i64::try_from(d.as_secs()).map_err(|_| too_far())?;
+            Ok(match d.subsec_nanos() {
+                0 => Timespec {
+                    sec: -secs,
+                    nsec: 0,
+                },
+                n => Timespec {
+                    sec: (-secs).checked_sub(1).ok_or_else(too_far)?,
+                    nsec: 1_000_000_000 - n,
+                },
+            })
+        }
+    }
+}
+
 fn to_i64_range(offset: u64, len: u64) -> io::Result<(i64, i64)> {
     match (i64::try_from(offset), i64::try_from(len)) {
         (Ok(o), Ok(l)) => Ok((o, l)),
@@ -262,19 +473,207 @@ fn to_i64_range(offset: u64, len: u64) -> io::Result<(i64, i64)> {
     }
 }
 
+// The calls through the position, on a `File` and the position it uses
+// (its own, or the shared one held).
+
+fn read_with(f: &File, pos: &mut u64, buf: &mut [u8]) -> io::Result<usize> {
+    let n = f.read_at(buf, *pos)?;
+    *pos += n as u64;
+    Ok(n)
+}
+
+/// As `readv`: the buffers filled in turn until the file ends, in one turn
+/// of the position.
+fn read_vectored_with(
+    f: &File,
+    pos: &mut u64,
+    bufs: &mut [io::IoSliceMut<'_>],
+) -> io::Result<usize> {
+    if bufs.iter().all(|b| b.is_empty()) {
+        return read_with(f, pos, &mut []);
+    }
+    let mut total = 0usize;
+    for buf in bufs.iter_mut().filter(|b| !b.is_empty()) {
+        let want = buf.len();
+        match f.read_at(buf, *pos) {
+            Ok(n) => {
+                total += n;
+                *pos += n as u64;
+                if n < want {
+                    break;
+                }
+            }
+            // What was read before an error is the result, as a short
+            // read.
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+fn write_with(f: &File, pos: &mut u64, buf: &[u8]) -> io::Result<usize> {
+    let (n, end) = f.write_at_inner(buf, *pos)?;
+    *pos = end;
+    Ok(n)
+}
+
+/// As `writev`: all the buffers in one write (so that an appending write
+/// stays whole).
+fn write_vectored_with(f: &File, pos: &mut u64, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
+    match (nonempty.next(), nonempty.next()) {
+        (None, _) => write_with(f, pos, &[]),
+        (Some(one), None) => write_with(f, pos, one),
+        _ => {
+            let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+            for b in bufs {
+                all.extend_from_slice(b);
+            }
+            write_with(f, pos, &all)
+        }
+    }
+}
+
+/// As `lseek`: `SEEK_END` is relative to the current size; a negative
+/// result is `EINVAL`.
+fn seek_with(f: &File, pos: &mut u64, to: SeekFrom) -> io::Result<u64> {
+    f.not_path_only()?;
+    let (base, delta) = match to {
+        SeekFrom::Start(o) => {
+            if o > i64::MAX as u64 {
+                return Err(Errno::EINVAL.into());
+            }
+            *pos = o;
+            return Ok(o);
+        }
+        SeekFrom::Current(d) => (*pos, d),
+        // Directories seek like tmpfs's: SEEK_END is EINVAL.
+        SeekFrom::End(_) if f.kind == FileKind::Directory => return Err(Errno::EINVAL.into()),
+        SeekFrom::End(d) => (f.core().getattr(f.ino())?.size, d),
+    };
+    let new = (base as i64)
+        .checked_add(delta)
+        .filter(|n| *n >= 0)
+        .ok_or(Errno::EINVAL)?;
+    *pos = new as u64;
+    Ok(*pos)
+}
+
+impl File {
+    /// The position shared with clones and `&File` calls, made from this
+    /// handle's own the first time (module doc).
+    fn shared_pos(&self) -> &Mutex<u64> {
+        self.shared_pos
+            .get_or_init(|| Arc::new(Mutex::new(self.pos)))
+    }
+
+    /// How much of the file is left past the position (0 for what is not
+    /// a regular file): what `read_to_end` reserves.
+    fn left_to_read(&self) -> io::Result<u64> {
+        Ok(match self.kind {
+            FileKind::Regular => self
+                .core()
+                .getattr(self.ino())?
+                .size
+                .saturating_sub(self.position()),
+            _ => 0,
+        })
+    }
+}
+
+/// As [`std::fs::File`]'s `read_to_end`: room for the `left` bytes of the
+/// file is reserved first, fallibly (a sparse file too big to hold in
+/// memory is an [`io::ErrorKind::OutOfMemory`] error, not an abort), then
+/// `r` is read until it ends.
+fn read_to_end_reserved<R: Read>(r: &mut R, left: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+    const PROBE: usize = 32;
+    let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
+    buf.try_reserve(usize::try_from(left).unwrap_or(usize::MAX))
+        .map_err(oom)?;
+    let start = buf.len();
+    loop {
+        if buf.capacity() == buf.len() {
+            // Full: a small read says whether the file goes on before
+            // the vector grows.
+            let mut probe = [0u8; PROBE];
+            match r.read(&mut probe) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.try_reserve(buf.len().max(8192)).map_err(oom)?;
+                    buf.extend_from_slice(&probe[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        let len = buf.len();
+        buf.resize(buf.capacity(), 0);
+        match r.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                break;
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        }
+    }
+    Ok(buf.len() - start)
+}
+
+/// [`read_to_end_reserved`], then the bytes appended if they are UTF-8
+/// (else an [`io::ErrorKind::InvalidData`] error and `buf` unchanged), as
+/// std's.
+fn read_to_string_reserved<R: Read>(r: &mut R, left: u64, buf: &mut String) -> io::Result<usize> {
+    let mut bytes = Vec::new();
+    read_to_end_reserved(r, left, &mut bytes)?;
+    let s = String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })?;
+    buf.push_str(&s);
+    Ok(s.len())
+}
+
 impl Read for File {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.read_at(buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
+        self.with_pos(|f, pos| read_with(f, pos, buf))
+    }
+
+    /// As `readv` (the trait's default fills only the first non-empty
+    /// buffer).
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.with_pos(|f, pos| read_vectored_with(f, pos, bufs))
+    }
+
+    /// As std's: room for the rest of the file reserved first, fallibly.
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_end_reserved(self, left, buf)
+    }
+
+    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_string_reserved(self, left, buf)
     }
 }
 
 impl Write for File {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let (n, end) = self.write_at_inner(buf, self.pos)?;
-        self.pos = end;
-        Ok(n)
+        self.with_pos(|f, pos| write_with(f, pos, buf))
+    }
+
+    /// As `writev` (the trait's default writes only the first non-empty
+    /// buffer).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.with_pos(|f, pos| write_vectored_with(f, pos, bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -285,30 +684,62 @@ impl Write for File {
 impl Seek for File {
     /// As `lseek`: `SEEK_END` is relative to the current size; a negative
     /// result is `EINVAL`.
-    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        self.not_path_only()?;
-        let (base, delta) = match pos {
-            SeekFrom::Start(o) => {
-                if o > i64::MAX as u64 {
-                    return Err(Errno::EINVAL.into());
-                }
-                self.pos = o;
-                return Ok(o);
-            }
-            SeekFrom::Current(d) => (self.pos, d),
-            // Directories seek like tmpfs's: SEEK_END is EINVAL.
-            SeekFrom::End(_) if self.kind == FileKind::Directory => {
-                return Err(Errno::EINVAL.into())
-            }
-            SeekFrom::End(d) => (self.core().getattr(self.ino())?.size, d),
-        };
-        let new = (base as i64)
-            .checked_add(delta)
-            .filter(|n| *n >= 0)
-            .ok_or(Errno::EINVAL)?;
-        self.pos = new as u64;
-        Ok(self.pos)
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.with_pos(|f, pos| seek_with(f, pos, to))
     }
+}
+
+/// A shared `File` reads, writes and seeks as std's `&File` does: through
+/// the one position, which its first such call makes the shared one
+/// (module doc), held for each call.
+impl Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        read_with(self, &mut pos, buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        read_vectored_with(self, &mut pos, bufs)
+    }
+
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_end_reserved(self, left, buf)
+    }
+
+    fn read_to_string(&mut self, buf: &mut String) -> io::Result<usize> {
+        let left = self.left_to_read()?;
+        read_to_string_reserved(self, left, buf)
+    }
+}
+
+impl Write for &File {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        write_with(self, &mut pos, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut pos = lock(self.shared_pos());
+        write_vectored_with(self, &mut pos, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for &File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let mut pos = lock(self.shared_pos());
+        seek_with(self, &mut pos, to)
+    }
+}
+
+/// The position's lock (a panic while it was held left a valid `u64`).
+fn lock(m: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Options for [`Filesystem::open_with`], as [`std::fs::OpenOptions`] plus
@@ -395,7 +826,8 @@ impl OpenOptions {
     }
 
     /// The `open(2)` flags these options stand for (std's rules: `EINVAL`
-    /// for truncate or create without write access, or nothing to do).
+    /// for truncate or create without write or append access, truncate with
+    /// append (unless `create_new`), or no access at all).
     pub fn flags(&self) -> io::Result<i32> {
         let acc = match (self.read, self.write || self.append) {
             (true, false) => libc::O_RDONLY,
@@ -405,6 +837,11 @@ impl OpenOptions {
         };
         let writes = self.write || self.append;
         if (self.truncate || self.create || self.create_new) && !writes {
+            return Err(Errno::EINVAL.into());
+        }
+        // std refuses append with truncate (unless create_new, which
+        // drops the truncate): an appending file is not emptied on open.
+        if self.append && self.truncate && !self.create_new {
             return Err(Errno::EINVAL.into());
         }
         let mut flags = acc | (self.custom_flags & !libc::O_ACCMODE);

@@ -18,7 +18,9 @@
 //!
 //! # Locks and atomics
 //!
-//! This crate has none of its own. A [`Filesystem`] is an `Arc` of the core
+//! One of its own: the position a [`File`] shares with its clones and
+//! `&File` calls, a leaf `Mutex` (the `file` module says which calls hold
+//! it). A [`Filesystem`] is an `Arc` of the core
 //! instance plus a credential and a umask (values, copied per view). A path
 //! is first resolved by the core's RCU-walk (no lock, no reference; one
 //! counted lookup on the final inode unless the call is a `stat`); what
@@ -28,7 +30,9 @@
 //! concurrent `rmdir` can never make a call operate in a freed or reused
 //! inode; all other synchronization is the core's (see its module docs and
 //! `docs/ARCHITECTURE.md`). A [`File`]'s position is a plain field changed
-//! through `&mut self`.
+//! through `&mut self` until a clone or a `&File` call shares it. The
+//! entries of one [`ReadDir`] share the path listed by an `Arc` of that
+//! listing alone.
 //!
 //! # Example
 //!
@@ -197,6 +201,21 @@ impl Metadata {
     pub fn modified(&self) -> std::time::SystemTime {
         self.0.mtime.into()
     }
+    /// Last access as a [`std::time::SystemTime`].
+    pub fn accessed(&self) -> std::time::SystemTime {
+        self.0.atime.into()
+    }
+    /// Creation (birth) time as a [`std::time::SystemTime`].
+    pub fn created(&self) -> std::time::SystemTime {
+        self.0.btime.into()
+    }
+    pub fn btime(&self) -> Timespec {
+        self.0.btime
+    }
+    /// Preferred I/O size (`st_blksize`).
+    pub fn blksize(&self) -> u32 {
+        self.0.blksize
+    }
 }
 
 /// One entry of a directory listing.
@@ -205,9 +224,24 @@ pub struct DirEntryOwned {
     name: Vec<u8>,
     ino: Ino,
     kind: FileKind,
+    /// The path the listing was asked for, shared by its entries.
+    dir: Arc<Path>,
 }
 
 impl DirEntryOwned {
+    /// The path given to [`Filesystem::read_dir`] joined with the name, as
+    /// [`std::fs::DirEntry::path`].
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/a/b")?;
+    /// let e = fs.read_dir("/a")?.next().unwrap()?;
+    /// assert_eq!(e.path(), std::path::Path::new("/a/b"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(std::ffi::OsStr::from_bytes(&self.name))
+    }
     /// The name as raw bytes.
     pub fn name_bytes(&self) -> &[u8] {
         &self.name
@@ -231,6 +265,8 @@ impl DirEntryOwned {
 /// returned exactly once even while the directory changes.
 pub struct ReadDir {
     handle: OpenFile,
+    /// The path listed, for [`DirEntryOwned::path`].
+    dir: Arc<Path>,
     inner: handle::InnerRef,
     buffered: VecDeque<DirEntryOwned>,
     offset: u64,
@@ -248,6 +284,7 @@ impl ReadDir {
                     name: e.name.to_vec(),
                     ino: e.ino,
                     kind: e.kind,
+                    dir: self.dir.clone(),
                 });
             }
             batch.len() >= READDIR_BATCH_MAX
@@ -275,6 +312,77 @@ impl Iterator for ReadDir {
     }
 }
 
+/// Linux's `chown_common` on inode `ino` of kind `kind` (through `handle`
+/// for `fchown`): `None` leaves an id alone.
+pub(crate) fn chown_common(
+    core: &Fs,
+    cred: &Cred,
+    ino: Ino,
+    kind: FileKind,
+    handle: Option<&OpenFile>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> io::Result<()> {
+    let mut changes = SetAttr {
+        uid,
+        gid,
+        ..SetAttr::default()
+    };
+    if uid.is_none() && gid.is_none() && kind != FileKind::Directory {
+        // chown(-1, -1) still clears setuid and setgid on a
+        // non-directory, as Linux's chown_common
+        // (setattr_should_drop_sgid: setgid goes if group-executable
+        // or the caller is neither in the file's group nor root).
+        let attr = core.getattr(ino)?;
+        let perm = attr.perm as u32;
+        let mut newperm = perm & !libc::S_ISUID;
+        if perm & libc::S_ISGID != 0
+            && (perm & libc::S_IXGRP != 0 || !(cred.is_root() || cred.in_group(attr.gid)))
+        {
+            newperm &= !libc::S_ISGID;
+        }
+        if newperm != perm {
+            changes.mode = Some(newperm);
+        }
+    }
+    core.setattr_no_attr(cred, ino, &changes, handle)?;
+    if uid.is_none() && gid.is_none() && kind != FileKind::Directory {
+        // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
+        // file capability once the change is allowed, whoever the
+        // caller is (`cap_inode_killpriv`). A given uid or gid does it
+        // inside the core's setattr.
+        kill_capability(core, ino)?;
+    }
+    Ok(())
+}
+
+/// Remove a non-empty `security.capability` from `ino`
+/// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
+fn kill_capability(core: &Fs, ino: Ino) -> io::Result<()> {
+    const CAPS: &[u8] = lanefs_core::XATTR_NAME_CAPS;
+    let root = Cred::root();
+    match core.getxattr(&root, ino, CAPS) {
+        Ok(v) if !v.is_empty() => match core.removexattr(&root, ino, CAPS) {
+            Ok(()) | Err(Errno::ENODATA) => Ok(()),
+            Err(e) => Err(e.into()),
+        },
+        Ok(_) | Err(Errno::ENODATA) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether what follows a non-directory in a path to canonicalize makes it
+/// an error (glibc's `suffix_requires_dir_check`): a trailing slash, or
+/// `.` or `..` after it. A name after it fails its own lookup (`ENOTDIR`).
+fn suffix_needs_dir(rest: &[u8]) -> bool {
+    if rest.first() != Some(&b'/') {
+        return false;
+    }
+    let rest = &rest[rest.iter().position(|&b| b != b'/').unwrap_or(rest.len())..];
+    let comp_end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+    matches!(&rest[..comp_end], b"" | b"." | b"..")
+}
+
 /// Why the image at `path` cannot be opened, as one line.
 fn image_error(path: &Path) -> io::Error {
     let why = match lanefs_image::FileDevice::open(path) {
@@ -286,6 +394,10 @@ fn image_error(path: &Path) -> io::Error {
 
 fn bytes<P: AsRef<Path>>(p: &P) -> &[u8] {
     p.as_ref().as_os_str().as_bytes()
+}
+
+fn os_path(b: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(b))
 }
 
 impl Filesystem {
@@ -500,20 +612,39 @@ impl Filesystem {
 
     /// Create a directory and every missing parent; an existing directory
     /// is fine (as [`std::fs::create_dir_all`]: the error of the deepest
-    /// `mkdir` that failed for another reason is returned).
+    /// `mkdir` that failed for another reason is returned, and an empty
+    /// path is nothing to create).
     pub fn create_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
-        let path = bytes(&path);
-        walk::check_path(path)?;
-        self.create_dir_all_bytes(path, 0)
+        self.create_dir_all_mode(path, 0o777)
     }
 
-    fn create_dir_all_bytes(&self, path: &[u8], depth: usize) -> io::Result<()> {
+    /// [`create_dir_all`](Self::create_dir_all) giving each directory it
+    /// creates mode `mode` less the umask, as std's
+    /// `DirBuilder::new().recursive(true).mode(mode)`.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all_mode("/a/b", 0o750)?;
+    /// assert_eq!(fs.metadata("/a")?.permissions(), 0o750);
+    /// assert_eq!(fs.metadata("/a/b")?.permissions(), 0o750);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn create_dir_all_mode<P: AsRef<Path>>(&self, path: P, mode: u32) -> io::Result<()> {
+        let path = bytes(&path);
+        if path.is_empty() {
+            return Ok(());
+        }
+        walk::check_path(path)?;
+        self.create_dir_all_bytes(path, mode, 0)
+    }
+
+    fn create_dir_all_bytes(&self, path: &[u8], mode: u32, depth: usize) -> io::Result<()> {
         let trimmed = match path.iter().rposition(|&b| b != b'/') {
             Some(end) => &path[..=end],
             None => return Ok(()), // the root
         };
         let p = Path::new(std::ffi::OsStr::from_bytes(trimmed));
-        match self.create_dir(p) {
+        match self.create_dir_mode(p, mode) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && depth < PATH_BYTES_MAX => {}
             Err(e) => {
@@ -528,9 +659,9 @@ impl Filesystem {
             None => &[][..],
         };
         if !parent.is_empty() {
-            self.create_dir_all_bytes(parent, depth + 1)?;
+            self.create_dir_all_bytes(parent, mode, depth + 1)?;
         }
-        match self.create_dir(p) {
+        match self.create_dir_mode(p, mode) {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && self.metadata(p)?.is_dir() => {
                 Ok(())
             }
@@ -550,33 +681,49 @@ impl Filesystem {
         }
     }
 
-    /// Remove `path` and everything below it; a symlink or file is removed
-    /// itself (as [`std::fs::remove_dir_all`] for symlinks; a file gives
-    /// `ENOTDIR`).
+    /// Remove `path` and everything below it, as [`std::fs::remove_dir_all`]:
+    /// a symlink is removed itself and never followed, below `path` as
+    /// well; a file gives `ENOTDIR`. As std, `path` names what `lstat`
+    /// names — with a trailing slash, `link/` is the directory the link
+    /// points to: its content is removed, then the final `rmdir` of the
+    /// path fails (`ENOTDIR`), as `rmdir` of `dir/.` does (`EINVAL`) and
+    /// of `/` (`EBUSY`: `remove_dir_all("/")` empties the file system).
+    /// Entries that vanish meanwhile (another remover) are no error, nor
+    /// is the directory itself gone at the end.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/keep/data")?;
+    /// fs.create_dir_all("/scratch/tmp")?;
+    /// fs.symlink("/keep", "/scratch/tmp/keep")?;
+    /// fs.remove_dir_all("/scratch")?;
+    /// assert!(fs.metadata("/keep/data")?.is_dir());
+    /// assert!(!fs.try_exists("/scratch")?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn remove_dir_all<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
-        let mut w = self.walker();
-        let p = w.parent(bytes(&path))?;
-        let Some(name) = p.name() else {
-            return Err(Errno::EBUSY.into());
-        };
-        let attr = self.core().lookup_counted(&self.cred, p.dir.at(), name)?;
-        let ino = attr.ino;
-        let result = match attr.kind {
-            FileKind::Directory => self.remove_tree(ino),
-            FileKind::Symlink => Ok(()),
-            _ => Err(Errno::ENOTDIR),
-        };
-        self.core().forget(ino, 1);
-        result?;
-        match attr.kind {
-            FileKind::Directory => self.core().rmdir(&self.cred, p.dir.at(), name)?,
-            _ => self.core().unlink(&self.cred, p.dir.at(), name)?,
+        let path = bytes(&path);
+        if self.symlink_metadata(os_path(path))?.is_symlink() {
+            return self.remove_file(os_path(path));
         }
-        Ok(())
+        // std opens it O_NOFOLLOW | O_DIRECTORY: a symlink put there
+        // meanwhile is ELOOP, anything else not a directory ENOTDIR.
+        let h = self.resolve(path, false)?;
+        match h.kind {
+            FileKind::Directory => {}
+            FileKind::Symlink => return Err(Errno::ELOOP.into()),
+            _ => return Err(Errno::ENOTDIR.into()),
+        }
+        self.remove_tree(h.ino)?;
+        drop(h);
+        match self.remove_dir(os_path(path)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r,
+        }
     }
 
-    /// Empty directory `dir` (pinned by the caller).
-    fn remove_tree(&self, dir: Ino) -> Result<()> {
+    /// The names and kinds in directory `dir` (pinned by the caller).
+    fn list_all(&self, dir: Ino) -> Result<Vec<(Vec<u8>, FileKind)>> {
         let handle = self.core().open(&self.cred, dir, libc::O_RDONLY)?;
         let mut entries = Vec::new();
         self.core().readdir(&handle, 0, &mut |e| {
@@ -585,16 +732,77 @@ impl Filesystem {
             }
             false
         })?;
-        drop(handle);
-        for (name, kind) in entries {
-            if kind == FileKind::Directory {
-                let attr = self.core().lookup_counted(&self.cred, dir, &name)?;
-                let r = self.remove_tree(attr.ino);
-                self.core().forget(attr.ino, 1);
-                r?;
-                self.core().rmdir(&self.cred, dir, &name)?;
-            } else {
-                self.core().unlink(&self.cred, dir, &name)?;
+        Ok(entries)
+    }
+
+    /// Empty directory `top` (pinned by the caller), depth first without
+    /// recursion: a tree may be deeper than any path can name (built by
+    /// renames), and its depth must not be bounded by the caller's stack.
+    /// An entry gone meanwhile (`ENOENT`) is skipped, as std's removal does.
+    fn remove_tree(&self, top: Ino) -> Result<()> {
+        /// A directory being emptied: pinned by a counted lookup (given
+        /// back on drop) unless it is `top`, with its name in the one
+        /// below it on the stack and the entries left to remove.
+        struct Level<'a> {
+            fs: &'a Fs,
+            ino: Ino,
+            counted: bool,
+            name: Vec<u8>,
+            entries: Vec<(Vec<u8>, FileKind)>,
+        }
+        impl Drop for Level<'_> {
+            fn drop(&mut self) {
+                if self.counted {
+                    self.fs.forget(self.ino, 1);
+                }
+            }
+        }
+        fn gone_ok(r: Result<()>) -> Result<()> {
+            match r {
+                Err(Errno::ENOENT) => Ok(()),
+                r => r,
+            }
+        }
+        let core = self.core();
+        let mut stack = vec![Level {
+            fs: core,
+            ino: top,
+            counted: false,
+            name: Vec::new(),
+            entries: self.list_all(top)?,
+        }];
+        while let Some(level) = stack.last_mut() {
+            match level.entries.pop() {
+                Some((name, FileKind::Directory)) => {
+                    let attr = match core.lookup_counted(&self.cred, level.ino, &name) {
+                        Err(Errno::ENOENT) => continue,
+                        r => r?,
+                    };
+                    let mut next = Level {
+                        fs: core,
+                        ino: attr.ino,
+                        counted: true,
+                        name,
+                        entries: Vec::new(),
+                    };
+                    if attr.kind != FileKind::Directory {
+                        // Replaced by a non-directory meanwhile.
+                        gone_ok(core.unlink(&self.cred, level.ino, &next.name))?;
+                        continue;
+                    }
+                    next.entries = match self.list_all(attr.ino) {
+                        Err(Errno::ENOENT) => continue,
+                        r => r?,
+                    };
+                    stack.push(next);
+                }
+                Some((name, _)) => gone_ok(core.unlink(&self.cred, level.ino, &name))?,
+                None => {
+                    let done = stack.pop().expect("a level");
+                    if let Some(parent) = stack.last() {
+                        gone_ok(core.rmdir(&self.cred, parent.ino, &done.name))?;
+                    }
+                }
             }
         }
         Ok(())
@@ -628,6 +836,7 @@ impl Filesystem {
             .core()
             .open_checked(&self.cred, h.at(), libc::O_RDONLY)?;
         Ok(ReadDir {
+            dir: Arc::from(path.as_ref()),
             inner: self.handle_ref(),
             handle,
             buffered: VecDeque::new(),
@@ -808,6 +1017,148 @@ impl Filesystem {
         Ok(PathBuf::from(OsString::from_vec(target)))
     }
 
+    /// The absolute path `path` names, with every symlink resolved and no
+    /// `.` or `..` left, as [`std::fs::canonicalize`] (glibc's `realpath`):
+    /// every component must exist (`ENOENT`), `..` applies to the
+    /// component before it once that is resolved (so `link/..` is the
+    /// parent of the link's target), a component followed by `/`, `/.` or
+    /// `/..` must be a directory (`ENOTDIR`), and more than
+    /// [`MAXSYMLINKS`] links is `ELOOP`. Paths are relative to the root.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.create_dir_all("/srv/data/v2")?;
+    /// fs.symlink("data/v2", "/srv/current")?;
+    /// assert_eq!(fs.canonicalize("/srv/current/../v2/.")?, std::path::Path::new("/srv/data/v2"));
+    /// let err = fs.canonicalize("/srv/missing/..").unwrap_err();
+    /// assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn canonicalize<P: AsRef<Path>>(&self, path: P) -> io::Result<PathBuf> {
+        let path = bytes(&path);
+        walk::check_path(path)?;
+        // `resolved`: the answer so far, "" for the root, else "/a/b";
+        // `rest[at..]`: what is left to resolve.
+        let mut resolved: Vec<u8> = Vec::new();
+        let mut rest = path.to_vec();
+        let mut at = 0;
+        let mut links = 0;
+        loop {
+            while rest.get(at) == Some(&b'/') {
+                at += 1;
+            }
+            if at == rest.len() {
+                break;
+            }
+            let end = rest[at..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(rest.len(), |i| at + i);
+            match &rest[at..end] {
+                b"." => {}
+                b".." => {
+                    let cut = resolved.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    resolved.truncate(cut);
+                }
+                name => {
+                    let mut candidate = Vec::with_capacity(resolved.len() + 1 + name.len());
+                    candidate.extend_from_slice(&resolved);
+                    candidate.push(b'/');
+                    candidate.extend_from_slice(name);
+                    let candidate_path = Path::new(std::ffi::OsStr::from_bytes(&candidate));
+                    let m = self.symlink_metadata(candidate_path)?;
+                    if m.is_symlink() {
+                        links += 1;
+                        if links > MAXSYMLINKS {
+                            return Err(Errno::ELOOP.into());
+                        }
+                        let target = self.read_link(candidate_path)?.into_os_string();
+                        let mut next = target.into_vec();
+                        if next.is_empty() {
+                            return Err(Errno::ENOENT.into());
+                        }
+                        if next[0] == b'/' {
+                            resolved.clear();
+                        }
+                        next.extend_from_slice(&rest[end..]);
+                        rest = next;
+                        at = 0;
+                        continue;
+                    }
+                    if !m.is_dir() && suffix_needs_dir(&rest[end..]) {
+                        return Err(Errno::ENOTDIR.into());
+                    }
+                    resolved = candidate;
+                }
+            }
+            at = end;
+        }
+        if resolved.is_empty() {
+            resolved.push(b'/');
+        }
+        Ok(PathBuf::from(OsString::from_vec(resolved)))
+    }
+
+    /// Copy the content of regular file `from` (symlinks followed) to `to`,
+    /// created or truncated, and give `to` the permission bits of `from`
+    /// (setuid and setgid included, when `to` is a regular file), as
+    /// [`std::fs::copy`]; the number of bytes copied. A source that is not
+    /// a regular file is an [`io::ErrorKind::InvalidInput`] error. Runs of
+    /// zeros are left as holes.
+    ///
+    /// ```
+    /// let fs = lanefs::Filesystem::new_in_memory()?;
+    /// fs.write("/tool", b"#!/bin/sh\n")?;
+    /// fs.set_permissions("/tool", 0o4750)?;
+    /// assert_eq!(fs.copy("/tool", "/tool.bak")?, 10);
+    /// assert_eq!(fs.read("/tool.bak")?, b"#!/bin/sh\n");
+    /// assert_eq!(fs.metadata("/tool.bak")?.permissions(), 0o4750);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn copy<P: AsRef<Path>, Q: AsRef<Path>>(&self, from: P, to: Q) -> io::Result<u64> {
+        const CHUNK: usize = 128 << 10;
+        let reader = self.open(from)?;
+        let meta = reader.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the source path is neither a regular file nor a symlink to a regular file",
+            ));
+        }
+        let perm = meta.permissions();
+        let mut writer = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(perm)
+            .open(self, to)?;
+        let regular = writer.metadata()?.is_file();
+        if regular {
+            // The file may have existed: its bits are set all the same.
+            writer.set_permissions(perm)?;
+        }
+        let mut buf = vec![0u8; CHUNK.min(meta.len().max(1) as usize)];
+        let mut copied = 0u64;
+        loop {
+            let n = reader.read_at(&mut buf, copied)?;
+            if n == 0 {
+                break;
+            }
+            let data = &buf[..n];
+            if !regular {
+                std::io::Write::write_all(&mut writer, data)?;
+            } else if data.iter().any(|&b| b != 0) {
+                writer.write_all_at(data, copied)?;
+            }
+            copied += n as u64;
+        }
+        if regular && writer.metadata()?.len() < copied {
+            // Zeros at the end: a hole up to the size.
+            writer.set_len(copied)?;
+        }
+        Ok(copied)
+    }
+
     /// `mknod(path, mode, rdev)`: `mode` carries the type (regular when
     /// zero, fifo, socket, character or block device; a directory is
     /// `EPERM`, anything else `EINVAL`) and permission bits, less the umask.
@@ -854,6 +1205,12 @@ impl Filesystem {
         }
         let h = self.resolve(path, follow)?;
         self.core().getattr(h.ino)
+    }
+
+    /// As [`try_exists`](Self::try_exists), under the name of
+    /// [`std::fs::exists`].
+    pub fn exists<P: AsRef<Path>>(&self, path: P) -> io::Result<bool> {
+        self.try_exists(path)
     }
 
     /// True if `path` resolves (following symlinks); errors other than
@@ -914,54 +1271,7 @@ impl Filesystem {
         let keep = |id: Option<u32>| id.filter(|&i| i != u32::MAX);
         let (uid, gid) = (keep(uid), keep(gid));
         let h = self.resolve(path, follow)?;
-        let mut changes = SetAttr {
-            uid,
-            gid,
-            ..SetAttr::default()
-        };
-        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
-            // chown(-1, -1) still clears setuid and setgid on a
-            // non-directory, as Linux's chown_common
-            // (setattr_should_drop_sgid: setgid goes if group-executable
-            // or the caller is neither in the file's group nor root).
-            let attr = self.core().getattr(h.ino)?;
-            let perm = attr.perm as u32;
-            let mut newperm = perm & !libc::S_ISUID;
-            if perm & libc::S_ISGID != 0
-                && (perm & libc::S_IXGRP != 0
-                    || !(self.cred.is_root() || self.cred.in_group(attr.gid)))
-            {
-                newperm &= !libc::S_ISGID;
-            }
-            if newperm != perm {
-                changes.mode = Some(newperm);
-            }
-        }
-        self.core()
-            .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
-        if uid.is_none() && gid.is_none() && h.kind != FileKind::Directory {
-            // chown_common's ATTR_KILL_PRIV: `setattr_prepare` removes the
-            // file capability once the change is allowed, whoever the
-            // caller is (`cap_inode_killpriv`). A given uid or gid does it
-            // inside the core's setattr.
-            self.kill_capability(h.ino)?;
-        }
-        Ok(())
-    }
-
-    /// Remove a non-empty `security.capability` from `ino`
-    /// (`cap_inode_need_killpriv` + `cap_inode_killpriv`).
-    fn kill_capability(&self, ino: Ino) -> io::Result<()> {
-        const CAPS: &[u8] = lanefs_core::XATTR_NAME_CAPS;
-        let root = Cred::root();
-        match self.core().getxattr(&root, ino, CAPS) {
-            Ok(v) if !v.is_empty() => match self.core().removexattr(&root, ino, CAPS) {
-                Ok(()) | Err(Errno::ENODATA) => Ok(()),
-                Err(e) => Err(e.into()),
-            },
-            Ok(_) | Err(Errno::ENODATA) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        chown_common(self.core(), &self.cred, h.ino, h.kind, None, uid, gid)
     }
 
     /// `utimensat(path, [atime, mtime], 0)`: `None` is `UTIME_OMIT`,
@@ -1133,6 +1443,13 @@ impl Filesystem {
         self.open_flags(path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)
     }
 
+    /// Create `path`, which must not exist (not even as a dangling
+    /// symlink: `EEXIST`), and open it for reading and writing, as
+    /// [`std::fs::File::create_new`].
+    pub fn create_new<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        self.open_flags(path, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o666)
+    }
+
     /// Open with [`OpenOptions`].
     pub fn open_with<P: AsRef<Path>>(&self, path: P, options: &OpenOptions) -> io::Result<File> {
         options.open(self, path)
@@ -1292,9 +1609,16 @@ impl Filesystem {
         Ok(out)
     }
 
-    /// The whole content of file `path` as UTF-8 (`EINVAL` if it is not).
+    /// The whole content of file `path` as UTF-8 (as
+    /// [`std::fs::read_to_string`]: an [`io::ErrorKind::InvalidData`] error
+    /// if it is not).
     pub fn read_to_string<P: AsRef<Path>>(&self, path: P) -> io::Result<String> {
-        String::from_utf8(self.read(path)?).map_err(|_| Errno::EINVAL.into())
+        String::from_utf8(self.read(path)?).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )
+        })
     }
 
     /// Create or truncate file `path` and write `data` to it.

@@ -139,17 +139,20 @@ impl Parent<'_> {
     }
 }
 
-/// Reject what the kernel rejects before walking: an empty path and a path
-/// too long for `PATH_MAX`.
+/// Reject what the kernel (or std, making the C string) rejects before
+/// walking: a path with a NUL byte (`EINVAL`, std's `InvalidInput`), an
+/// empty path and a path too long for `PATH_MAX`.
 pub(crate) fn check_path(path: &[u8]) -> Result<()> {
+    // A NUL byte first: std finds it making the C string, before any
+    // system call could say the path is too long.
+    if path.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
     if path.is_empty() {
         return Err(Errno::ENOENT);
     }
     if path.len() > PATH_BYTES_MAX {
         return Err(Errno::ENAMETOOLONG);
-    }
-    if path.contains(&0) {
-        return Err(Errno::EINVAL);
     }
     Ok(())
 }
