@@ -330,7 +330,7 @@ impl File {
     /// Change the owner and group through the open file (`fchown`, as
     /// [`std::os::unix::fs::fchown`]); `None` leaves an id alone.
     pub fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
-        crate::chown_common(
+        crate::attrs::chown_common(
             self.core(),
             &self.cred,
             self.ino(),
