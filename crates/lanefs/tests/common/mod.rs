@@ -1,13 +1,24 @@
-//! Helpers shared by the path layer's image tests.
+//! Helpers shared by the path layer's integration tests:
+//! [`check_then_fsck`] for the image tests, and the harness of the
+//! `std_parity_*` tests ([`parity`]: a tmpfs directory beside a lanefs and
+//! the comparisons; [`std_thread`]: std's side on a thread with a user's
+//! ids or chrooted). Each test binary uses a part, hence the `dead_code`
+//! allowances.
 
 use std::io;
 use std::path::Path;
 
 use lanefs::Filesystem;
 
+#[allow(dead_code)] // only the std_parity_* binaries, each with a part of it
+pub mod parity;
+#[allow(dead_code)] // only the std_parity_* binaries that run std on a thread
+pub mod std_thread;
+
 /// The engine's own check of `fs`, then, once `fs` is dropped (the caller
 /// has dropped its other handles of the image), `lanefs fsck` of the image
 /// at `img`, which must be clean.
+#[allow(dead_code)] // the std_parity_* binaries check no image
 pub fn check_then_fsck(fs: Filesystem, img: &Path) -> io::Result<()> {
     fs.core()
         .check()
