@@ -9,6 +9,8 @@
 //! Where std answers with an error of its own making (no errno: a NUL byte
 //! in a path, invalid UTF-8), only the kind is compared; lanefs's errno for
 //! those is the one Linux would give for the same condition (`EINVAL`).
+//! Tests without a std counterpart (threads, deep trees, listings that
+//! change) check lanefs alone.
 //!
 //! Needs root (mount); without it [`pair`] says so and gives `None`, and
 //! the differential tests pass. `LANEFS_PARITY_IMAGE=1` runs the library
