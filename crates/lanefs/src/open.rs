@@ -46,8 +46,10 @@ impl Filesystem {
     /// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW`, `O_DIRECTORY`,
     /// `O_NOATIME`, `O_TMPFILE` (an unnamed file in directory `path`; see
     /// [`link_file`](Self::link_file)), `O_PATH` (a handle that only names
-    /// the file: see [`open_path`](Self::open_path)); other flags are
-    /// ignored.
+    /// the file, as Linux's: only `O_DIRECTORY` and `O_NOFOLLOW` count, any
+    /// kind of file opens, only search permission on the path is needed,
+    /// and the [`File`] allows `metadata` and [`link_file`](Self::link_file)
+    /// alone — every other call is `EBADF`); other flags are ignored.
     pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
         let path = bytes(&path);
         if flags & libc::O_PATH != 0 {
