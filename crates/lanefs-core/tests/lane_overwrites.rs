@@ -19,16 +19,14 @@ use std::time::Duration;
 
 use lanefs_core::*;
 
+mod common;
+
 const PAGES: u64 = 6;
 const SIZE: u64 = PAGES * PAGE_SIZE as u64;
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
 fn race_time() -> Duration {
-    let ms = std::env::var("LANEFS_LANE_RACE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(1000);
-    Duration::from_millis(ms)
+    Duration::from_millis(common::knob("LANEFS_LANE_RACE_MS", 1000))
 }
 
 /// `/f` of [`SIZE`] bytes of 1, open read-write, and its inode.

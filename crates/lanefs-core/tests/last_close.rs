@@ -13,14 +13,13 @@ use std::sync::{Arc, Barrier};
 
 use lanefs_core::*;
 
+mod common;
+
 const DATA: usize = 3 * 4096 + 100;
 const THREADS: usize = 4;
 
 fn rounds() -> usize {
-    std::env::var("LANEFS_LAST_CLOSE_ROUNDS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(300)
+    common::knob("LANEFS_LAST_CLOSE_ROUNDS", 300) as usize
 }
 
 fn data(round: usize) -> Vec<u8> {

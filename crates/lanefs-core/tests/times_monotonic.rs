@@ -16,15 +16,13 @@ use std::time::Duration;
 
 use lanefs_core::*;
 
+mod common;
+
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 const SIZE: u64 = 8192;
 
 fn race_time() -> Duration {
-    let ms = std::env::var("LANEFS_TIMES_RACE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(1500);
-    Duration::from_millis(ms)
+    Duration::from_millis(common::knob("LANEFS_TIMES_RACE_MS", 1500))
 }
 
 fn ts_key(t: Timespec) -> u64 {

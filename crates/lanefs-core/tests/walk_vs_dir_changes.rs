@@ -20,12 +20,10 @@ use std::time::Duration;
 
 use lanefs_core::*;
 
+mod common;
+
 fn race_time() -> Duration {
-    let ms = std::env::var("LANEFS_WALK_RACE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(1500);
-    Duration::from_millis(ms)
+    Duration::from_millis(common::knob("LANEFS_WALK_RACE_MS", 1500))
 }
 
 struct Tree {

@@ -2,6 +2,8 @@
 //!
 //! [`create_rw`]: a file made read-write in the root.
 //!
+//! [`knob`]: a test's length from the environment.
+//!
 //! [`names_in_store`]: the names a store holds for a directory, sorted.
 //!
 //! [`HookedStore`]: a [`Store`] that forwards the trait's *required* calls
@@ -13,6 +15,16 @@
 
 use lanefs_core::*;
 use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
+
+/// A test's length knob: the environment variable `name` as a number
+/// (soak runs set it), else `default`.
+#[allow(dead_code)] // not every test binary has a knob
+pub fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
 
 /// The names `store` holds for directory `dir`, sorted.
 #[allow(dead_code)] // not every test binary reads a store's entries
@@ -49,13 +61,16 @@ pub enum Call {
     Other,
 }
 
+#[allow(dead_code)] // not every test binary hooks a store
 type Hook = Box<dyn Fn(Call) -> Result<()> + Send + Sync>;
 
+#[allow(dead_code)] // not every test binary hooks a store
 pub struct HookedStore {
     inner: MemoryStore,
     hook: Hook,
 }
 
+#[allow(dead_code)] // not every test binary hooks a store
 impl HookedStore {
     /// A fresh memory store behind `hook`.
     pub fn new(hook: impl Fn(Call) -> Result<()> + Send + Sync + 'static) -> HookedStore {
