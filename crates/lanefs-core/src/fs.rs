@@ -707,8 +707,16 @@ impl FsInner {
     /// The inode `ino`, from the cache or the store. `ENOENT` for one its
     /// creator has not named yet (`Inode::born`).
     pub fn iget(&self, ino: Ino) -> Result<IRef<'_>> {
+        self.iget_or_unborn(ino)?.ok_or(Errno::ENOENT)
+    }
+
+    /// [`iget`](Self::iget), but `Ok(None)` for an inode its creator has
+    /// not named yet (`Inode::born`), where `iget` answers `ENOENT`: a
+    /// caller that found the number in an entry that stayed linked waits
+    /// for the creator instead (`lookup_child`).
+    pub(crate) fn iget_or_unborn(&self, ino: Ino) -> Result<Option<IRef<'_>>> {
         if ino == ROOT_INO {
-            return Ok(IRef::Root(&self.root));
+            return Ok(Some(IRef::Root(&self.root)));
         }
         if ino == 0 {
             return Err(Errno::ENOENT);
@@ -736,10 +744,7 @@ impl FsInner {
         let inode = IRef::Cached(self.counted(loaded.inode, false));
         // Not named yet by its creator (a number kept while it was freed
         // and reused): not a file yet, whatever its creator does next.
-        if !inode.is_born() {
-            return Err(Errno::ENOENT);
-        }
-        Ok(inode)
+        Ok(inode.is_born().then_some(inode))
     }
 
     /// Wrap a counted reference from the icache.

@@ -22,7 +22,7 @@ use crate::fs::{
     check_link_room, check_name, creation_perm, first_link_grants, is_dot_or_dotdot,
     reserve_subdir_link, touch_c, FsInner, IRef, NoLinkRoom, ParentAttrs,
 };
-use crate::icache::State;
+use crate::icache::{Backoff, State};
 use crate::inode::{Body, Inode};
 use crate::perm::{self, may_link, sticky_denies, S_ISVTX};
 use crate::sync::Ordering;
@@ -86,21 +86,46 @@ impl FsInner {
     /// FREEING directory answers `ESTALE` instead (its caller reruns on a
     /// counted reference). A directory still hashed when the check passes
     /// had this index installed at validation, where the answer holds.
+    ///
+    /// An entry its create has linked but not yet marked born
+    /// (`Inode::born`) is waited for; a validated entry to a number with no
+    /// inode is `EUCLEAN` (a corrupt directory).
     pub fn lookup_child(&self, dir: &Inode, name: &[u8]) -> Result<IRef<'_>> {
         let Body::Dir(state) = &dir.body else {
             return Err(Errno::ENOTDIR);
         };
+        let mut backoff = Backoff::new();
         loop {
             let r = self.dir_read(dir)?;
             let Some(e) = r.get_entry(name) else {
                 return Err(Errno::ENOENT);
             };
-            let child = self.iget(e.slot().ino);
+            let ino = e.slot().ino;
+            let child = self.iget_or_unborn(ino);
             if r.still_linked(state, &e) {
                 if dir.life.state() == State::Freeing {
                     return Err(Errno::ESTALE);
                 }
-                return child;
+                match child {
+                    Ok(Some(child)) => return Ok(child),
+                    // Linked by its create, which marks it born before it
+                    // gives the name's stripe back: wait for that.
+                    Ok(None) => {
+                        drop(r);
+                        backoff.wait();
+                    }
+                    // The entry stayed linked, so its inode was not freed:
+                    // an entry to a free number is a corrupt directory. Not
+                    // `ENOENT`, which an `O_CREAT` open answers by creating
+                    // the name, finds it taken and looks it up again,
+                    // forever (under an epoch guard, each round's new inode
+                    // left to a collection that cannot run).
+                    Err(Errno::ENOENT) => {
+                        tracing::error!(dir = dir.ino, ino, "directory entry to a free inode");
+                        return Err(Errno::EUCLEAN);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
     }
