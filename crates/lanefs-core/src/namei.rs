@@ -1010,6 +1010,63 @@ mod model {
     use lanefs_store::ROOT_INO;
     use shuttle::thread;
 
+    /// A number kept while its inode was freed, racing the create that
+    /// reuses it (the store hands a lane's freed number out again) and
+    /// then finds its name taken by another create, so it discards the new
+    /// inode: a link through the kept number finds the old inode, nothing,
+    /// or the new one once it is named — never an inode its create may
+    /// still discard (before `Inode::born`: an entry to a freed inode).
+    #[test]
+    fn model_link_by_reused_number_vs_create_that_discards() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let kept = std::sync::Arc::new(crate::sync::AtomicU64::new(0));
+                let creator = {
+                    let (fs, kept) = (fs.clone(), kept.clone());
+                    thread::spawn(move || {
+                        let r = Cred::root();
+                        let old = fs.mknod(&r, ROOT_INO, b"old", 0o644, 0, 0).unwrap();
+                        fs.forget(old.ino, 1);
+                        kept.store(old.ino, crate::sync::Ordering::Release);
+                        fs.unlink(&r, ROOT_INO, b"old").unwrap();
+                        // Gets `old.ino` back (this lane freed it); discards
+                        // it if the other create took the name first.
+                        let flags = libc::O_CREAT | libc::O_RDWR;
+                        fs.open_at(&r, ROOT_INO, b"a", flags, 0o644, 0, false)
+                            .unwrap();
+                    })
+                };
+                let rival = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let r = Cred::root();
+                        if let Ok(a) = fs.mknod(&r, ROOT_INO, b"a", 0o644, 0, 0) {
+                            fs.forget(a.ino, 1);
+                        }
+                    })
+                };
+                let r = Cred::root();
+                let ino = loop {
+                    match kept.load(crate::sync::Ordering::Acquire) {
+                        0 => thread::yield_now(),
+                        ino => break ino,
+                    }
+                };
+                if let Ok(l) = fs.link(&r, ino, ROOT_INO, b"b") {
+                    fs.forget(l.ino, 1);
+                }
+                creator.join().unwrap();
+                rival.join().unwrap();
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
     /// Two creates, each then renamed, in a directory nobody holds a
     /// reference to (`with_dir`: no count on it) racing an evictor that
     /// claims it (random schedules; the integration test
