@@ -42,6 +42,13 @@
 //!   `iget` waits instead of reloading a stale record, and a new inode that
 //!   already got the number back from the store waits to be inserted
 //!   instead of replacing the entry (which made `cached_inodes` drift).
+//! * A new inode is hashed before its create links it (`alloc_inode`, no
+//!   lock held) and may still be discarded (`discard_new`) until then: it
+//!   is *unborn* (`Inode::born`), and `iget`/`iget_rcu` miss it, so a
+//!   number kept while it was freed and reused (the engine is handed
+//!   unheld numbers) never links, creates in, opens or changes it. Its
+//!   creator marks it born under its `meta` once it is linked, holding
+//!   the directory's stripe.
 //! * `iget` and `IRef` drops must not happen with any `meta` held: they may
 //!   wait on a FREEING inode whose evictor takes that inode's `meta`.
 //! * The directory of a create, link, unlink or rename is not counted
@@ -575,6 +582,10 @@ impl Fs {
             return;
         };
         let inode = IRef::Cached(self.inner.counted(inode, false));
+        if !inode.is_born() {
+            // Not the inode the caller looked up (its number was reused).
+            return;
+        }
         {
             let mut m = inode.meta.lock();
             // Excess counts are ignored by contract (an unheld number may
@@ -693,10 +704,19 @@ impl FsInner {
         self.icache.for_each(&mut f);
     }
 
-    /// The inode `ino`, from the cache or the store.
+    /// The inode `ino`, from the cache or the store. `ENOENT` for one its
+    /// creator has not named yet (`Inode::born`).
     pub fn iget(&self, ino: Ino) -> Result<IRef<'_>> {
+        self.iget_or_unborn(ino)?.ok_or(Errno::ENOENT)
+    }
+
+    /// [`iget`](Self::iget), but `Ok(None)` for an inode its creator has
+    /// not named yet (`Inode::born`), where `iget` answers `ENOENT`: a
+    /// caller that found the number in an entry that stayed linked waits
+    /// for the creator instead (`lookup_child`).
+    pub(crate) fn iget_or_unborn(&self, ino: Ino) -> Result<Option<IRef<'_>>> {
         if ino == ROOT_INO {
-            return Ok(IRef::Root(&self.root));
+            return Ok(Some(IRef::Root(&self.root)));
         }
         if ino == 0 {
             return Err(Errno::ENOENT);
@@ -721,7 +741,10 @@ impl FsInner {
             self.cached_inodes.add(1);
             self.enforce_inode_budget();
         }
-        Ok(IRef::Cached(self.counted(loaded.inode, false)))
+        let inode = IRef::Cached(self.counted(loaded.inode, false));
+        // Not named yet by its creator (a number kept while it was freed
+        // and reused): not a file yet, whatever its creator does next.
+        Ok(inode.is_born().then_some(inode))
     }
 
     /// Wrap a counted reference from the icache.
@@ -738,15 +761,17 @@ impl FsInner {
     }
 
     /// For the lock-free walk: the root, or the LIVE cached inode `ino`,
-    /// taking no reference; valid while `guard` is pinned. `None` on a miss
-    /// or a LOADING/FREEING/DEAD entry (the caller falls back to `iget`).
+    /// taking no reference; valid while `guard` is pinned. `None` on a miss,
+    /// a LOADING/FREEING/DEAD entry or an unborn inode (the caller falls
+    /// back to `iget`).
     // Used by the lock-free path walk.
     #[allow(dead_code)]
     pub(crate) fn iget_rcu<'g>(&'g self, ino: Ino, guard: &'g Guard) -> Option<&'g Inode> {
         if ino == ROOT_INO {
             return Some(&self.root);
         }
-        self.icache.get_rcu(ino, guard)
+        // An unborn inode is a miss (see `Inode::born`).
+        self.icache.get_rcu(ino, guard).filter(|i| i.is_born())
     }
 
     /// Give back one counted reference; the last one of a LIVE inode puts it
@@ -827,8 +852,10 @@ impl FsInner {
 
     /// Make a new inode owned by `cred` in a directory whose attributes
     /// are `parent_rec`, applying setgid-directory inheritance. Reserves an
-    /// inode (`ENOSPC`); the caller links it into the directory. Call with
-    /// no lock held (the icache insert may wait for a dying inode).
+    /// inode (`ENOSPC`); the caller links it into the directory, then marks
+    /// it born (`Inode::mark_born`: until then it is found by no number),
+    /// or discards it (`discard_new`). Call with no lock held (the icache
+    /// insert may wait for a dying inode).
     pub fn alloc_inode(
         &self,
         cred: &Cred,
@@ -886,6 +913,9 @@ impl FsInner {
             xattrs: Vec::new(),
         };
         let inode = Arc::new(Inode::new(rec, true));
+        // Unborn until the caller names it (`Inode::born`); published by
+        // the insert below.
+        inode.born.store(false, Ordering::Relaxed);
         {
             let mut m = inode.meta.lock();
             m.lookups = n.lookups;

@@ -145,6 +145,19 @@ pub(crate) struct Inode {
     /// `is_ancestor` (under the rename lock, where it cannot change) and
     /// the `..` of a listing read it without `meta`.
     pub parent: AtomicU64,
+    /// Named by its creator: `false` for a new inode from its allocation
+    /// (`FsInner::alloc_inode`, which hashes it before any lock is taken)
+    /// until the create, rename (whiteout) or `O_TMPFILE` open that made
+    /// it has linked it (or made it an orphan); a loaded inode is born. An
+    /// unborn inode is not a file yet (its creator may still discard it),
+    /// so a caller that reaches its number by any other way (one it kept
+    /// while that number was freed and reused) misses it: `iget` answers
+    /// `ENOENT` and `iget_rcu` nothing, so it is never linked, created in,
+    /// opened or changed by number before it is named. Stored (Release)
+    /// once, by the creator under the inode's `meta` while it still holds
+    /// the directory's stripe; loaded Acquire. Written once, so it shares
+    /// the read-mostly line of the fields above.
+    pub born: AtomicBool,
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
@@ -160,6 +173,18 @@ pub(crate) struct Inode {
 pub(crate) const OPENS_SEALED: u64 = 1 << 63;
 
 impl Inode {
+    /// Whether the inode's creator has named it (see `born`).
+    #[inline]
+    pub fn is_born(&self) -> bool {
+        self.born.load(Ordering::Acquire)
+    }
+
+    /// The creator named it (linked it, or made it an orphan): from now on
+    /// it is found by number. Called once, under `meta`.
+    pub fn mark_born(&self) {
+        self.born.store(true, Ordering::Release);
+    }
+
     /// Open handles now.
     #[inline]
     pub fn open_count(&self) -> u64 {
@@ -228,6 +253,7 @@ impl Inode {
             kind: rec.kind,
             generation: rec.generation,
             parent: AtomicU64::new(rec.parent),
+            born: AtomicBool::new(true),
             meta: MetaLock::new(Meta {
                 rec,
                 dirty,

@@ -36,7 +36,9 @@
 //! error, or two names of one inode: nothing changes). Its group is set
 //! under the source name's stripe, where the directory's mode and group
 //! are exact; its `meta` is taken alone (no other `meta` held), before
-//! the commit and after it. Nothing can reach it before its entry exists.
+//! the commit and after it. Nothing can reach it before its entry exists
+//! (until it is marked born, under the source's stripe, a number that
+//! names it finds nothing: `Inode::born`).
 
 use crate::attr_seq::{MetaGuard, PermSnapshot};
 use crate::dir::{DirWrite, Slot, Stripes};
@@ -584,7 +586,11 @@ impl Fs {
             (Some(w), Some(ws)) => {
                 // The store has exactly its record now (a volatile store
                 // gets it at writeback: the inode stays dirty).
-                w.inode.meta.lock().dirty &= !w_in_store;
+                let mut wm = w.inode.meta.lock();
+                wm.dirty &= !w_in_store;
+                // Named: found by number from now on.
+                w.inode.mark_born();
+                drop(wm);
                 w.linked.set(true);
                 oidx.insert(name, ws);
                 oidx.note(name, 0, o_subdirs, now);
