@@ -107,8 +107,14 @@ pub(crate) struct Meta {
     pub linkable: bool,
 }
 
+/// Starts on a line of its own (`align(64)`): a regular file's data side
+/// holds words every write stores (`pcache`), which must not share a line
+/// with the inode's read-mostly header (`ino`, `kind`, `generation`,
+/// `parent`, `born`), read by every lock-free walk and open. The padding
+/// costs nothing: the inode's size stays 896 bytes.
 // Shuttle's model atomics make `FileData` large in model builds only.
 #[cfg_attr(lanefs_shuttle, allow(clippy::large_enum_variant))]
+#[repr(align(64))]
 pub(crate) enum Body {
     File(FileData),
     Dir(DirState),
@@ -321,5 +327,42 @@ impl Inode {
         }
         let a = self.meta.perm_attr();
         crate::perm::permission_of(cred, self.kind, a.perm(), a.uid(), a.gid(), mask)
+    }
+}
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod layout_tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// The read-mostly header shares no line with the data side or the
+    /// written words (`Body`'s doc), and the padding did not grow the inode
+    /// (a size class up costs every cached inode).
+    #[test]
+    fn the_header_has_a_line_of_its_own() {
+        let line = |off: usize| off / 64;
+        let header = [
+            offset_of!(Inode, ino),
+            offset_of!(Inode, kind),
+            offset_of!(Inode, generation),
+            offset_of!(Inode, parent),
+            offset_of!(Inode, born),
+        ];
+        let first = line(header[0]);
+        assert!(header.iter().all(|o| line(*o) == first), "{header:?}");
+        let body = offset_of!(Inode, body);
+        let body_lines = line(body)..line(body + size_of::<Body>() - 1) + 1;
+        assert!(!body_lines.contains(&first), "header on a line of the body");
+        for written in [
+            offset_of!(Inode, atime_stale),
+            offset_of!(Inode, opens),
+            offset_of!(Inode, life),
+        ] {
+            assert_ne!(line(written), first);
+        }
+        assert!(
+            size_of::<Inode>() <= 896,
+            "inode grew: {}",
+            size_of::<Inode>()
+        );
     }
 }
