@@ -23,7 +23,6 @@ mod common;
 
 const PAGES: u64 = 6;
 const SIZE: u64 = PAGES * PAGE_SIZE as u64;
-const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
 fn race_time() -> Duration {
     Duration::from_millis(common::knob("LANEFS_LANE_RACE_MS", 1000))
@@ -31,9 +30,7 @@ fn race_time() -> Duration {
 
 /// `/f` of [`SIZE`] bytes of 1, open read-write, and its inode.
 fn file(fs: &Fs) -> (Ino, OpenFile) {
-    let (a, f, _) = fs
-        .open_at(&Cred::root(), ROOT_INO, b"f", CREAT, 0o644, 0, false)
-        .unwrap();
+    let (a, f) = common::create_rw(fs, b"f");
     fs.write(&f, 0, &[1u8; SIZE as usize]).unwrap();
     (a.ino, f)
 }

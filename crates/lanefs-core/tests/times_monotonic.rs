@@ -32,9 +32,7 @@ fn ts_key(t: Timespec) -> u64 {
 /// `/f`, [`SIZE`] bytes written (so that overwrites inside it are pure),
 /// open read-write.
 fn file(fs: &Fs) -> (Ino, OpenFile) {
-    let (a, f, _) = fs
-        .open_at(&Cred::root(), ROOT_INO, b"f", CREAT, 0o644, 0, false)
-        .unwrap();
+    let (a, f) = common::create_rw(fs, b"f");
     fs.write(&f, 0, &[7u8; SIZE as usize]).unwrap();
     (a.ino, f)
 }

@@ -360,6 +360,15 @@ impl FileData {
         self.atime_stale.load(Ordering::Relaxed)
     }
 
+    /// A pure overwrite moved the times past atime: set the hint, storing
+    /// only when it is clear (Release, after the overwrite's change; see
+    /// [`take_atime_stale`](Self::take_atime_stale)).
+    fn mark_atime_stale(&self) {
+        if !self.atime_stale.load(Ordering::Relaxed) {
+            self.atime_stale.store(true, Ordering::Release);
+        }
+    }
+
     /// Clear the data-side atime-stale flag (under `meta`, before reading
     /// the times: an overwrite whose times the caller may miss sets it
     /// again after, and one whose flag this clears is seen, by the Acquire
@@ -432,9 +441,7 @@ impl FileData {
         page.write(in_page, data);
         stripes.note_write(s, idx, now);
         stripes.release(s, v);
-        if !self.atime_stale.load(Ordering::Relaxed) {
-            self.atime_stale.store(true, Ordering::Release);
-        }
+        self.mark_atime_stale();
         true
     }
 
@@ -457,7 +464,10 @@ impl FileData {
         for (idx, in_page, done, chunk) in chunks(offset + from as u64, n - from) {
             let out = &mut buf[from + done..from + done + chunk];
             let held = match stripes {
-                Some(st) => Some((st, stripe_of(idx), st.read_begin(stripe_of(idx))?)),
+                Some(st) => {
+                    let s = stripe_of(idx);
+                    Some((st, s, st.read_begin(s)?))
+                }
                 None => None,
             };
             match self.index.get(idx, guard) {
@@ -588,9 +598,7 @@ impl<'a> PagesMut<'a> {
         if !self.map.times_dirty {
             self.map.times_dirty = true;
         }
-        if !self.f.atime_stale.load(Ordering::Relaxed) {
-            self.f.atime_stale.store(true, Ordering::Release);
-        }
+        self.f.mark_atime_stale();
         if let Some(lane) = lane.filter(|_| self.held.is_none()) {
             match self.map.last_overwriter {
                 Some(last) if last != lane => self.make_stripes(),
