@@ -85,8 +85,20 @@ pub(crate) trait InodeCache: Send + Sync {
     /// Unhash `inode` if it is the cached object for its number. Returns
     /// whether it was removed.
     fn remove(&self, inode: &Inode) -> bool;
-    /// Call `f` on every published inode (a snapshot; no lock held in `f`).
-    fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>));
+    /// Call `f` on every published inode (a snapshot, part by part; no
+    /// lock held in `f`).
+    fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>)) {
+        for part in 0..self.parts() {
+            self.for_each_in(part, f);
+        }
+    }
+    /// How many parts the table's walks are cut into (at least one): page
+    /// reclaim walks one part at a time, concurrent reclaimers different
+    /// ones.
+    fn parts(&self) -> usize;
+    /// Call `f` on every published inode of part `part % parts()` (a
+    /// snapshot; no lock held in `f`).
+    fn for_each_in(&self, part: usize, f: &mut dyn FnMut(&Arc<Inode>));
     /// Published inodes, counted by walking the table (for checks).
     fn len(&self) -> usize;
 }

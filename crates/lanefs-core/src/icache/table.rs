@@ -204,12 +204,15 @@ impl<P: LockPolicy> Table<P> {
 
     /// The allocated buckets, for walks over the whole table.
     fn buckets(&self) -> impl Iterator<Item = &Bucket> {
-        self.segments.iter().flat_map(|seg| {
-            let p = seg.load(Ordering::Acquire);
-            // SAFETY: as in `bucket`: published once, freed only in `Drop`.
-            let segment: Option<&Segment> = unsafe { p.as_ref() };
-            segment.into_iter().flat_map(|s| s.iter())
-        })
+        (0..self.segments.len()).flat_map(|i| self.segment_buckets(i))
+    }
+
+    /// The buckets of segment `i`, if it is allocated.
+    fn segment_buckets(&self, i: usize) -> impl Iterator<Item = &Bucket> {
+        let p = self.segments[i].load(Ordering::Acquire);
+        // SAFETY: as in `bucket`: published once, freed only in `Drop`.
+        let segment: Option<&Segment> = unsafe { p.as_ref() };
+        segment.into_iter().flat_map(|s| s.iter())
     }
 
     fn lock<'a>(&'a self, scope: Scope, b: &'a Bucket) -> Option<MutexGuard<'a, ()>> {
@@ -305,8 +308,15 @@ impl<P: LockPolicy> Table<P> {
     }
 
     fn each_node(&self, f: &mut dyn FnMut(&Node)) {
+        for i in 0..self.segments.len() {
+            self.each_node_in(i, f);
+        }
+    }
+
+    /// `f` on each node of segment `i`'s chains.
+    fn each_node_in(&self, i: usize, f: &mut dyn FnMut(&Node)) {
         let guard = epoch::pin();
-        for b in self.buckets() {
+        for b in self.segment_buckets(i) {
             // An empty bucket is skipped without its lock (a snapshot: an
             // insert racing this walk may or may not be seen either way).
             if b.head.load(Ordering::Acquire).is_null() {
@@ -482,9 +492,13 @@ impl<P: LockPolicy> InodeCache for Table<P> {
         Self::unlink(b, &|n| ptr::eq(n.inode.load(Ordering::Acquire), inode))
     }
 
-    fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>)) {
+    fn parts(&self) -> usize {
+        self.segments.len()
+    }
+
+    fn for_each_in(&self, part: usize, f: &mut dyn FnMut(&Arc<Inode>)) {
         let mut all = Vec::new();
-        self.each_node(&mut |n| {
+        self.each_node_in(part % self.segments.len(), &mut |n| {
             let p = n.inode.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: as in `hit`: the node owns a count until destroyed.

@@ -33,8 +33,10 @@
 //!   fit, and then every cached page of the stripe counts as dirty.
 //!
 //! Lock order: the data lock, then stripes in ascending order. An overwrite
-//! holds one stripe and waits for nothing while it does (it gives up when
-//! its stripe is taken); `meta` is never taken under a stripe.
+//! holds one stripe and waits for nothing while it does; one that finds
+//! its stripe taken for long waits on the data lock held shared (no
+//! exclusive holder, who holds every stripe, can then come in) before it
+//! takes the stripe. `meta` is never taken under a stripe.
 
 use lanefs_store::{CacheLine, Timespec};
 
@@ -117,20 +119,28 @@ impl Stripes {
         self.stripes[s].seq.store(v + 2, Ordering::Release);
     }
 
-    /// Take every stripe, in ascending order, waiting for the overwrites
-    /// that hold one (they wait for nothing, but may be preempted: after a
-    /// few spins the wait gives up the CPU).
+    /// Take stripe `s`, waiting for whoever holds it; the count it had.
+    /// Overwrites wait for nothing while they hold one, but may be
+    /// preempted: after a few spins the wait gives up the CPU.
+    pub fn hold(&self, s: usize) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            if let Some(v) = self.try_hold(s) {
+                return v;
+            }
+            spins += 1;
+            if spins < 64 {
+                spin_hint();
+            } else {
+                yield_now();
+            }
+        }
+    }
+
+    /// Take every stripe, in ascending order ([`hold`](Self::hold)).
     pub fn hold_all(&self) {
         for s in 0..STRIPES {
-            let mut spins = 0u32;
-            while self.try_hold(s).is_none() {
-                spins += 1;
-                if spins < 64 {
-                    spin_hint();
-                } else {
-                    yield_now();
-                }
-            }
+            self.hold(s);
         }
     }
 
