@@ -10,9 +10,13 @@
 //! pinned inodes (the "eviction cliff").
 //!
 //! Locks: `shards[i]` (mutex) protects shard `i`'s queue; a leaf lock, held
-//! only for a push or a pop (no inode lock, no store call under it).
+//! only for a push or a pop (no inode lock, no store call under it). Each
+//! shard (its lock and queue header) has a cache line of its own, so lanes
+//! that push to their own shards share no line.
 
 use std::collections::VecDeque;
+
+use lanefs_store::CacheLine;
 
 use crate::inode::Inode;
 use crate::sync::{Arc, Mutex};
@@ -23,7 +27,7 @@ use crate::sync::{AtomicUsize, Ordering};
 pub(crate) const LRU_SHARDS: usize = 16;
 
 pub(crate) struct InodeLru {
-    shards: Box<[Mutex<VecDeque<Arc<Inode>>>]>,
+    shards: Box<[CacheLine<Mutex<VecDeque<Arc<Inode>>>>]>,
     /// Entries popped so far (tests count eviction work with it).
     #[cfg(test)]
     pub popped: AtomicUsize,
@@ -33,7 +37,7 @@ impl InodeLru {
     pub fn new() -> Self {
         InodeLru {
             shards: (0..LRU_SHARDS)
-                .map(|_| Mutex::new(VecDeque::new()))
+                .map(|_| CacheLine(Mutex::new(VecDeque::new())))
                 .collect(),
             #[cfg(test)]
             popped: AtomicUsize::new(0),
