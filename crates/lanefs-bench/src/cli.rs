@@ -317,10 +317,25 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
 /// Run every cell of `plan`, interleaving targets, and summarise.
 /// `progress` is told about each cell before it runs.
 pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&str)) -> Vec<Row> {
+    measure_served(plan, lanefs_threads, progress).0
+}
+
+/// [`measure`], and how each lanefs mount among the targets was served
+/// ([`Target::served`], as `name: …`).
+pub fn measure_served(
+    plan: &Plan,
+    lanefs_threads: Option<usize>,
+    progress: &dyn Fn(&str),
+) -> (Vec<Row>, Vec<String>) {
     let mut targets: Vec<Result<Target, String>> = plan
         .targets
         .iter()
         .map(|s| Target::open(s.clone(), lanefs_threads))
+        .collect();
+    let served: Vec<String> = targets
+        .iter()
+        .zip(&plan.targets)
+        .filter_map(|(t, spec)| Some(format!("{}: {}", spec.name(), t.as_ref().ok()?.served()?)))
         .collect();
     type Key = (usize, usize, usize); // workload index, threads, target index
     let mut samples: HashMap<Key, Vec<RunSample>> = HashMap::new();
@@ -391,7 +406,7 @@ pub fn measure(plan: &Plan, lanefs_threads: Option<usize>, progress: &dyn Fn(&st
             }
         }
     }
-    rows
+    (rows, served)
 }
 
 fn describe(name: &str) -> String {
@@ -414,6 +429,9 @@ pub fn render_text(r: &Results) -> String {
         r.options.seed,
         r.options.files_per_thread
     );
+    if !r.served.is_empty() {
+        out.insert_str(out.len() - 1, &format!("served: {}\n", r.served.join("; ")));
+    }
     for t in all_tables(&r.results) {
         out.push_str(&table::render_text(&t));
         out.push('\n');
@@ -470,6 +488,9 @@ pub fn render_report_in(files: &[(PathBuf, Results)], base: Option<&std::path::P
             r.loadavg_start, r.loadavg_end
         ));
         out.push_str(&format!("- command: `{}`\n", r.options.command_line));
+        for line in &r.served {
+            out.push_str(&format!("- served: {line}\n"));
+        }
         out.push_str(&format!(
             "- targets: {}; threads: {:?}; {} s windows; {} runs (median, ±spread = (max−min)/median); seed {}; {} files/thread\n\n",
             r.options.targets.join(", "),
@@ -560,7 +581,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let rows = measure(&plan, args.lanefs_threads, &|msg| {
+    let (rows, served) = measure_served(&plan, args.lanefs_threads, &|msg| {
         bar.inc(if bar.position() == 0 && bar.message().is_empty() {
             0
         } else {
@@ -579,6 +600,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         loadavg_start,
         loadavg_end: loadavg(),
         plot: None,
+        served,
         results: rows,
     };
     if let Some(p) = &args.plot {

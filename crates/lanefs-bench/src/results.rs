@@ -323,6 +323,10 @@ pub struct Results {
     /// The plot drawn for this run, if any (path as given).
     #[serde(default)]
     pub plot: Option<String>,
+    /// How each lanefs mount among the targets was served (`target:
+    /// transport=… threads=…`, from `lanefs stats`), in target order.
+    #[serde(default)]
+    pub served: Vec<String>,
     pub results: Vec<Row>,
 }
 

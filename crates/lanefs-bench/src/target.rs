@@ -451,6 +451,36 @@ impl Target {
         })
     }
 
+    /// How a lanefs mount serves this target, if it is one (managed, or
+    /// a directory that is the root of a lanefs mount): the daemon's
+    /// answer to `lanefs stats` (transport, threads, writeback cache, …)
+    /// on one line. `None` for anything else.
+    pub fn served(&self) -> Option<String> {
+        use std::os::unix::ffi::OsStrExt;
+        let root = self.root.as_ref()?;
+        let path = std::ffi::CString::new(root.as_os_str().as_bytes()).ok()?;
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: both strings are NUL-terminated; `buf` is writable for its
+        // length, which is what the call is told.
+        let n = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                c"user.lanefs.stats".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).ok()?;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        let line = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        (!line.is_empty()).then_some(line)
+    }
+
     /// Run one cell on a fresh instance of this target.
     pub fn run_cell(&mut self, w: Workload, threads: usize, p: &Params) -> CellOutcome {
         self.runs += 1;

@@ -175,6 +175,7 @@ fn sample_results() -> Results {
         loadavg_start: String::new(),
         loadavg_end: String::new(),
         plot: None,
+        served: Vec::new(),
         results: rows,
     }
 }
@@ -279,6 +280,7 @@ fn results_of(plan: &cli::Plan, rows: Vec<lanefs_bench::results::Row>) -> Result
         loadavg_start: String::new(),
         loadavg_end: String::new(),
         plot: None,
+        served: Vec::new(),
         results: rows,
     }
 }

@@ -346,6 +346,24 @@ fn stats_shows_transport() {
         assert!(text.lines().any(|l| l == w), "want {w} in:\n{text}");
     }
     assert!(m.log_text().contains("transport="), "log: {}", m.log_text());
+    // `lanefs bench` records how a lanefs mount among its targets was
+    // served, in the JSON and in the table's header.
+    let json = m.mnt.with_extension("bench.json");
+    let out = run_timeout(
+        60,
+        Command::new(BIN)
+            .args(["bench", "-t"])
+            .arg(format!("mnt={}", m.mnt.display()))
+            .args(["-w", "MWCL", "--threads", "1", "--duration", "0.05s"])
+            .args(["--runs", "1", "--json"])
+            .arg(&json),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("served: mnt: transport="), "{stdout}");
+    let results = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert!(results.contains("\"mnt: transport="), "{results}");
     // Not a lanefs mount: one-line error, non-zero exit.
     let out = run_timeout(30, Command::new(BIN).arg("stats").arg("/"));
     assert!(!out.status.success());
