@@ -9,6 +9,11 @@
 //!   a reader pinned before the removal may still hold a reference into it
 //!   until it unpins. Interior nodes are freed only with the whole tree
 //!   ([`PageIndex::clear`], or drop).
+//! * Lookups and inserts defer nothing, so a thread that no removal can
+//!   overlap — the holder of the data lock held exclusively, or of the
+//!   page's stripe (either excludes every remover) — passes an
+//!   unprotected guard instead of pinning (`PagesMut::lookup_guard`,
+//!   `FileData::try_overwrite`). Removals always take a pinned guard.
 //! * The tree grows at the top: a new root whose slot 0 is the old root, so
 //!   a reader holding the old root still finds every page below the old
 //!   capacity. A reader may miss a page inserted or removed concurrently;
