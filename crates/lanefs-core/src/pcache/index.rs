@@ -13,7 +13,10 @@
 //!   overlap — the holder of the data lock held exclusively, or of the
 //!   page's stripe (either excludes every remover) — passes an
 //!   unprotected guard instead of pinning (`PagesMut::lookup_guard`,
-//!   `FileData::try_overwrite`). Removals always take a pinned guard.
+//!   `FileData::try_overwrite`). Removals always take a pinned guard, and
+//!   every few hundred frees a thread defers make the collector run
+//!   (`collect_now_and_then`): it would otherwise wait for 128 pins, which
+//!   such writers no longer make.
 //! * The tree grows at the top: a new root whose slot 0 is the old root, so
 //!   a reader holding the old root still finds every page below the old
 //!   capacity. A reader may miss a page inserted or removed concurrently;
@@ -237,6 +240,7 @@ impl PageIndex {
                     // pinned before the store, so the deferred free runs
                     // after they unpin.
                     unsafe { guard.defer_unchecked(move || drop(Box::from_raw(p))) };
+                    collect_now_and_then(guard, 1);
                     return true;
                 }
             }
@@ -249,7 +253,36 @@ impl PageIndex {
         if !root.is_null() {
             // SAFETY: detached above; deferred past every current reader.
             unsafe { guard.defer_unchecked(move || free_tree(root)) };
+            collect_now_and_then(guard, 1);
         }
+    }
+}
+
+/// Frees a thread defers before it makes the collector run (a page each:
+/// at most 1 MiB a thread waiting; about the cadence of the collector's
+/// own every-128-pins when each truncate frees a page and pins once).
+const DEFERRED_PER_COLLECT: usize = 256;
+
+thread_local! {
+    /// Frees this thread deferred since it last made the collector run.
+    static DEFERRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Count `n` deferred frees and, every [`DEFERRED_PER_COLLECT`], flush
+/// them to the collector and let it run (`Guard::flush`). The collector
+/// otherwise runs only every 128 pins of a thread, and writers under the
+/// data lock or a stripe do not pin (module header): a thread that appends
+/// a thousand pages between truncates pinned once per truncate, and its
+/// freed pages piled up for 128 truncates (appends fell to a tenth, all of
+/// it in page faults on fresh memory).
+fn collect_now_and_then(guard: &Guard, n: usize) {
+    let due = DEFERRED.with(|d| {
+        let v = d.get() + n;
+        d.set(if v >= DEFERRED_PER_COLLECT { 0 } else { v });
+        v >= DEFERRED_PER_COLLECT
+    });
+    if due {
+        guard.flush();
     }
 }
 
