@@ -40,6 +40,7 @@ use crate::xattr::kill_capability;
 use crate::{
     AtimePolicy, Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
+    O_EXEC_OPEN,
 };
 
 /// An open regular file or directory. Closing is dropping it; the last
@@ -314,6 +315,14 @@ fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
         FileKind::Directory if mask & MAY_WRITE != 0 => return Err(Errno::EISDIR),
         _ => {}
     }
+    if flags & O_EXEC_OPEN != 0 {
+        // `execve`: execute permission, not read (`may_open`'s
+        // `MAY_EXEC`), and only of a regular file.
+        if inode.kind != FileKind::Regular {
+            return Err(Errno::EACCES);
+        }
+        mask = (mask & !MAY_READ) | MAY_EXEC;
+    }
     Ok(mask)
 }
 
@@ -467,9 +476,9 @@ fn kill_privs(cred: &Cred, inode: &Inode, m: &mut crate::inode::Meta) {
 
 impl Fs {
     /// Open inode `ino` with `open(2)` flags (`O_RDONLY`/`O_WRONLY`/`O_RDWR`,
-    /// `O_TRUNC`, `O_APPEND`, `O_NOATIME`, `O_DIRECTORY`). Directories open
-    /// read-only; symlinks give `ELOOP`; device, fifo and socket nodes
-    /// `ENXIO`.
+    /// `O_TRUNC`, `O_APPEND`, `O_NOATIME`, `O_DIRECTORY`, and the kernel's
+    /// [`O_EXEC_OPEN`] of an `execve`). Directories open read-only;
+    /// symlinks give `ELOOP`; device, fifo and socket nodes `ENXIO`.
     pub fn open(&self, cred: &Cred, ino: Ino, flags: i32) -> Result<OpenFile> {
         self.open_checked(cred, ino.into(), flags)
     }

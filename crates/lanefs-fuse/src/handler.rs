@@ -510,7 +510,9 @@ impl Handler {
         self.dir_changes(&[newparent], r, |a| Some(a.ino))
     }
 
-    /// OPEN.
+    /// OPEN. `flags` are the opener's `f_flags`; the kernel's open of an
+    /// `execve` carries `__FMODE_EXEC` there, which the engine takes as
+    /// [`lanefs_core::O_EXEC_OPEN`] (execute permission, not read).
     pub fn open(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
         let special = |perm: u16| perm & 0o6000;
         let before = if flags & libc::O_TRUNC != 0 && caller.uid != 0 {
