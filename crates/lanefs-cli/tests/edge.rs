@@ -8,6 +8,11 @@
 //! an existing target, with `RENAME_NOREPLACE`, two names of one inode,
 //! into a setgid directory, and the invalid combination with
 //! `RENAME_EXCHANGE`. Until 2026-11 lanefs answered `EINVAL`.
+//!
+//! `open(O_CREAT)` of an existing socket or (`O_NOFOLLOW`) symlink in a
+//! sticky directory, as a user who owns neither it nor the directory: the
+//! VFS's `may_create_in_sticky` (`EACCES` where the directory is
+//! world-writable) applies to a `default_permissions` mount as to tmpfs.
 
 mod common;
 
@@ -162,4 +167,92 @@ fn rename_whiteout_matches_tmpfs() {
     assert_eq!(got.len(), want.len());
 }
 
-on_both_transports!(rename_whiteout_matches_tmpfs);
+/// Run `f` in a forked child as uid/gid 1000 with no supplementary
+/// groups; what `f` returned (0 or an errno), through the exit status.
+fn as_user_1000(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child makes only system calls (setgroups, setresgid,
+    // setresuid, what `f` does, _exit).
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setresgid(1000, 1000, 1000) == 0
+                && libc::setresuid(1000, 1000, 1000) == 0;
+            libc::_exit(if ok { f() } else { 255 });
+        }
+        let mut st = 0;
+        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
+        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
+        libc::WEXITSTATUS(st)
+    }
+}
+
+/// The sticky-create cases on the tree at `root`: directories `w` (root's,
+/// 01777) and `g` (root's, group 1000, 01775), each holding a socket and a
+/// symlink owned by 1001, one socket owned by root and one by 1000; each
+/// opened `O_CREAT` by user 1000. One line per open.
+fn sticky_create_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (dir, mode, gid) in [("w", 0o1777, 0), ("g", 0o1775, 1000)] {
+        let d = root.join(dir);
+        std::fs::create_dir(&d).unwrap();
+        std::os::unix::fs::chown(&d, None, Some(gid)).unwrap();
+        let cd = c(&d);
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::chmod(cd.as_ptr(), mode) }, 0);
+        for (name, owner) in [("sock1001", 1001), ("sockroot", 0), ("sock1000", 1000)] {
+            let p = c(&d.join(name));
+            // SAFETY: a valid C string.
+            assert_eq!(
+                unsafe { libc::mknod(p.as_ptr(), libc::S_IFSOCK | 0o666, 0) },
+                0
+            );
+            std::os::unix::fs::lchown(d.join(name), Some(owner), Some(owner)).unwrap();
+        }
+        std::os::unix::fs::symlink("target", d.join("sym1001")).unwrap();
+        std::os::unix::fs::lchown(d.join("sym1001"), Some(1001), Some(1001)).unwrap();
+        for (name, extra) in [
+            ("sock1001", 0),
+            ("sockroot", 0),
+            ("sock1000", 0),
+            ("sym1001", libc::O_NOFOLLOW),
+        ] {
+            let p = c(&d.join(name));
+            let r = as_user_1000(|| {
+                // SAFETY: a valid C string.
+                let fd = unsafe {
+                    libc::open(p.as_ptr(), libc::O_CREAT | libc::O_RDONLY | extra, 0o644)
+                };
+                if fd >= 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(254)
+                }
+            });
+            out.push(format!(
+                "open({dir}/{name}, O_CREAT{}) = {r}",
+                if extra != 0 { "|O_NOFOLLOW" } else { "" }
+            ));
+        }
+    }
+    out
+}
+
+fn sticky_create_matches_tmpfs() {
+    let m = TestMount::with(
+        "stickycreate",
+        &["-o", "allow_other,default_permissions"],
+        &[],
+    );
+    let t = Tmpfs::new("stickycreate-tmpfs");
+    let want = sticky_create_steps(&t.0);
+    let eacces = format!("open(w/sock1001, O_CREAT) = {}", libc::EACCES);
+    assert!(want.contains(&eacces), "tmpfs: {want:#?}");
+    let got = sticky_create_steps(&m.mnt);
+    assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
+}
+
+on_both_transports!(rename_whiteout_matches_tmpfs, sticky_create_matches_tmpfs);
