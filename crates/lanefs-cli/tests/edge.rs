@@ -9,6 +9,12 @@
 //! into a setgid directory, and the invalid combination with
 //! `RENAME_EXCHANGE`. Until 2026-11 lanefs answered `EINVAL`.
 //!
+//! Writes land where the kernel puts them, whatever the descriptor's
+//! `O_APPEND` was at open: after `fcntl(F_SETFL)` clears or sets it, and
+//! for a store through a shared mapping of an `O_APPEND` descriptor.
+//! Until 2026-11 the daemon appended every write through a handle opened
+//! `O_APPEND` (the mapped page went to the end of the file).
+//!
 //! `open(O_CREAT)` of an existing socket or (`O_NOFOLLOW`) symlink in a
 //! sticky directory, as a user who owns neither it nor the directory: the
 //! VFS's `may_create_in_sticky` (`EACCES` where the directory is
@@ -255,4 +261,65 @@ fn sticky_create_matches_tmpfs() {
     assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
 }
 
+/// `open(2)` of `p` with `flags`; panics on failure.
+fn open_fd(p: &Path, flags: i32) -> i32 {
+    let cp = c(p);
+    // SAFETY: a valid C string.
+    let fd = unsafe { libc::open(cp.as_ptr(), flags) };
+    assert!(fd >= 0, "open {p:?}: {}", std::io::Error::last_os_error());
+    fd
+}
+
+/// The append sequences on the tree at `root`; then the page cache is
+/// dropped and each file's size and contents read back (from the file
+/// system, not the kernel's cache).
+fn append_steps(root: &Path) -> Vec<String> {
+    let (toggled, mapped) = (root.join("toggled"), root.join("mapped"));
+    std::fs::write(&toggled, b"0123456789").unwrap();
+    std::fs::write(&mapped, vec![b'a'; 8192]).unwrap();
+    // SAFETY: plain system calls on descriptors this function owns; the
+    // mapping is 8192 bytes of an 8192-byte file, written inside it.
+    unsafe {
+        let fd = open_fd(&toggled, libc::O_WRONLY | libc::O_APPEND);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, 0), 0);
+        assert_eq!(libc::lseek(fd, 2, libc::SEEK_SET), 2);
+        assert_eq!(libc::write(fd, b"AB".as_ptr().cast(), 2), 2);
+        assert_eq!(libc::pwrite(fd, b"C".as_ptr().cast(), 1, 5), 1);
+        libc::close(fd);
+        let fd = open_fd(&toggled, libc::O_WRONLY);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, libc::O_APPEND), 0);
+        assert_eq!(libc::lseek(fd, 0, libc::SEEK_SET), 0);
+        assert_eq!(libc::write(fd, b"Z".as_ptr().cast(), 1), 1);
+        assert_eq!(libc::pwrite(fd, b"Y".as_ptr().cast(), 1, 1), 1);
+        libc::close(fd);
+
+        let fd = open_fd(&mapped, libc::O_RDWR | libc::O_APPEND);
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let m = libc::mmap(std::ptr::null_mut(), 8192, prot, libc::MAP_SHARED, fd, 0);
+        assert_ne!(m, libc::MAP_FAILED);
+        std::ptr::copy_nonoverlapping(b"HELLO".as_ptr(), m.cast::<u8>().add(100), 5);
+        assert_eq!(libc::msync(m, 8192, libc::MS_SYNC), 0);
+        libc::munmap(m, 8192);
+        libc::close(fd);
+    }
+    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+    let t = std::fs::read(&toggled).unwrap();
+    let m = std::fs::read(&mapped).unwrap();
+    let hello = m.windows(5).position(|w| w == b"HELLO");
+    vec![
+        format!("toggled: {:?}", String::from_utf8_lossy(&t)),
+        format!("mapped: size {} HELLO at {hello:?}", m.len()),
+    ]
+}
+
+fn append_follows_the_descriptor_not_the_open() {
+    let m = TestMount::new("append");
+    let t = Tmpfs::new("append-tmpfs");
+    let want = append_steps(&t.0);
+    assert_eq!(want[1], "mapped: size 8192 HELLO at Some(100)", "tmpfs");
+    let got = append_steps(&m.mnt);
+    assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
+}
+
 on_both_transports!(rename_whiteout_matches_tmpfs, sticky_create_matches_tmpfs);
+on_both_transports_and_writeback!(append_follows_the_descriptor_not_the_open,);

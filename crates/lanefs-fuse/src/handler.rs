@@ -253,23 +253,31 @@ impl Handler {
         self.writeback.get().copied().unwrap_or(false)
     }
 
-    /// The engine handle that OPEN/CREATE keep for I/O. Without the
-    /// writeback cache, `file` itself. With it (docs/FUSE.md, "Writeback
-    /// cache"), a handle on the same inode that can serve READs also when
-    /// the file was opened write-only (the kernel reads through any open
-    /// handle to fill the rest of a partially written page) and without
-    /// `O_APPEND` (the kernel owns the size and already chose each write's
-    /// offset; re-applying `O_APPEND` here would move data written at
-    /// offsets the kernel picked). Read permission is not checked for it:
-    /// the kernel checked the opener's access at `open(2)`, and data read
-    /// this way only fills the kernel's page cache, which the VFS serves
-    /// only to descriptors opened for reading (a write-only descriptor can
-    /// neither read nor map it readable).
+    /// The engine handle that OPEN/CREATE keep for I/O: one without
+    /// `O_APPEND`, in every mode. The kernel picks the offset of every
+    /// WRITE itself: for an `O_APPEND` descriptor the size it holds, under
+    /// the inode lock (`generic_write_checks`); it tracks whether the
+    /// descriptor appends *now* (`fcntl(F_SETFL)` turns `O_APPEND` on and
+    /// off after the open); and it writes pages a shared mapping dirtied
+    /// back at their own offsets through any writable handle of the file.
+    /// Re-applying `O_APPEND` here moved such data to the end of the file
+    /// (until 2026-11: a store through `mmap` of an `O_APPEND` descriptor,
+    /// or a write after `O_APPEND` was cleared).
+    ///
+    /// With the writeback cache (docs/FUSE.md, "Writeback cache") it can
+    /// also serve READs when the file was opened write-only (the kernel
+    /// reads through any open handle to fill the rest of a partially
+    /// written page). Read permission is not checked for it: the kernel
+    /// checked the opener's access at `open(2)`, and data read this way
+    /// only fills the kernel's page cache, which the VFS serves only to
+    /// descriptors opened for reading (a write-only descriptor can neither
+    /// read nor map it readable).
     fn io_file(&self, file: lanefs_core::OpenFile) -> Result<lanefs_core::OpenFile> {
-        if !self.writeback() {
-            return Ok(file);
-        }
-        let flags = writeback_io_flags(file.flags());
+        let flags = if self.writeback() {
+            writeback_io_flags(file.flags())
+        } else {
+            file.flags() & !libc::O_APPEND
+        };
         if flags == file.flags() {
             return Ok(file);
         }
@@ -894,11 +902,13 @@ mod tests {
         assert_eq!(r, Ok(7));
     }
 
-    /// Under the writeback cache a write-only handle serves reads, and
-    /// writes land at the offset the kernel chose even on an `O_APPEND`
-    /// open; without it the engine's rules stand (EBADF, append).
+    /// Under the writeback cache a write-only handle serves reads (without
+    /// it: EBADF); in both modes writes land at the offset the kernel
+    /// chose even on an `O_APPEND` open (until 2026-11 they were appended
+    /// without the writeback cache, which moved a page written back from
+    /// a shared mapping, as here, to the end of the file).
     #[test]
-    fn writeback_handles_read_and_ignore_append() {
+    fn writeback_handles_read_and_every_handle_ignores_append() {
         assert_eq!(
             writeback_io_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT),
             libc::O_RDWR
@@ -916,11 +926,14 @@ mod tests {
             let r = h.read_into(o.fh, 0, &mut buf);
             if wb {
                 assert_eq!(r, Ok(5));
-                assert_eq!(&buf[..5], b"hELlo");
             } else {
                 assert_eq!(r, Err(Errno::EBADF));
-                assert_eq!(h.getattr(a.ino, None).unwrap().size, 7, "appended");
+                let ro = h.open(&c, a.ino, libc::O_RDONLY).unwrap();
+                assert_eq!(h.read_into(ro.fh, 0, &mut buf), Ok(5));
+                h.release(ro.fh).unwrap();
             }
+            assert_eq!(&buf[..5], b"hELlo", "writeback {wb}");
+            assert_eq!(h.getattr(a.ino, None).unwrap().size, 5, "not appended");
             h.release(o.fh).unwrap();
         }
     }
