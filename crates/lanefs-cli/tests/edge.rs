@@ -15,6 +15,10 @@
 //! Until 2026-11 the daemon appended every write through a handle opened
 //! `O_APPEND` (the mapped page went to the end of the file).
 //!
+//! Likewise a read moves atime by the descriptor's `O_NOATIME` at the
+//! time of the read, set or cleared by `fcntl(F_SETFL)` after the open
+//! (until 2026-11 the open's flag counted).
+//!
 //! `open(O_CREAT)` of an existing socket or (`O_NOFOLLOW`) symlink in a
 //! sticky directory, as a user who owns neither it nor the directory: the
 //! VFS's `may_create_in_sticky` (`EACCES` where the directory is
@@ -321,5 +325,66 @@ fn append_follows_the_descriptor_not_the_open() {
     assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
 }
 
-on_both_transports!(rename_whiteout_matches_tmpfs, sticky_create_matches_tmpfs);
+/// Whether a read moves atime when `fcntl(F_SETFL)` sets `O_NOATIME`
+/// after a plain open, and when it clears it after an `O_NOATIME` open
+/// (relatime: atime is set before mtime first, so a read that counts
+/// moves it). The page cache is dropped first so that the read reaches
+/// the file system.
+fn noatime_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, open_flags, set_flags) in [
+        ("set_after_open", 0, libc::O_NOATIME),
+        ("cleared_after_open", libc::O_NOATIME, 0),
+    ] {
+        let p = root.join(name);
+        std::fs::write(&p, [7u8; 100]).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        let new = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2000);
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        f.set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(old)
+                .set_modified(new),
+        )
+        .unwrap();
+        drop(f);
+        std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+        let fd = open_fd(&p, libc::O_RDONLY | open_flags);
+        let mut buf = [0u8; 10];
+        // SAFETY: a descriptor this function owns and a buffer of 10 bytes.
+        unsafe {
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, set_flags), 0);
+            assert_eq!(libc::read(fd, buf.as_mut_ptr().cast(), 10), 10);
+            libc::close(fd);
+        }
+        let atime = std::fs::metadata(&p).unwrap().atime();
+        out.push(format!("{name}: atime moved {}", atime != 1000));
+    }
+    out
+}
+
+fn noatime_follows_the_descriptor_not_the_open() {
+    let m = TestMount::new("noatime-fcntl");
+    let t = Tmpfs::new("noatime-fcntl-tmpfs");
+    let want = noatime_steps(&t.0);
+    assert_eq!(
+        want,
+        [
+            "set_after_open: atime moved false",
+            "cleared_after_open: atime moved true"
+        ],
+        "tmpfs"
+    );
+    assert_eq!(
+        noatime_steps(&m.mnt),
+        want,
+        "lanefs (left) vs tmpfs (right)"
+    );
+}
+
+on_both_transports!(
+    rename_whiteout_matches_tmpfs,
+    sticky_create_matches_tmpfs,
+    noatime_follows_the_descriptor_not_the_open
+);
 on_both_transports_and_writeback!(append_follows_the_descriptor_not_the_open,);

@@ -124,7 +124,14 @@ impl OpenFile {
     /// Move atime after an access, as the mount's [`AtimePolicy`] says
     /// (relatime by default: bring atime past mtime/ctime).
     fn touch_atime(&self) {
-        if self.flags & libc::O_NOATIME != 0 {
+        self.touch_atime_as(self.flags);
+    }
+
+    /// [`touch_atime`](Self::touch_atime) for a descriptor whose flags
+    /// are now `flags` (its `O_NOATIME`, which `fcntl(F_SETFL)` may have
+    /// changed since the open).
+    fn touch_atime_as(&self, flags: i32) {
+        if flags & libc::O_NOATIME != 0 {
             return;
         }
         let config = &self.fs.config;
@@ -679,6 +686,20 @@ impl Fs {
 
     /// Read at `offset` into `buf`; returns the bytes read (0 at or past EOF).
     pub fn read(&self, file: &OpenFile, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_flags(file, offset, buf, file.flags)
+    }
+
+    /// As [`read`](Self::read), for a descriptor whose flags are now
+    /// `flags`: only its `O_NOATIME` counts (whether atime moves), which
+    /// `fcntl(F_SETFL)` may have set or cleared since the open. FUSE's
+    /// READ carries the descriptor's current flags.
+    pub fn read_flags(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        buf: &mut [u8],
+        flags: i32,
+    ) -> Result<usize> {
         if !file.readable() {
             return Err(Errno::EBADF);
         }
@@ -699,7 +720,7 @@ impl Fs {
             fs.enforce_page_budget();
         }
         let n = n?;
-        file.touch_atime();
+        file.touch_atime_as(flags);
         Ok(n)
     }
 

@@ -675,9 +675,12 @@ impl Handler {
     }
 
     /// READ into `buf` (the transport's reply buffer): bytes read.
-    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// `flags`: the descriptor's flags now (`fuse_read_in.flags`), whose
+    /// `O_NOATIME` decides whether atime moves: `fcntl(F_SETFL)` may have
+    /// changed it since the open (until 2026-11 the open's counted).
+    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8], flags: i32) -> Result<usize> {
         let h = self.handle(fh)?;
-        self.fs.read(&h.file, offset, buf)
+        self.fs.read_flags(&h.file, offset, buf, flags)
     }
 
     /// FLUSH (each `close` of a descriptor): nothing is buffered here.
@@ -923,13 +926,13 @@ mod tests {
             h.write(&c, o.fh, 0, b"hello", false, true).unwrap();
             h.write(&c, o.fh, 1, b"EL", false, true).unwrap();
             let mut buf = [0u8; 8];
-            let r = h.read_into(o.fh, 0, &mut buf);
+            let r = h.read_into(o.fh, 0, &mut buf, 0);
             if wb {
                 assert_eq!(r, Ok(5));
             } else {
                 assert_eq!(r, Err(Errno::EBADF));
                 let ro = h.open(&c, a.ino, libc::O_RDONLY).unwrap();
-                assert_eq!(h.read_into(ro.fh, 0, &mut buf), Ok(5));
+                assert_eq!(h.read_into(ro.fh, 0, &mut buf, 0), Ok(5));
                 h.release(ro.fh).unwrap();
             }
             assert_eq!(&buf[..5], b"hELlo", "writeback {wb}");
