@@ -8,6 +8,21 @@
 //! an existing target, with `RENAME_NOREPLACE`, two names of one inode,
 //! into a setgid directory, and the invalid combination with
 //! `RENAME_EXCHANGE`. Until 2026-11 lanefs answered `EINVAL`.
+//!
+//! Writes land where the kernel puts them, whatever the descriptor's
+//! `O_APPEND` was at open: after `fcntl(F_SETFL)` clears or sets it, and
+//! for a store through a shared mapping of an `O_APPEND` descriptor.
+//! Until 2026-11 the daemon appended every write through a handle opened
+//! `O_APPEND` (the mapped page went to the end of the file).
+//!
+//! Likewise a read moves atime by the descriptor's `O_NOATIME` at the
+//! time of the read, set or cleared by `fcntl(F_SETFL)` after the open
+//! (until 2026-11 the open's flag counted).
+//!
+//! `open(O_CREAT)` of an existing socket or (`O_NOFOLLOW`) symlink in a
+//! sticky directory, as a user who owns neither it nor the directory: the
+//! VFS's `may_create_in_sticky` (`EACCES` where the directory is
+//! world-writable) applies to a `default_permissions` mount as to tmpfs.
 
 mod common;
 
@@ -162,4 +177,214 @@ fn rename_whiteout_matches_tmpfs() {
     assert_eq!(got.len(), want.len());
 }
 
-on_both_transports!(rename_whiteout_matches_tmpfs);
+/// Run `f` in a forked child as uid/gid 1000 with no supplementary
+/// groups; what `f` returned (0 or an errno), through the exit status.
+fn as_user_1000(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child makes only system calls (setgroups, setresgid,
+    // setresuid, what `f` does, _exit).
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setresgid(1000, 1000, 1000) == 0
+                && libc::setresuid(1000, 1000, 1000) == 0;
+            libc::_exit(if ok { f() } else { 255 });
+        }
+        let mut st = 0;
+        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
+        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
+        libc::WEXITSTATUS(st)
+    }
+}
+
+/// The sticky-create cases on the tree at `root`: directories `w` (root's,
+/// 01777) and `g` (root's, group 1000, 01775), each holding a socket and a
+/// symlink owned by 1001, one socket owned by root and one by 1000; each
+/// opened `O_CREAT` by user 1000. One line per open.
+fn sticky_create_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (dir, mode, gid) in [("w", 0o1777, 0), ("g", 0o1775, 1000)] {
+        let d = root.join(dir);
+        std::fs::create_dir(&d).unwrap();
+        std::os::unix::fs::chown(&d, None, Some(gid)).unwrap();
+        let cd = c(&d);
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::chmod(cd.as_ptr(), mode) }, 0);
+        for (name, owner) in [("sock1001", 1001), ("sockroot", 0), ("sock1000", 1000)] {
+            let p = c(&d.join(name));
+            // SAFETY: a valid C string.
+            assert_eq!(
+                unsafe { libc::mknod(p.as_ptr(), libc::S_IFSOCK | 0o666, 0) },
+                0
+            );
+            std::os::unix::fs::lchown(d.join(name), Some(owner), Some(owner)).unwrap();
+        }
+        std::os::unix::fs::symlink("target", d.join("sym1001")).unwrap();
+        std::os::unix::fs::lchown(d.join("sym1001"), Some(1001), Some(1001)).unwrap();
+        for (name, extra) in [
+            ("sock1001", 0),
+            ("sockroot", 0),
+            ("sock1000", 0),
+            ("sym1001", libc::O_NOFOLLOW),
+        ] {
+            let p = c(&d.join(name));
+            let r = as_user_1000(|| {
+                // SAFETY: a valid C string.
+                let fd = unsafe {
+                    libc::open(p.as_ptr(), libc::O_CREAT | libc::O_RDONLY | extra, 0o644)
+                };
+                if fd >= 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(254)
+                }
+            });
+            out.push(format!(
+                "open({dir}/{name}, O_CREAT{}) = {r}",
+                if extra != 0 { "|O_NOFOLLOW" } else { "" }
+            ));
+        }
+    }
+    out
+}
+
+fn sticky_create_matches_tmpfs() {
+    let m = TestMount::with(
+        "stickycreate",
+        &["-o", "allow_other,default_permissions"],
+        &[],
+    );
+    let t = Tmpfs::new("stickycreate-tmpfs");
+    let want = sticky_create_steps(&t.0);
+    let eacces = format!("open(w/sock1001, O_CREAT) = {}", libc::EACCES);
+    assert!(want.contains(&eacces), "tmpfs: {want:#?}");
+    let got = sticky_create_steps(&m.mnt);
+    assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
+}
+
+/// `open(2)` of `p` with `flags`; panics on failure.
+fn open_fd(p: &Path, flags: i32) -> i32 {
+    let cp = c(p);
+    // SAFETY: a valid C string.
+    let fd = unsafe { libc::open(cp.as_ptr(), flags) };
+    assert!(fd >= 0, "open {p:?}: {}", std::io::Error::last_os_error());
+    fd
+}
+
+/// The append sequences on the tree at `root`; then the page cache is
+/// dropped and each file's size and contents read back (from the file
+/// system, not the kernel's cache).
+fn append_steps(root: &Path) -> Vec<String> {
+    let (toggled, mapped) = (root.join("toggled"), root.join("mapped"));
+    std::fs::write(&toggled, b"0123456789").unwrap();
+    std::fs::write(&mapped, vec![b'a'; 8192]).unwrap();
+    // SAFETY: plain system calls on descriptors this function owns; the
+    // mapping is 8192 bytes of an 8192-byte file, written inside it.
+    unsafe {
+        let fd = open_fd(&toggled, libc::O_WRONLY | libc::O_APPEND);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, 0), 0);
+        assert_eq!(libc::lseek(fd, 2, libc::SEEK_SET), 2);
+        assert_eq!(libc::write(fd, b"AB".as_ptr().cast(), 2), 2);
+        assert_eq!(libc::pwrite(fd, b"C".as_ptr().cast(), 1, 5), 1);
+        libc::close(fd);
+        let fd = open_fd(&toggled, libc::O_WRONLY);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, libc::O_APPEND), 0);
+        assert_eq!(libc::lseek(fd, 0, libc::SEEK_SET), 0);
+        assert_eq!(libc::write(fd, b"Z".as_ptr().cast(), 1), 1);
+        assert_eq!(libc::pwrite(fd, b"Y".as_ptr().cast(), 1, 1), 1);
+        libc::close(fd);
+
+        let fd = open_fd(&mapped, libc::O_RDWR | libc::O_APPEND);
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let m = libc::mmap(std::ptr::null_mut(), 8192, prot, libc::MAP_SHARED, fd, 0);
+        assert_ne!(m, libc::MAP_FAILED);
+        std::ptr::copy_nonoverlapping(b"HELLO".as_ptr(), m.cast::<u8>().add(100), 5);
+        assert_eq!(libc::msync(m, 8192, libc::MS_SYNC), 0);
+        libc::munmap(m, 8192);
+        libc::close(fd);
+    }
+    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+    let t = std::fs::read(&toggled).unwrap();
+    let m = std::fs::read(&mapped).unwrap();
+    let hello = m.windows(5).position(|w| w == b"HELLO");
+    vec![
+        format!("toggled: {:?}", String::from_utf8_lossy(&t)),
+        format!("mapped: size {} HELLO at {hello:?}", m.len()),
+    ]
+}
+
+fn append_follows_the_descriptor_not_the_open() {
+    let m = TestMount::new("append");
+    let t = Tmpfs::new("append-tmpfs");
+    let want = append_steps(&t.0);
+    assert_eq!(want[1], "mapped: size 8192 HELLO at Some(100)", "tmpfs");
+    let got = append_steps(&m.mnt);
+    assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
+}
+
+/// Whether a read moves atime when `fcntl(F_SETFL)` sets `O_NOATIME`
+/// after a plain open, and when it clears it after an `O_NOATIME` open
+/// (relatime: atime is set before mtime first, so a read that counts
+/// moves it). The page cache is dropped first so that the read reaches
+/// the file system.
+fn noatime_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, open_flags, set_flags) in [
+        ("set_after_open", 0, libc::O_NOATIME),
+        ("cleared_after_open", libc::O_NOATIME, 0),
+    ] {
+        let p = root.join(name);
+        std::fs::write(&p, [7u8; 100]).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        let new = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2000);
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        f.set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(old)
+                .set_modified(new),
+        )
+        .unwrap();
+        drop(f);
+        std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+        let fd = open_fd(&p, libc::O_RDONLY | open_flags);
+        let mut buf = [0u8; 10];
+        // SAFETY: a descriptor this function owns and a buffer of 10 bytes.
+        unsafe {
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, set_flags), 0);
+            assert_eq!(libc::read(fd, buf.as_mut_ptr().cast(), 10), 10);
+            libc::close(fd);
+        }
+        let atime = std::fs::metadata(&p).unwrap().atime();
+        out.push(format!("{name}: atime moved {}", atime != 1000));
+    }
+    out
+}
+
+fn noatime_follows_the_descriptor_not_the_open() {
+    let m = TestMount::new("noatime-fcntl");
+    let t = Tmpfs::new("noatime-fcntl-tmpfs");
+    let want = noatime_steps(&t.0);
+    assert_eq!(
+        want,
+        [
+            "set_after_open: atime moved false",
+            "cleared_after_open: atime moved true"
+        ],
+        "tmpfs"
+    );
+    assert_eq!(
+        noatime_steps(&m.mnt),
+        want,
+        "lanefs (left) vs tmpfs (right)"
+    );
+}
+
+on_both_transports!(
+    rename_whiteout_matches_tmpfs,
+    sticky_create_matches_tmpfs,
+    noatime_follows_the_descriptor_not_the_open
+);
+on_both_transports_and_writeback!(append_follows_the_descriptor_not_the_open,);

@@ -5,7 +5,9 @@
 //! and the dropped bits visible at once despite a long attribute timeout;
 //! the engine's atime policy from `noatime`/`strictatime`/`nodiratime`;
 //! who may enter a mount (`allow_root`, none of them) and the mount flags
-//! `noexec`/`nosuid`/`nodev`/`sync`/`dirsync`. Both transports; root.
+//! `noexec`/`nosuid`/`nodev`/`sync`/`dirsync`; `execve` asks for execute,
+//! not read, permission (against tmpfs, with and without
+//! `default_permissions`). Both transports; root.
 
 mod common;
 
@@ -321,6 +323,63 @@ fn mount_flags_reach_the_kernel() {
     assert!(run_script(&script).unwrap().success());
 }
 
+/// `execve` of a copy of `/bin/true` with each mode, as user 1000 and as
+/// root, in directory `dir`: "MODE as UID: 0" (it ran) or the errno.
+fn exec_cases(dir: &Path) -> Vec<String> {
+    let modes = [0o711, 0o744, 0o700, 0o755, 0o644, 0o100];
+    let mut out = Vec::new();
+    for mode in modes {
+        let p = dir.join(format!("prog{mode:o}"));
+        std::fs::copy("/bin/true", &p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let c = c_path(&p);
+        for id in [1000, 0] {
+            let r = as_user(id, || {
+                let argv = [c.as_ptr(), std::ptr::null()];
+                // Retried on ETXTBSY: a concurrent test's fork may hold
+                // a copy of the copy's just-closed write fd.
+                for _ in 0..50 {
+                    // SAFETY: a valid C string and a null-terminated argv.
+                    unsafe { libc::execv(c.as_ptr(), argv.as_ptr()) };
+                    if errno() != libc::ETXTBSY {
+                        break;
+                    }
+                    // SAFETY: plain sleep.
+                    unsafe { libc::usleep(20_000) };
+                }
+                errno()
+            });
+            out.push(format!("{mode:04o} as {id}: {r}"));
+        }
+    }
+    out
+}
+
+/// Running a program asks for execute permission, not read permission
+/// (Linux's `may_open` with `MAY_EXEC`): the kernel's FUSE OPEN of an
+/// `execve` carries `__FMODE_EXEC`, which the engine honours. Until
+/// 2026-11 it checked read permission: a `0711` program failed `EACCES`
+/// for user 1000 (and with `no_default_permissions`, where the kernel
+/// asks only for some execute bit, a `0744` one ran for anyone).
+fn exec_needs_execute_not_read_permission() {
+    let t = Tmpfs::new("exec-tmpfs");
+    let want = exec_cases(&t.0);
+    let eacces = libc::EACCES;
+    for case in [
+        "0711 as 1000: 0".to_string(),
+        format!("0744 as 1000: {eacces}"),
+        format!("0644 as 0: {eacces}"),
+    ] {
+        assert!(want.contains(&case), "tmpfs: {want:?}");
+    }
+    for opts in ["allow_other", "allow_other,no_default_permissions"] {
+        let m = TestMount::with("exec-perm", &["-o", opts], &[]);
+        std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let got = exec_cases(&m.mnt);
+        assert_eq!(got, want, "-o {opts}: lanefs (left) vs tmpfs (right)");
+    }
+}
+
 /// A non-root write that drops setuid shows at once, also where the
 /// kernel cached the old mode for long (`attr_timeout=30`): the handler's
 /// attribute invalidation reaches the kernel (until that notification was
@@ -343,4 +402,5 @@ on_both_transports!(
     atime_policy_follows_the_mount_options,
     who_may_enter_the_mount,
     mount_flags_reach_the_kernel,
+    exec_needs_execute_not_read_permission,
 );

@@ -40,6 +40,7 @@ use crate::xattr::kill_capability;
 use crate::{
     AtimePolicy, Attr, Cred, DirEntry, Fs, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, FILE_SIZE_MAX, MAY_EXEC, MAY_READ, MAY_WRITE,
+    O_EXEC_OPEN,
 };
 
 /// An open regular file or directory. Closing is dropping it; the last
@@ -123,7 +124,14 @@ impl OpenFile {
     /// Move atime after an access, as the mount's [`AtimePolicy`] says
     /// (relatime by default: bring atime past mtime/ctime).
     fn touch_atime(&self) {
-        if self.flags & libc::O_NOATIME != 0 {
+        self.touch_atime_as(self.flags);
+    }
+
+    /// [`touch_atime`](Self::touch_atime) for a descriptor whose flags
+    /// are now `flags` (its `O_NOATIME`, which `fcntl(F_SETFL)` may have
+    /// changed since the open).
+    fn touch_atime_as(&self, flags: i32) {
+        if flags & libc::O_NOATIME != 0 {
             return;
         }
         let config = &self.fs.config;
@@ -314,6 +322,14 @@ fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
         FileKind::Directory if mask & MAY_WRITE != 0 => return Err(Errno::EISDIR),
         _ => {}
     }
+    if flags & O_EXEC_OPEN != 0 {
+        // `execve`: execute permission, not read (`may_open`'s
+        // `MAY_EXEC`), and only of a regular file.
+        if inode.kind != FileKind::Regular {
+            return Err(Errno::EACCES);
+        }
+        mask = (mask & !MAY_READ) | MAY_EXEC;
+    }
     Ok(mask)
 }
 
@@ -467,9 +483,9 @@ fn kill_privs(cred: &Cred, inode: &Inode, m: &mut crate::inode::Meta) {
 
 impl Fs {
     /// Open inode `ino` with `open(2)` flags (`O_RDONLY`/`O_WRONLY`/`O_RDWR`,
-    /// `O_TRUNC`, `O_APPEND`, `O_NOATIME`, `O_DIRECTORY`). Directories open
-    /// read-only; symlinks give `ELOOP`; device, fifo and socket nodes
-    /// `ENXIO`.
+    /// `O_TRUNC`, `O_APPEND`, `O_NOATIME`, `O_DIRECTORY`, and the kernel's
+    /// [`O_EXEC_OPEN`] of an `execve`). Directories open read-only;
+    /// symlinks give `ELOOP`; device, fifo and socket nodes `ENXIO`.
     pub fn open(&self, cred: &Cred, ino: Ino, flags: i32) -> Result<OpenFile> {
         self.open_checked(cred, ino.into(), flags)
     }
@@ -670,6 +686,20 @@ impl Fs {
 
     /// Read at `offset` into `buf`; returns the bytes read (0 at or past EOF).
     pub fn read(&self, file: &OpenFile, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_flags(file, offset, buf, file.flags)
+    }
+
+    /// As [`read`](Self::read), for a descriptor whose flags are now
+    /// `flags`: only its `O_NOATIME` counts (whether atime moves), which
+    /// `fcntl(F_SETFL)` may have set or cleared since the open. FUSE's
+    /// READ carries the descriptor's current flags.
+    pub fn read_flags(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        buf: &mut [u8],
+        flags: i32,
+    ) -> Result<usize> {
         if !file.readable() {
             return Err(Errno::EBADF);
         }
@@ -690,7 +720,7 @@ impl Fs {
             fs.enforce_page_budget();
         }
         let n = n?;
-        file.touch_atime();
+        file.touch_atime_as(flags);
         Ok(n)
     }
 

@@ -27,6 +27,13 @@ pub const MAY_READ: u32 = 4;
 pub const MAY_WRITE: u32 = 2;
 pub const MAY_EXEC: u32 = 1;
 
+/// Open flag of an `execve` (Linux's `__FMODE_EXEC`, which the kernel
+/// leaves in the flags of a FUSE OPEN for a program it runs): the open
+/// asks for execute permission instead of read permission (`may_open`
+/// with `MAY_EXEC`, so a `--x` file runs), and only a regular file may be
+/// opened so (`EACCES`). The handle reads as an `O_RDONLY` one.
+pub const O_EXEC_OPEN: i32 = 0x20;
+
 /// `rename` flags, as Linux's `renameat2`.
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;

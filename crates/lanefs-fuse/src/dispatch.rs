@@ -444,7 +444,9 @@ fn serve(
         }
         Op::Read(arg) => {
             let n = arg.size.min(s.max_write) as usize;
-            out.fill_with(n, |buf| h.read_into(arg.fh, arg.offset, buf))?;
+            out.fill_with(n, |buf| {
+                h.read_into(arg.fh, arg.offset, buf, arg.flags as i32)
+            })?;
         }
         Op::Write { arg, data } => {
             let kill = arg.write_flags & FUSE_WRITE_KILL_SUIDGID != 0;

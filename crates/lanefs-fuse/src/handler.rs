@@ -253,23 +253,31 @@ impl Handler {
         self.writeback.get().copied().unwrap_or(false)
     }
 
-    /// The engine handle that OPEN/CREATE keep for I/O. Without the
-    /// writeback cache, `file` itself. With it (docs/FUSE.md, "Writeback
-    /// cache"), a handle on the same inode that can serve READs also when
-    /// the file was opened write-only (the kernel reads through any open
-    /// handle to fill the rest of a partially written page) and without
-    /// `O_APPEND` (the kernel owns the size and already chose each write's
-    /// offset; re-applying `O_APPEND` here would move data written at
-    /// offsets the kernel picked). Read permission is not checked for it:
-    /// the kernel checked the opener's access at `open(2)`, and data read
-    /// this way only fills the kernel's page cache, which the VFS serves
-    /// only to descriptors opened for reading (a write-only descriptor can
-    /// neither read nor map it readable).
+    /// The engine handle that OPEN/CREATE keep for I/O: one without
+    /// `O_APPEND`, in every mode. The kernel picks the offset of every
+    /// WRITE itself: for an `O_APPEND` descriptor the size it holds, under
+    /// the inode lock (`generic_write_checks`); it tracks whether the
+    /// descriptor appends *now* (`fcntl(F_SETFL)` turns `O_APPEND` on and
+    /// off after the open); and it writes pages a shared mapping dirtied
+    /// back at their own offsets through any writable handle of the file.
+    /// Re-applying `O_APPEND` here moved such data to the end of the file
+    /// (until 2026-11: a store through `mmap` of an `O_APPEND` descriptor,
+    /// or a write after `O_APPEND` was cleared).
+    ///
+    /// With the writeback cache (docs/FUSE.md, "Writeback cache") it can
+    /// also serve READs when the file was opened write-only (the kernel
+    /// reads through any open handle to fill the rest of a partially
+    /// written page). Read permission is not checked for it: the kernel
+    /// checked the opener's access at `open(2)`, and data read this way
+    /// only fills the kernel's page cache, which the VFS serves only to
+    /// descriptors opened for reading (a write-only descriptor can neither
+    /// read nor map it readable).
     fn io_file(&self, file: lanefs_core::OpenFile) -> Result<lanefs_core::OpenFile> {
-        if !self.writeback() {
-            return Ok(file);
-        }
-        let flags = writeback_io_flags(file.flags());
+        let flags = if self.writeback() {
+            writeback_io_flags(file.flags())
+        } else {
+            file.flags() & !libc::O_APPEND
+        };
         if flags == file.flags() {
             return Ok(file);
         }
@@ -510,7 +518,9 @@ impl Handler {
         self.dir_changes(&[newparent], r, |a| Some(a.ino))
     }
 
-    /// OPEN.
+    /// OPEN. `flags` are the opener's `f_flags`; the kernel's open of an
+    /// `execve` carries `__FMODE_EXEC` there, which the engine takes as
+    /// [`lanefs_core::O_EXEC_OPEN`] (execute permission, not read).
     pub fn open(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
         let special = |perm: u16| perm & 0o6000;
         let before = if flags & libc::O_TRUNC != 0 && caller.uid != 0 {
@@ -665,9 +675,12 @@ impl Handler {
     }
 
     /// READ into `buf` (the transport's reply buffer): bytes read.
-    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// `flags`: the descriptor's flags now (`fuse_read_in.flags`), whose
+    /// `O_NOATIME` decides whether atime moves: `fcntl(F_SETFL)` may have
+    /// changed it since the open (until 2026-11 the open's counted).
+    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8], flags: i32) -> Result<usize> {
         let h = self.handle(fh)?;
-        self.fs.read(&h.file, offset, buf)
+        self.fs.read_flags(&h.file, offset, buf, flags)
     }
 
     /// FLUSH (each `close` of a descriptor): nothing is buffered here.
@@ -892,11 +905,13 @@ mod tests {
         assert_eq!(r, Ok(7));
     }
 
-    /// Under the writeback cache a write-only handle serves reads, and
-    /// writes land at the offset the kernel chose even on an `O_APPEND`
-    /// open; without it the engine's rules stand (EBADF, append).
+    /// Under the writeback cache a write-only handle serves reads (without
+    /// it: EBADF); in both modes writes land at the offset the kernel
+    /// chose even on an `O_APPEND` open (until 2026-11 they were appended
+    /// without the writeback cache, which moved a page written back from
+    /// a shared mapping, as here, to the end of the file).
     #[test]
-    fn writeback_handles_read_and_ignore_append() {
+    fn writeback_handles_read_and_every_handle_ignores_append() {
         assert_eq!(
             writeback_io_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT),
             libc::O_RDWR
@@ -911,14 +926,17 @@ mod tests {
             h.write(&c, o.fh, 0, b"hello", false, true).unwrap();
             h.write(&c, o.fh, 1, b"EL", false, true).unwrap();
             let mut buf = [0u8; 8];
-            let r = h.read_into(o.fh, 0, &mut buf);
+            let r = h.read_into(o.fh, 0, &mut buf, 0);
             if wb {
                 assert_eq!(r, Ok(5));
-                assert_eq!(&buf[..5], b"hELlo");
             } else {
                 assert_eq!(r, Err(Errno::EBADF));
-                assert_eq!(h.getattr(a.ino, None).unwrap().size, 7, "appended");
+                let ro = h.open(&c, a.ino, libc::O_RDONLY).unwrap();
+                assert_eq!(h.read_into(ro.fh, 0, &mut buf, 0), Ok(5));
+                h.release(ro.fh).unwrap();
             }
+            assert_eq!(&buf[..5], b"hELlo", "writeback {wb}");
+            assert_eq!(h.getattr(a.ino, None).unwrap().size, 5, "not appended");
             h.release(o.fh).unwrap();
         }
     }
