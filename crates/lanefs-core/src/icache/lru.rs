@@ -26,8 +26,11 @@ use crate::sync::{AtomicUsize, Ordering};
 /// Number of LRU shards (a power of two).
 pub(crate) const LRU_SHARDS: usize = 16;
 
+/// One shard: its lock and queue on a cache line of their own.
+type Shard = CacheLine<Mutex<VecDeque<Arc<Inode>>>>;
+
 pub(crate) struct InodeLru {
-    shards: Box<[CacheLine<Mutex<VecDeque<Arc<Inode>>>>]>,
+    shards: Box<[Shard]>,
     /// Entries popped so far (tests count eviction work with it).
     #[cfg(test)]
     pub popped: AtomicUsize,
