@@ -13,8 +13,9 @@
 //!   the store's own structures take, written only by the store's hook (`watch_overhead`:
 //!   at creation and when a checkpoint ends), which charges each change to
 //!   `free_blocks` in the same call; read by `statfs`, `sync_all`, `check`.
-//! * `flusher` (set once at creation): the writeback thread of a persistent
-//!   store (`flusher.rs`); a round takes what `writeback` takes, inode by
+//! * `flusher` (mutex, a leaf): the writeback thread of a persistent store
+//!   (`flusher.rs`), set at creation, taken and joined when the last user
+//!   goes (`users_gone`); a round takes what `writeback` takes, inode by
 //!   inode, holding nothing else.
 //! * `orphans`: the configured orphan table; an orphan's slot lives in its
 //!   `Meta::orphan_slot` from `note_unlinked` to `maybe_free`.
@@ -132,6 +133,23 @@ impl HandleOwner for FsInner {
     fn handles(&self) -> &Handles<FsInner> {
         &self.handles
     }
+
+    /// Stop the flusher and wait for its round in flight: a round holds a
+    /// reference to the mount, and without the wait the release (the final
+    /// writeback and the store's close) ran on the flusher's thread after
+    /// the last user's drop had returned — an fsck right after the drop
+    /// read an image mid-checkpoint. Handles still open keep the mount;
+    /// their writes reach the store at their last close.
+    fn users_gone(&self) {
+        let flusher = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = flusher {
+            t.join();
+        }
+    }
 }
 
 pub(crate) struct FsInner {
@@ -166,7 +184,7 @@ pub(crate) struct FsInner {
     shrinker: Mutex<Option<ShrinkerId>>,
     /// This mount's flusher (`flusher.rs`), if its store persists and a
     /// writeback interval is set; stopped at drop.
-    flusher: std::sync::OnceLock<lanefs_store::Ticker>,
+    flusher: std::sync::Mutex<Option<lanefs_store::Ticker>>,
 }
 
 /// A reference to an inode: the root (pinned by the mount, borrowed, so the
@@ -499,14 +517,14 @@ impl Fs {
             totals: sb,
             config,
             shrinker: Mutex::new(None),
-            flusher: std::sync::OnceLock::new(),
+            flusher: std::sync::Mutex::new(None),
         });
         inner.store.watch_overhead(overhead_hook(&inner));
         // Model builds run no thread of their own outside the checker.
         #[cfg(not(lanefs_shuttle))]
         if let (Some(every), false) = (inner.config.writeback_interval, inner.volatile_store) {
             if let Some(t) = crate::flusher::start(Arc::downgrade(&inner), every) {
-                let _ = inner.flusher.set(t);
+                *inner.flusher.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
             }
         }
         let id =
@@ -1396,7 +1414,14 @@ impl FsInner {
 
 impl Drop for FsInner {
     fn drop(&mut self) {
-        if let Some(f) = self.flusher.get() {
+        // Dropped here only if the users' drop did not take it (a mount
+        // dropped on the flusher's own thread stops it, never joins it).
+        if let Some(f) = self
+            .flusher
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
             f.stop();
         }
         if let Some(id) = self.shrinker.lock().take() {

@@ -117,6 +117,9 @@ impl<T> Handles<T> {
 /// What keeps its handles' counts in a [`Handles`] of itself.
 pub trait HandleOwner: Sized {
     fn handles(&self) -> &Handles<Self>;
+    /// The last user is going (called by [`HandleUsers`]' drop, before its
+    /// handles are told): stop what only users need.
+    fn users_gone(&self) {}
 }
 
 /// The users' share of an owner `T` (held by the engine's `Fs` clones, or
@@ -138,6 +141,7 @@ impl<T: HandleOwner> HandleUsers<T> {
 
 impl<T: HandleOwner> Drop for HandleUsers<T> {
     fn drop(&mut self) {
+        self.0.users_gone();
         drop(self.0.handles().begin_closing());
     }
 }
