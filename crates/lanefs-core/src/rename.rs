@@ -540,17 +540,26 @@ impl Fs {
                 fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, ctime_at(m, now)))?;
             }
             fs.commit(&txn)?;
-            if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
-                m.rec.nlink = n;
-                let at = ctime_at(m, now);
-                touch_c(t, m, at);
-                fs.note_unlinked(t, m);
-            }
             if let Some(m) = om.as_mut() {
                 m.rec.parent = ndir.ino;
                 old.parent.store(ndir.ino, Ordering::Release);
                 let t = ctime_at(m, now);
                 touch_c(&old, m, t);
+            }
+            // `newname` re-pointed first, then the replaced inode's link
+            // count dropped, its `meta` held across both: while the old
+            // entry is visible a lookup can reach the inode and release
+            // it, and a release frees an unlinked inode nothing else
+            // keeps (`maybe_free`, under `meta`), so it must not see the
+            // count at 0 before the entry is gone (else the entry names a
+            // free number: `EUCLEAN` to the next lookup, or a number
+            // reused under a visible name).
+            nidx!().insert(newname, moved);
+            if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
+                m.rec.nlink = n;
+                let at = ctime_at(m, now);
+                touch_c(t, m, at);
+                fs.note_unlinked(t, m);
             }
         }
         if !reparent {
@@ -559,7 +568,6 @@ impl Fs {
             let t = ctime_at(&m, now);
             touch_c(&old, &mut m, t);
         }
-        nidx!().insert(newname, moved);
         debug_assert_eq!(reserved.is_some(), ndir_gains, "a reserved link unused");
         *reserved = None;
         // The directories' sizes, times and link counts in the names'
