@@ -706,7 +706,7 @@ impl FsInner {
             if !self.volatile_store {
                 return true;
             }
-            match self.store.dir_put_all(inode.ino, &idx.records()) {
+            match self.store.dir_put_all(inode.ino, idx.records()) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::error!(ino = inode.ino, "directory entries not handed back: {e}");

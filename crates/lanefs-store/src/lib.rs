@@ -91,7 +91,7 @@ pub trait Store: Send + Sync + 'static {
     /// default removes the names the store has that `entries` lacks (a
     /// store that kept them at [`dir_take`](Self::dir_take)), then inserts
     /// every entry.
-    fn dir_put_all(&self, dir: Ino, entries: &[DirEntryRecord]) -> Result<()> {
+    fn dir_put_all(&self, dir: Ino, entries: Vec<DirEntryRecord>) -> Result<()> {
         let keep: std::collections::HashSet<&[u8]> = entries.iter().map(|e| &e.name[..]).collect();
         for old in self.dir_read(dir)? {
             if !keep.contains(&old.name[..]) {

@@ -6,29 +6,22 @@
 //!   chunks, so `ino % SHARDS` put every lane's first file in one shard);
 //!   each protects the records of the inodes in its shard.
 //!   No call holds two of these at once (except `unwritten[s]` below).
-//! * `dirs[s]`: one mutex per shard of directory entries (of the
-//!   directories whose index the engine has not loaded: it takes them out
-//!   at load and gives them back when it drops the index,
-//!   `Store::volatile`), chosen by a hash of (directory, name), so that
-//!   changes of different names in one directory take different locks
-//!   (the engine changes them side by side under different stripes of the
-//!   directory). Reading a whole directory
-//!   visits every shard. A directory's map in a shard that loses its last
-//!   entry stays (a name renamed back and forth would otherwise free and
-//!   allocate a map each time) until the shard holds [`EMPTY_MAPS_MAX`]
-//!   such maps, when one sweep drops them all: the engine frees only empty
-//!   directories and `free_ino` does not visit these shards, so this
-//!   bounds what removed directories leave behind.
-//!   Each directory has a *home* shard (`ino_shard` of its number) that
-//!   keeps, under its mutex, a mask of the entry shards that may hold the
-//!   directory's entries (`EntryShard::homed`: a bit is set before an
-//!   entry goes into that shard and cleared only when the directory's
-//!   entries are taken, rewritten or freed), so a load, a take or a put
-//!   back of one directory locks its home and the shards in its mask, not
-//!   all 64 (a profile of seed000's cold walks at 16 threads had them
-//!   waiting on these shards' locks at every load and put-back of an
-//!   index). No call holds two entry-shard locks at once: the home's is
-//!   released before any other is taken.
+//! * `dirs[s]`: one mutex per shard (each on its own cache line) of
+//!   directory entries, chosen by `ino_shard` of the *directory*: each
+//!   directory's entries are in one shard, as its record is. They are
+//!   those of the directories whose index the engine has not loaded (it
+//!   takes them out at load and gives them back when it drops the index,
+//!   `Store::volatile`), so a directory's entries move whole: a put-back
+//!   keeps the engine's list as it is (`DirEntries::Parked`) and a take
+//!   returns it, one map operation each way, with no per-entry hashing,
+//!   copying or freeing (a profile of seed000's cold walks at 16 threads
+//!   spent about a sixth of its time spreading entries over shards by
+//!   name and gathering them back). Only callers that change single
+//!   entries (`dir_insert`, `dir_remove`: a store used without the
+//!   engine's index, in tests) turn a parked list into a map by name
+//!   (`DirEntries::Named`); an emptied map stays until the directory is
+//!   freed (`free_ino`), so a name renamed back and forth does not free
+//!   and allocate a map each time. One call holds one of these locks.
 //! * `ino_lanes[l]` (mutex, one cache line each): lane `l`'s inode-number
 //!   allocator — numbers it freed (reused first, newest first) and a chunk of
 //!   never-used numbers. A thread allocates and frees on its own lane only,
@@ -49,7 +42,6 @@ use std::collections::BTreeMap;
 // foldhash (randomly seeded per map) rather than SipHash: names and numbers
 // hash several times faster, and a chosen-collision attack still needs the seed.
 use foldhash::{HashMap, HashMapExt};
-use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -98,27 +90,62 @@ impl Default for MemoryStoreConfig {
 
 type DirMap = HashMap<Vec<u8>, [u8; 17]>;
 
-/// Empty directory maps a shard keeps before it sweeps them.
-const EMPTY_MAPS_MAX: usize = 256;
-
-/// One shard of directory entries.
-#[derive(Default)]
-struct EntryShard {
-    maps: HashMap<Ino, DirMap>,
-    /// Maps in `maps` that became empty (some may have refilled since).
-    emptied: usize,
-    /// For the directories whose *home* is this shard
-    /// ([`MemoryStore::home_shard`]): the entry shards that may hold their
-    /// entries, one bit each (module header).
-    homed: HashMap<Ino, u64>,
+/// One directory's entries in the store (module header).
+enum DirEntries {
+    /// As the engine gave them back (`dir_put_all`), taken back whole.
+    Parked(Vec<DirEntryRecord>),
+    /// By name, for single-entry changes.
+    Named(DirMap),
 }
+
+impl DirEntries {
+    /// The entries by name (a parked list turned into a map first).
+    fn named(&mut self) -> &mut DirMap {
+        if let DirEntries::Parked(list) = self {
+            let map = std::mem::take(list)
+                .into_iter()
+                .map(|e| {
+                    let v = e.encode_value();
+                    (e.name, v)
+                })
+                .collect();
+            *self = DirEntries::Named(map);
+        }
+        match self {
+            DirEntries::Named(m) => m,
+            DirEntries::Parked(_) => unreachable!("turned into a map above"),
+        }
+    }
+
+    /// Every entry, consumed.
+    fn into_records(self) -> Result<Vec<DirEntryRecord>> {
+        match self {
+            DirEntries::Parked(list) => Ok(list),
+            DirEntries::Named(m) => m
+                .into_iter()
+                .map(|(name, v)| DirEntryRecord::decode_value(&name, &v))
+                .collect(),
+        }
+    }
+
+    /// Every entry, copied.
+    fn records(&self) -> Result<Vec<DirEntryRecord>> {
+        match self {
+            DirEntries::Parked(list) => Ok(list.clone()),
+            DirEntries::Named(m) => m
+                .iter()
+                .map(|(name, v)| DirEntryRecord::decode_value(name, v))
+                .collect(),
+        }
+    }
+}
+
 type PageMap = BTreeMap<u64, Box<Page>>;
 
 /// An in-memory [`Store`]. Nothing survives the process.
 pub struct MemoryStore {
     inodes: Shards<Box<[u8]>>,
-    dirs: Box<[CacheLine<Mutex<EntryShard>>]>,
-    entry_hasher: foldhash::fast::RandomState,
+    dirs: Shards<DirEntries>,
     pages: Shards<PageMap>,
     ino_lanes: Box<[Mutex<InoLane>]>,
     next_chunk: AtomicU64,
@@ -143,8 +170,7 @@ impl MemoryStore {
     pub fn new(cfg: MemoryStoreConfig) -> MemoryStore {
         MemoryStore {
             inodes: shards(),
-            dirs: (0..SHARDS).map(|_| CacheLine::default()).collect(),
-            entry_hasher: foldhash::fast::RandomState::default(),
+            dirs: shards(),
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
             next_chunk: AtomicU64::new(ROOT_INO + 1),
@@ -158,31 +184,9 @@ impl MemoryStore {
         }
     }
 
-    /// The entry shard of `name` in `dir`, by index.
-    fn entry_shard_of(&self, dir: Ino, name: &[u8]) -> usize {
-        (self.entry_hasher.hash_one((dir, name)) as usize) % SHARDS
-    }
-
-    fn entry_shard(&self, dir: Ino, name: &[u8]) -> &Mutex<EntryShard> {
-        &self.dirs[self.entry_shard_of(dir, name)]
-    }
-
-    /// The shard that keeps `dir`'s mask of entry shards.
-    fn home_shard(dir: Ino) -> usize {
-        ino_shard(dir, SHARD_BITS)
-    }
-
-    /// `dir`'s mask of entry shards (a copy).
-    fn shard_mask(&self, dir: Ino) -> u64 {
-        let home = self.dirs[Self::home_shard(dir)].lock();
-        home.homed.get(&dir).copied().unwrap_or(0)
-    }
-
-    /// The entry shards set in `mask`.
-    fn shards_in(&self, mask: u64) -> impl Iterator<Item = &Mutex<EntryShard>> {
-        (0..SHARDS)
-            .filter(move |s| mask & (1 << s) != 0)
-            .map(|s| &*self.dirs[s])
+    /// The shard of `dir`'s entries.
+    fn dir_shard(&self, dir: Ino) -> &Mutex<HashMap<Ino, DirEntries>> {
+        &self.dirs[shard(dir)]
     }
 
     fn ino_lane(&self) -> &Mutex<InoLane> {
@@ -244,8 +248,8 @@ impl Store for MemoryStore {
         let s = shard(ino);
         self.inodes[s].lock().remove(&ino);
         self.pages[s].lock().remove(&ino);
-        // A freed directory is empty: its entry shards' mask goes too.
-        self.dirs[Self::home_shard(ino)].lock().homed.remove(&ino);
+        // A freed directory is empty: its (emptied) map goes too.
+        self.dirs[s].lock().remove(&ino);
         self.ino_lane().lock().freed.push(ino);
         self.unwritten[s].lock().remove(&ino);
         Ok(())
@@ -267,110 +271,43 @@ impl Store for MemoryStore {
     }
 
     fn dir_read(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
-        let mut out = Vec::new();
-        for shard in self.shards_in(self.shard_mask(dir)) {
-            if let Some(m) = shard.lock().maps.get(&dir) {
-                for (name, v) in m {
-                    out.push(DirEntryRecord::decode_value(name, v)?);
-                }
-            }
+        match self.dir_shard(dir).lock().get(&dir) {
+            Some(d) => d.records(),
+            None => Ok(Vec::new()),
         }
-        Ok(out)
     }
 
     /// Gives the entries up: the engine holds them while the index is
     /// loaded (`Store::volatile`).
     fn dir_take(&self, dir: Ino) -> Result<Vec<DirEntryRecord>> {
-        let mask = self.dirs[Self::home_shard(dir)]
-            .lock()
-            .homed
-            .remove(&dir)
-            .unwrap_or(0);
-        let mut out = Vec::new();
-        for shard in self.shards_in(mask) {
-            if let Some(m) = shard.lock().maps.remove(&dir) {
-                for (name, v) in &m {
-                    out.push(DirEntryRecord::decode_value(name, v)?);
-                }
-            }
-        }
-        Ok(out)
+        let taken = self.dir_shard(dir).lock().remove(&dir);
+        taken.map_or(Ok(Vec::new()), DirEntries::into_records)
     }
 
     fn dir_insert(&self, dir: Ino, entry: &DirEntryRecord) -> Result<()> {
-        let s = self.entry_shard_of(dir, &entry.name);
-        // The mask first: a reader that sees the entry sees its shard.
-        *self.dirs[Self::home_shard(dir)]
+        self.dir_shard(dir)
             .lock()
-            .homed
             .entry(dir)
-            .or_default() |= 1 << s;
-        self.dirs[s]
-            .lock()
-            .maps
-            .entry(dir)
-            .or_default()
+            .or_insert_with(|| DirEntries::Named(DirMap::new()))
+            .named()
             .insert(entry.name.clone(), entry.encode_value());
         Ok(())
     }
 
-    /// Make `entries` the entries of `dir`: each entry shard touched once
-    /// (the trait's default reads the directory back and locks a shard per
-    /// entry), only the shards of the old and the new mask visited.
-    fn dir_put_all(&self, dir: Ino, entries: &[DirEntryRecord]) -> Result<()> {
-        let mut groups: Vec<Vec<&DirEntryRecord>> = vec![Vec::new(); SHARDS];
-        for e in entries {
-            groups[self.entry_shard_of(dir, &e.name)].push(e);
-        }
-        let new = groups
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| !g.is_empty())
-            .fold(0u64, |m, (s, _)| m | 1 << s);
-        let old = {
-            let mut home = self.dirs[Self::home_shard(dir)].lock();
-            let m = home.homed.entry(dir).or_default();
-            let old = *m;
-            // Both until the shards are rewritten: a reader meanwhile
-            // visits every shard that may hold an entry.
-            *m |= new;
-            old
-        };
-        for (s, group) in groups.iter().enumerate() {
-            if (old | new) & (1 << s) == 0 {
-                continue;
-            }
-            let mut shard = self.dirs[s].lock();
-            let map = shard.maps.entry(dir).or_default();
-            map.clear();
-            for e in group {
-                map.insert(e.name.clone(), e.encode_value());
-            }
-            if map.is_empty() {
-                shard.maps.remove(&dir);
-            }
-        }
-        let mut home = self.dirs[Self::home_shard(dir)].lock();
-        if new == 0 {
-            home.homed.remove(&dir);
+    /// Keeps the list as given, to hand it back whole at the next take.
+    fn dir_put_all(&self, dir: Ino, entries: Vec<DirEntryRecord>) -> Result<()> {
+        let mut shard = self.dir_shard(dir).lock();
+        if entries.is_empty() {
+            shard.remove(&dir);
         } else {
-            home.homed.insert(dir, new);
+            shard.insert(dir, DirEntries::Parked(entries));
         }
         Ok(())
     }
 
     fn dir_remove(&self, dir: Ino, name: &[u8]) -> Result<()> {
-        let mut shard = self.entry_shard(dir, name).lock();
-        let emptied = match shard.maps.get_mut(&dir) {
-            Some(m) => m.remove(name).is_some() && m.is_empty(),
-            None => false,
-        };
-        if emptied {
-            shard.emptied += 1;
-            if shard.emptied >= EMPTY_MAPS_MAX {
-                shard.maps.retain(|_, m| !m.is_empty());
-                shard.emptied = 0;
-            }
+        if let Some(d) = self.dir_shard(dir).lock().get_mut(&dir) {
+            d.named().remove(name);
         }
         Ok(())
     }
@@ -566,11 +503,11 @@ mod tests {
         v
     }
 
-    /// Entries live in shards by (directory, name); a directory's mask of
-    /// shards finds them all through inserts, removals, put-backs that
-    /// drop names and add others, takes and frees.
+    /// A directory's entries through single-entry changes, put-backs
+    /// that drop names and add others (kept whole, then changed by name
+    /// again), takes and frees; another directory's stay apart.
     #[test]
-    fn a_directorys_entries_are_found_through_its_shard_mask() {
+    fn a_directorys_entries_move_whole_and_by_name() {
         let s = MemoryStore::default();
         let (d, other) = (s.alloc_ino().unwrap(), s.alloc_ino().unwrap());
         let many: Vec<_> = (0..200)
@@ -587,22 +524,23 @@ mod tests {
         let back: Vec<_> = (150..260)
             .map(|i| entry(&format!("n{i}"), 100 + i, 3 + i))
             .collect();
-        s.dir_put_all(d, &back).unwrap();
+        s.dir_put_all(d, back.clone()).unwrap();
         assert_eq!(sorted(s.dir_read(d).unwrap()), sorted(back.clone()));
-        assert_eq!(sorted(s.dir_take(d).unwrap()), sorted(back.clone()));
+        assert_eq!(s.dir_take(d).unwrap(), back, "handed back whole, as given");
         assert!(s.dir_read(d).unwrap().is_empty(), "taken");
-        s.dir_put_all(d, &back[..3]).unwrap();
-        assert_eq!(sorted(s.dir_take(d).unwrap()), sorted(back[..3].to_vec()));
-        s.dir_put_all(d, &[]).unwrap();
+        // A parked list changed by name: turned into a map.
+        s.dir_put_all(d, back[..3].to_vec()).unwrap();
+        s.dir_remove(d, &back[1].name).unwrap();
+        s.dir_insert(d, &entry("y", 9, 4)).unwrap();
+        let want = vec![back[0].clone(), back[2].clone(), entry("y", 9, 4)];
+        assert_eq!(sorted(s.dir_take(d).unwrap()), sorted(want));
+        s.dir_put_all(d, Vec::new()).unwrap();
         assert!(s.dir_take(d).unwrap().is_empty());
         assert_eq!(s.dir_read(other).unwrap(), vec![entry("x", 7, 3)]);
         s.dir_remove(other, b"x").unwrap();
         s.free_ino(other).unwrap();
-        assert!(s
-            .dirs
-            .iter()
-            .all(|sh| !sh.lock().homed.contains_key(&other)));
-        assert!(s.dirs.iter().all(|sh| !sh.lock().homed.contains_key(&d)));
+        assert!(s.dirs.iter().all(|sh| !sh.lock().contains_key(&other)));
+        assert!(s.dirs.iter().all(|sh| !sh.lock().contains_key(&d)));
     }
 
     #[test]
