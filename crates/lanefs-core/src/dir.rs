@@ -174,6 +174,7 @@
 //! 1.16-1.18 µs (`lanefs bench -t inproc`, 1 thread, medians of
 //! interleaved invocations of the builds on a 2-core EPYC VM).
 
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::ptr;
 
@@ -350,7 +351,7 @@ impl DirIndex {
                 cookie: r.cookie,
             };
             // SAFETY: `d` is not shared yet: this thread is its only writer.
-            unsafe { d.insert(&r.name, slot, &guard) };
+            unsafe { d.insert_owned(r.name, slot, &guard) };
         }
         d
     }
@@ -570,6 +571,28 @@ impl DirIndex {
     /// The caller is the only writer of `name`'s stripe (holds its lock,
     /// or owns the index).
     unsafe fn insert(&self, name: &[u8], slot: Slot, guard: &Guard) -> Option<Slot> {
+        // SAFETY: this function's contract.
+        unsafe { self.insert_named(Cow::Borrowed(name), slot, guard) }
+    }
+
+    /// [`insert`](Self::insert) of a name the caller owns: the listing
+    /// order keeps its allocation (a load of an index builds one entry per
+    /// record, whose name goes unused after).
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert).
+    unsafe fn insert_owned(&self, name: Vec<u8>, slot: Slot, guard: &Guard) -> Option<Slot> {
+        // SAFETY: this function's contract.
+        unsafe { self.insert_named(Cow::Owned(name), slot, guard) }
+    }
+
+    /// The body of [`insert`](Self::insert) and
+    /// [`insert_owned`](Self::insert_owned).
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert).
+    unsafe fn insert_named(&self, owned: Cow<'_, [u8]>, slot: Slot, guard: &Guard) -> Option<Slot> {
+        let name: &[u8] = &owned;
         // SAFETY: the caller is the stripe's only writer (this contract).
         let old = unsafe { self.names.insert(name, slot, guard) };
         match old {
@@ -587,7 +610,8 @@ impl DirIndex {
         if cookie_moved {
             let listed = Listed {
                 hash: self.names.hash_of(name),
-                name: name.into(),
+                // A borrowed name is copied, an owned one kept.
+                name: owned.into_owned().into_boxed_slice(),
             };
             let list = self.list_of(slot.cookie);
             crate::sync::note_opaque(list, true);
