@@ -205,17 +205,18 @@ fn queue_thread(fd: &OwnedFd, qid: u16, handler: &Handler, s: &Session) -> io::R
     }
     let mut out = ReplyBuf::with_capacity(payload_bytes + 64);
     let mut live = QUEUE_DEPTH;
+    // Completions of one wakeup (at most every entry), reused: no
+    // allocation per wakeup.
+    let mut done: Vec<(u64, i32)> = Vec::with_capacity(QUEUE_DEPTH);
     while live > 0 {
         match ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => return Err(e),
         }
-        let done: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (tag, res) in done {
+        done.clear();
+        done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        for &(tag, res) in &done {
             let i = tag as usize;
             if res < 0 {
                 live -= 1;
