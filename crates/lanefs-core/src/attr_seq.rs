@@ -21,15 +21,12 @@
 //! * The mirror is two such groups, each with its own `seq`, on separate
 //!   cache lines: the permission group (perm, uid, gid and the `freed`
 //!   flag: what the permission check of a lookup reads, as Linux's RCU walk
-//!   reads `i_mode`/`i_uid`, and how a lock-free reader tells a dead
-//!   inode) and the rest (times, size, links). A writer bumps only the
+//!   reads `i_mode`/`i_uid`; a lock-free walk learns that an inode is dead
+//!   from the inode's own `freed` flag, on its read-mostly header line) and
+//!   the rest (times, size, links). A writer bumps only the
 //!   groups it changes — both to odd before any word when it changes both
 //!   — so creates in a directory do not write what walks through it read.
 //!   A whole read checks both sequences.
-//!
-//! * `referenced` (in the permission group's line, outside its seqlock):
-//!   the LRU's second-chance hint, Relaxed — set by lock-free lookups when
-//!   clear, cleared by the evictor; a hint, ordered by nothing.
 //!
 //! Lock order: none of its own; `meta` keeps its place in the mount's order.
 
@@ -39,7 +36,7 @@ use lanefs_store::{FileKind, Ino, InodeRecord, Timespec, PAGE_SIZE};
 
 use crate::dir_attr::{DirAttrs, DirChanges};
 use crate::inode::Meta;
-use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Attr;
 
 /// Words of the permission group: what a path walk's permission check
@@ -212,10 +209,6 @@ impl AttrSnapshot {
 struct SeqWords<const N: usize> {
     seq: AtomicU64,
     words: [AtomicU64; N],
-    /// Not part of the seqlock: the permission group's holds the LRU's
-    /// second-chance hint ([`MetaLock::mark_referenced`]), on the line a
-    /// lock-free walk reads anyway (it fits the line's padding).
-    referenced: AtomicBool,
 }
 
 impl<const N: usize> SeqWords<N> {
@@ -223,9 +216,6 @@ impl<const N: usize> SeqWords<N> {
         SeqWords {
             seq: AtomicU64::new(0),
             words: std::array::from_fn(|i| AtomicU64::new(w[i])),
-            // A new or newly loaded inode starts unreferenced (its load
-            // or create put it at the LRU's tail already).
-            referenced: AtomicBool::new(false),
         }
     }
 
@@ -387,25 +377,6 @@ impl MetaLock {
     #[cfg(test)]
     pub fn rest_writes(&self) -> u64 {
         self.attr.rest.seq.load(Ordering::Relaxed) / 2
-    }
-
-    /// Note a lock-free lookup of this inode for the LRU (Linux's
-    /// `I_REFERENCED`): lock-free walks take no reference, so without this
-    /// an inode only ever reached by them — a directory every path goes
-    /// through — would age in the LRU like one nobody uses. Writes only
-    /// when the evictor has cleared the hint since (once per eviction
-    /// round), so walks through a hot directory share its line read-only.
-    pub fn mark_referenced(&self) {
-        let hint = &self.attr.perm.referenced;
-        if !hint.load(Ordering::Relaxed) {
-            hint.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Clear the hint; whether it was set (the evictor's second chance).
-    pub fn take_referenced(&self) -> bool {
-        let hint = &self.attr.perm.referenced;
-        hint.load(Ordering::Relaxed) && hint.swap(false, Ordering::Relaxed)
     }
 }
 

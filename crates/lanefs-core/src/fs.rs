@@ -959,7 +959,7 @@ impl FsInner {
 
     /// Undo `alloc_inode` for an inode that was never linked.
     pub fn discard_new(&self, inode: &Inode) {
-        inode.meta.lock().freed = true;
+        inode.mark_freed(&mut inode.meta.lock());
         // No handle was made (a new inode's creator gets its handle only
         // after the link); none may be made from the cache now.
         inode
@@ -1017,7 +1017,7 @@ impl FsInner {
                 self.note_unlinked(inode, &m);
                 return;
             }
-            m.freed = true;
+            inode.mark_freed(&mut m);
             m.dirty = false;
             (m.rec.blocks, m.orphan_slot.take())
         };
@@ -1347,7 +1347,7 @@ impl FsInner {
             // cleared. The entry keeps its `ON_LRU` bit, which this pop
             // owns. A pinned one leaves the LRU below as before (its last
             // release puts it back at the tail anyway).
-            if inode.life.refs() == 0 && inode.meta.take_referenced() {
+            if inode.life.refs() == 0 && inode.take_referenced() {
                 self.lru.push(inode);
                 continue;
             }

@@ -164,6 +164,19 @@ pub(crate) struct Inode {
     /// the directory's stripe; loaded Acquire. Written once, so it shares
     /// the read-mostly line of the fields above.
     pub born: AtomicBool,
+    /// Freed (or its creation discarded): `Meta::freed`, stored (Release)
+    /// once, under `meta`, where that is set; loaded Acquire by lock-free
+    /// walks ([`is_freed`](Self::is_freed)), which so tell a stale cache
+    /// object without reading a seqlocked group of the mirror: a walk by a
+    /// caller whose search needs no mode bits (root) then reads no line a
+    /// `chmod` writes. Written once: it shares the read-mostly line.
+    freed: AtomicBool,
+    /// The LRU's second-chance hint (Linux's `I_REFERENCED`), Relaxed: set
+    /// by lock-free lookups when clear, cleared by the evictor; a hint,
+    /// ordered by nothing ([`mark_referenced`](Self::mark_referenced)).
+    /// Written at most once per eviction round, so it shares the line a
+    /// walk reads anyway.
+    referenced: AtomicBool,
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
@@ -189,6 +202,37 @@ impl Inode {
     /// it is found by number. Called once, under `meta`.
     pub fn mark_born(&self) {
         self.born.store(true, Ordering::Release);
+    }
+
+    /// Whether the inode was freed (see `freed`).
+    #[inline]
+    pub fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+
+    /// Mark the inode freed; the caller sets `Meta::freed` under the same
+    /// `meta` section.
+    pub fn mark_freed(&self, m: &mut Meta) {
+        m.freed = true;
+        self.freed.store(true, Ordering::Release);
+    }
+
+    /// Note a lock-free lookup of this inode for the LRU (Linux's
+    /// `I_REFERENCED`): lock-free walks take no reference, so without this
+    /// an inode only ever reached by them — a directory every path goes
+    /// through — would age in the LRU like one nobody uses. Writes only
+    /// when the evictor has cleared the hint since (once per eviction
+    /// round), so walks through a hot directory share its line read-only.
+    #[inline]
+    pub fn mark_referenced(&self) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Clear the hint; whether it was set (the evictor's second chance).
+    pub fn take_referenced(&self) -> bool {
+        self.referenced.load(Ordering::Relaxed) && self.referenced.swap(false, Ordering::Relaxed)
     }
 
     /// Open handles now.
@@ -260,6 +304,10 @@ impl Inode {
             generation: rec.generation,
             parent: AtomicU64::new(rec.parent),
             born: AtomicBool::new(true),
+            freed: AtomicBool::new(false),
+            // A new or newly loaded inode starts unreferenced (its load or
+            // create put it at the LRU's tail already).
+            referenced: AtomicBool::new(false),
             meta: MetaLock::new(Meta {
                 rec,
                 dirty,
@@ -346,6 +394,8 @@ mod layout_tests {
             offset_of!(Inode, generation),
             offset_of!(Inode, parent),
             offset_of!(Inode, born),
+            offset_of!(Inode, freed),
+            offset_of!(Inode, referenced),
         ];
         let first = line(header[0]);
         assert!(header.iter().all(|o| line(*o) == first), "{header:?}");

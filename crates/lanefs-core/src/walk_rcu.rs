@@ -8,11 +8,12 @@
 //!    loaded → bail out), keeping the identity of the entry's node;
 //! 3. finds the child with `FsInner::iget_rcu` (a guard-scoped reference,
 //!    no count, not even a read of its life word; a miss or an inode in
-//!    flight → bail out), and reads its attribute mirror: the permission
-//!    group for a directory on the way and for the last when the caller
-//!    wants only its number and kind (a walk to the parent of a name to
-//!    change: a directory's times and size are its stripes', which every
-//!    change in it writes), the whole mirror for the last otherwise;
+//!    flight → bail out) and whether it was freed (its header's `freed`
+//!    flag, on the read-mostly line with its kind: no seqlocked group of
+//!    the mirror, which a `chmod` writes), and, for the last when the
+//!    caller wants its attributes, the whole mirror (a directory on the
+//!    way has its permission group read by step 1 of the next component,
+//!    unless the caller needs no mode bits to search it: root);
 //! 4. checks that the same node still holds the name in the same index
 //!    (`DirState::still_holds`): the entry stayed linked from the lookup to
 //!    here, so the child could not have been freed and its number could
@@ -144,7 +145,7 @@ impl FsInner {
             let Some(child) = self.iget_rcu(slot.ino, guard) else {
                 return Attempt::Bail;
             };
-            child.meta.mark_referenced();
+            child.mark_referenced();
             // The final inode's whole mirror (if the caller wants it), read
             // while its entry is still to be validated (so the attributes
             // held while it was linked); otherwise only the permission
@@ -153,7 +154,7 @@ impl FsInner {
             let attr = (is_last && want_attr).then(|| child.attr_snapshot());
             let freed = match &attr {
                 Some(a) => a.freed(),
-                None => child.meta.perm_attr().freed(),
+                None => child.is_freed(),
             };
             // The entry stayed linked while we found its inode (a removal
             // of another name in the directory does not disturb this).
@@ -181,7 +182,7 @@ impl FsInner {
         let a = want_attr.then(|| cur.attr_snapshot());
         let freed = match &a {
             Some(a) => a.freed(),
-            None => cur.meta.perm_attr().freed(),
+            None => cur.is_freed(),
         };
         if freed {
             return Attempt::Failed(Errno::ENOENT);
