@@ -14,7 +14,7 @@ use std::time::Duration;
 use lanefs_core::{Attr, Errno, FileKind, SetAttr, TimeSet, Timespec};
 
 use crate::cred::Caller;
-use crate::handler::{guarded, Handler, Opened, PlusEntry};
+use crate::handler::{guarded, Handler, Opened};
 use crate::proto::{self, *};
 use crate::wire::{forget_items, Op, ReplyBuf};
 
@@ -492,15 +492,17 @@ fn serve(
         }
         Op::Readdir(arg) => {
             let limit = arg.size.min(s.max_write) as usize;
-            h.readdir(arg.fh, arg.offset, arg.size, &mut |e| {
+            // The descriptor's flags now: its O_NOATIME decides atime.
+            let flags = arg.flags as i32;
+            h.readdir(arg.fh, arg.offset, arg.size, flags, &mut |e| {
                 !out.push_dirent(limit, e.ino, e.next_offset, dtype(e.kind), e.name)
             })?;
         }
         Op::Readdirplus(arg) => {
             // Sized to the kernel's buffer: the handler prepares exactly
             // what fits in `arg.size`.
-            let limit = arg.size.min(s.max_write) as usize;
-            h.readdirplus(arg.fh, arg.offset, arg.size, &mut |e: &PlusEntry<'_>| {
+            let (limit, flags) = (arg.size.min(s.max_write) as usize, arg.flags as i32);
+            h.readdirplus(arg.fh, arg.offset, arg.size, flags, &mut |e| {
                 let mut entry = entry_out(h, &e.attr);
                 if !e.counted {
                     // `.` and `..` carry no reference: nodeid 0 tells the
