@@ -67,10 +67,12 @@ pub struct Session {
 }
 
 /// The extended attribute of the root directory through which
-/// `lanefs stats MNT` asks the daemon how it serves (`key=value` lines).
-/// Only GETXATTR of this name on the root is answered by the adapter; a
-/// real xattr of that name on the root cannot be read back.
-pub const STATS_XATTR: &str = "user.lanefs.stats";
+/// `lanefs stats MNT` asks the daemon how it serves (`key=value` lines;
+/// defined in the core beside its reader, `lanefs_core::read_mount_stats`,
+/// which `lanefs stats` and `lanefs bench` share). Only GETXATTR of this
+/// name on the root is answered by the adapter; a real xattr of that name
+/// on the root cannot be read back.
+pub use lanefs_core::STATS_XATTR;
 
 fn stats_text(h: &Handler, s: &Session) -> Vec<u8> {
     format!(
