@@ -456,22 +456,7 @@ impl Target {
     /// answer to `lanefs stats` (transport, threads, writeback cache, …)
     /// on one line. `None` for anything else.
     pub fn served(&self) -> Option<String> {
-        use std::os::unix::ffi::OsStrExt;
-        let root = self.root.as_ref()?;
-        let path = std::ffi::CString::new(root.as_os_str().as_bytes()).ok()?;
-        let mut buf = vec![0u8; 4096];
-        // SAFETY: both strings are NUL-terminated; `buf` is writable for its
-        // length, which is what the call is told.
-        let n = unsafe {
-            libc::getxattr(
-                path.as_ptr(),
-                c"user.lanefs.stats".as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        let n = usize::try_from(n).ok()?;
-        let text = String::from_utf8_lossy(&buf[..n]);
+        let text = lanefs::read_mount_stats(self.root.as_ref()?).ok()?;
         let line = text
             .lines()
             .map(str::trim)

@@ -434,29 +434,12 @@ fn is_fuse_mount(mnt: &Path) -> bool {
 }
 
 /// `lanefs stats MNT`: the daemon answers the xattr
-/// [`lanefs_fuse::dispatch::STATS_XATTR`] on the root with `key=value` lines.
+/// [`lanefs_core::STATS_XATTR`] on the root with `key=value` lines
+/// (read by [`lanefs_core::read_mount_stats`], as `lanefs bench` does).
 fn cmd_stats(a: &StatsArgs) -> Result<(), String> {
-    use std::os::unix::ffi::OsStrExt;
-    let shown = a.mountpoint.display();
-    let path = std::ffi::CString::new(a.mountpoint.as_os_str().as_bytes())
-        .map_err(|_| format!("{shown}: bad path"))?;
-    let name = std::ffi::CString::new(lanefs_fuse::dispatch::STATS_XATTR).expect("no NUL");
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: path and name are NUL-terminated; buf is writable for its length.
-    let n = unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!("{shown}: not a lanefs mount ({e})"));
-    }
-    buf.truncate(n as usize);
-    print!("{}", String::from_utf8_lossy(&buf));
+    let text = lanefs_core::read_mount_stats(&a.mountpoint)
+        .map_err(|e| format!("{}: not a lanefs mount ({e})", a.mountpoint.display()))?;
+    print!("{text}");
     Ok(())
 }
 

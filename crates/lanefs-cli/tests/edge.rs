@@ -17,7 +17,8 @@
 //!
 //! Likewise a read moves atime by the descriptor's `O_NOATIME` at the
 //! time of the read, set or cleared by `fcntl(F_SETFL)` after the open
-//! (until 2026-11 the open's flag counted).
+//! (until 2026-11 the open's flag counted), and so does a listing (until
+//! 2026-11 every listing counted, whatever the descriptor's flag).
 //!
 //! `open(O_CREAT)` of an existing socket or (`O_NOFOLLOW`) symlink in a
 //! sticky directory, as a user who owns neither it nor the directory: the
@@ -39,11 +40,16 @@ struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     fn new(name: &str) -> Tmpfs {
+        Tmpfs::with(name, "mode=0755")
+    }
+
+    /// Mounted with the options `opts`.
+    fn with(name: &str, opts: &str) -> Tmpfs {
         let dir = unique_dir(name);
         let out = run_timeout(
             30,
             Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "mode=0755", "none"])
+                .args(["-t", "tmpfs", "-o", opts, "none"])
                 .arg(&dir),
         );
         assert!(out.status.success(), "{}", show(&out));
@@ -382,9 +388,84 @@ fn noatime_follows_the_descriptor_not_the_open() {
     );
 }
 
+/// Whether a listing (`getdents64` until the end) moves a directory's
+/// atime when `fcntl(F_SETFL)` sets `O_NOATIME` after a plain open, when
+/// it clears it after an `O_NOATIME` open, and (controls) when the open's
+/// flag is kept either way. Under `strictatime` every listing that counts
+/// moves atime.
+fn dir_noatime_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, open_flags, set_flags) in [
+        ("set_after_open", 0, libc::O_NOATIME),
+        ("cleared_after_open", libc::O_NOATIME, 0),
+        ("kept_noatime", libc::O_NOATIME, libc::O_NOATIME),
+        ("kept_plain", 0, 0),
+    ] {
+        let d = root.join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("entry"), b"").unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        std::fs::File::open(&d)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+        let fd = open_fd(&d, libc::O_RDONLY | libc::O_DIRECTORY | open_flags);
+        let mut buf = [0u8; 4096];
+        let mut calls = 0;
+        // SAFETY: a descriptor this function owns and a buffer of 4096
+        // bytes.
+        unsafe {
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, set_flags), 0);
+            loop {
+                let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
+                assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+                calls += 1;
+                if n == 0 {
+                    break;
+                }
+            }
+            libc::close(fd);
+        }
+        assert!(calls >= 2, "a listing and its end");
+        let atime = std::fs::metadata(&d).unwrap().atime();
+        out.push(format!("{name}: atime moved {}", atime != 1000));
+    }
+    out
+}
+
+/// A listing decides atime by the descriptor's `O_NOATIME` at the time
+/// of the listing, as a read does (`fuse_read_in.flags` of READDIR and
+/// READDIRPLUS). Until 2026-11 the daemon listed through a handle opened
+/// without the open's flags, so every listing counted.
+fn dir_noatime_follows_the_descriptor_not_the_open() {
+    let m = TestMount::with(
+        "dir-noatime-fcntl",
+        &["-o", "strictatime,nocache_dir,attr_timeout=0"],
+        &[],
+    );
+    let t = Tmpfs::with("dir-noatime-fcntl-tmpfs", "mode=0755,strictatime");
+    let want = dir_noatime_steps(&t.0);
+    assert_eq!(
+        want,
+        [
+            "set_after_open: atime moved false",
+            "cleared_after_open: atime moved true",
+            "kept_noatime: atime moved false",
+            "kept_plain: atime moved true",
+        ],
+        "tmpfs"
+    );
+    assert_eq!(
+        dir_noatime_steps(&m.mnt),
+        want,
+        "lanefs (left) vs tmpfs (right)"
+    );
+}
+
 on_both_transports!(
     rename_whiteout_matches_tmpfs,
     sticky_create_matches_tmpfs,
-    noatime_follows_the_descriptor_not_the_open
+    noatime_follows_the_descriptor_not_the_open,
+    dir_noatime_follows_the_descriptor_not_the_open
 );
 on_both_transports_and_writeback!(append_follows_the_descriptor_not_the_open,);

@@ -122,14 +122,10 @@ impl OpenFile {
     }
 
     /// Move atime after an access, as the mount's [`AtimePolicy`] says
-    /// (relatime by default: bring atime past mtime/ctime).
-    fn touch_atime(&self) {
-        self.touch_atime_as(self.flags);
-    }
-
-    /// [`touch_atime`](Self::touch_atime) for a descriptor whose flags
-    /// are now `flags` (its `O_NOATIME`, which `fcntl(F_SETFL)` may have
-    /// changed since the open).
+    /// (relatime by default: bring atime past mtime/ctime), unless `flags`
+    /// — the descriptor's flags now, whose `O_NOATIME` `fcntl(F_SETFL)`
+    /// may have changed since the open; the handle's own for the embedded
+    /// API — hold `O_NOATIME`.
     fn touch_atime_as(&self, flags: i32) {
         if flags & libc::O_NOATIME != 0 {
             return;
@@ -970,6 +966,21 @@ impl Fs {
         offset: u64,
         emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
+        self.readdir_flags(file, offset, file.flags, emit)
+    }
+
+    /// As [`readdir`](Self::readdir), for a descriptor whose flags are now
+    /// `flags`: only its `O_NOATIME` counts (whether atime moves), which
+    /// `fcntl(F_SETFL)` may have set or cleared since the open. FUSE's
+    /// READDIR and READDIRPLUS carry the descriptor's current flags, as
+    /// its READ does ([`read_flags`](Self::read_flags)).
+    pub fn readdir_flags(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        flags: i32,
+        emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<()> {
         let dir = &file.inode;
         if file.is_path() {
             return Err(Errno::EBADF);
@@ -1050,14 +1061,14 @@ impl Fs {
                     next_offset: slot.cookie,
                 };
                 if emit(e) {
-                    file.touch_atime();
+                    file.touch_atime_as(flags);
                     return stop_early(file, bound);
                 }
                 off = slot.cookie;
             }
         }
         keep_bound(file, bound, emitted && offset != 0)?;
-        file.touch_atime();
+        file.touch_atime_as(flags);
         Ok(())
     }
 

@@ -45,6 +45,7 @@ mod pcache;
 mod perm;
 mod reclaim;
 mod rename;
+mod stats_xattr;
 pub(crate) mod sync;
 /// Settle process-wide per-lane counters before a recorded audit pair.
 #[cfg(all(feature = "audit", not(lanefs_shuttle)))]
@@ -70,6 +71,7 @@ pub use reclaim::{
     DeferredRegistry, ReclaimRegistry, RwLockRegistry, Shrinker, ShrinkerId, SyncGraceRegistry,
     DEFAULT_PROCESS_CACHE_OBJECTS,
 };
+pub use stats_xattr::{read_mount_stats, STATS_XATTR};
 pub use variants::{
     CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
 };

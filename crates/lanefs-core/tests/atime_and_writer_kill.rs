@@ -91,6 +91,34 @@ fn nodiratime_spares_directories_only() {
     );
 }
 
+/// A listing's atime follows the flags it is given (`Fs::readdir_flags`,
+/// the descriptor's flags now: FUSE's READDIR carries them) and, through
+/// `Fs::readdir`, the handle's own open flags.
+#[test]
+fn listing_atime_follows_the_descriptors_noatime() {
+    let fs = fs_with(AtimePolicy::Strict, false);
+    let root = Cred::root();
+    let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755, 0).unwrap();
+    let at = Timespec { sec: 1000, nsec: 0 };
+    let list = |open_flags: i32, flags: Option<i32>| {
+        let ch = SetAttr {
+            atime: Some(TimeSet::At(at)),
+            ..Default::default()
+        };
+        fs.setattr(&root, d.ino, &ch, None).unwrap();
+        let dir = fs.open(&root, d.ino, libc::O_RDONLY | open_flags).unwrap();
+        match flags {
+            Some(f) => fs.readdir_flags(&dir, 0, f, &mut |_| false).unwrap(),
+            None => fs.readdir(&dir, 0, &mut |_| false).unwrap(),
+        }
+        fs.getattr(d.ino).unwrap().atime != at
+    };
+    assert!(!list(libc::O_NOATIME, None), "opened O_NOATIME");
+    assert!(list(0, None), "opened plain");
+    assert!(!list(0, Some(libc::O_NOATIME)), "O_NOATIME set since");
+    assert!(list(libc::O_NOATIME, Some(0)), "O_NOATIME cleared since");
+}
+
 /// A directory's times follow its entries' changes as Linux's do: a
 /// create sets mtime and ctime to now even after `utimensat` put mtime in
 /// the future, and a listing after a change moves a relatime atime that

@@ -14,7 +14,7 @@ use std::time::Duration;
 use lanefs_core::{Attr, Errno, FileKind, SetAttr, TimeSet, Timespec};
 
 use crate::cred::Caller;
-use crate::handler::{guarded, Handler, Opened, PlusEntry};
+use crate::handler::{guarded, Handler, Opened};
 use crate::proto::{self, *};
 use crate::wire::{forget_items, Op, ReplyBuf};
 
@@ -67,10 +67,12 @@ pub struct Session {
 }
 
 /// The extended attribute of the root directory through which
-/// `lanefs stats MNT` asks the daemon how it serves (`key=value` lines).
-/// Only GETXATTR of this name on the root is answered by the adapter; a
-/// real xattr of that name on the root cannot be read back.
-pub const STATS_XATTR: &str = "user.lanefs.stats";
+/// `lanefs stats MNT` asks the daemon how it serves (`key=value` lines;
+/// defined in the core beside its reader, `lanefs_core::read_mount_stats`,
+/// which `lanefs stats` and `lanefs bench` share). Only GETXATTR of this
+/// name on the root is answered by the adapter; a real xattr of that name
+/// on the root cannot be read back.
+pub use lanefs_core::STATS_XATTR;
 
 fn stats_text(h: &Handler, s: &Session) -> Vec<u8> {
     format!(
@@ -492,15 +494,17 @@ fn serve(
         }
         Op::Readdir(arg) => {
             let limit = arg.size.min(s.max_write) as usize;
-            h.readdir(arg.fh, arg.offset, arg.size, &mut |e| {
+            // The descriptor's flags now: its O_NOATIME decides atime.
+            let flags = arg.flags as i32;
+            h.readdir(arg.fh, arg.offset, arg.size, flags, &mut |e| {
                 !out.push_dirent(limit, e.ino, e.next_offset, dtype(e.kind), e.name)
             })?;
         }
         Op::Readdirplus(arg) => {
             // Sized to the kernel's buffer: the handler prepares exactly
             // what fits in `arg.size`.
-            let limit = arg.size.min(s.max_write) as usize;
-            h.readdirplus(arg.fh, arg.offset, arg.size, &mut |e: &PlusEntry<'_>| {
+            let (limit, flags) = (arg.size.min(s.max_write) as usize, arg.flags as i32);
+            h.readdirplus(arg.fh, arg.offset, arg.size, flags, &mut |e| {
                 let mut entry = entry_out(h, &e.attr);
                 if !e.counted {
                     // `.` and `..` carry no reference: nodeid 0 tells the

@@ -721,26 +721,31 @@ impl Handler {
 
     /// READDIR: call `emit(entry)` for each entry
     /// from `offset` until it returns `true` (reply buffer full) or the
-    /// directory ends. No lookup references are taken.
+    /// directory ends. No lookup references are taken. `flags`: the
+    /// descriptor's flags now (`fuse_read_in.flags`, as for READ), whose
+    /// `O_NOATIME` decides whether atime moves (until 2026-11 the open's
+    /// counted, and OPENDIR did not even pass it to the engine).
     pub fn readdir(
         &self,
         fh: u64,
         offset: u64,
         size: u32,
+        flags: i32,
         emit: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let h = self.handle(fh)?;
         let mut used = 0usize;
         let mut sent = 0usize;
-        self.fs.readdir(&h.file, offset, &mut |e: DirEntry<'_>| {
-            used += (DIRENT_HEADER_BYTES + e.name.len()).next_multiple_of(8);
-            if used > size as usize {
-                return true;
-            }
-            let full = emit(e);
-            sent += usize::from(!full);
-            full
-        })?;
+        self.fs
+            .readdir_flags(&h.file, offset, flags, &mut |e: DirEntry<'_>| {
+                used += (DIRENT_HEADER_BYTES + e.name.len()).next_multiple_of(8);
+                if used > size as usize {
+                    return true;
+                }
+                let full = emit(e);
+                sent += usize::from(!full);
+                full
+            })?;
         self.listing_reply(h.file.ino(), sent);
         Ok(())
     }
@@ -748,12 +753,13 @@ impl Handler {
     /// READDIRPLUS: like [`readdir`](Self::readdir), with attributes; every
     /// entry but `.` and `..` carries a lookup reference. `emit` returns
     /// `true` when the entry did not fit; the handler then gives that
-    /// reference back and stops.
+    /// reference back and stops. `flags` as for `readdir`.
     pub fn readdirplus(
         &self,
         fh: u64,
         offset: u64,
         size: u32,
+        flags: i32,
         emit: &mut dyn FnMut(&PlusEntry<'_>) -> bool,
     ) -> Result<()> {
         let h = self.handle(fh)?;
@@ -762,15 +768,16 @@ impl Handler {
         // while it calls us back, and lookups must not run under it.
         let mut raw: Vec<(Vec<u8>, Ino, u64)> = Vec::new();
         let mut used = 0usize;
-        self.fs.readdir(&h.file, offset, &mut |e: DirEntry<'_>| {
-            let sz = (DIRENTPLUS_HEADER_BYTES + e.name.len()).next_multiple_of(8);
-            if used + sz > size as usize {
-                return true;
-            }
-            used += sz;
-            raw.push((e.name.to_vec(), e.ino, e.next_offset));
-            false
-        })?;
+        self.fs
+            .readdir_flags(&h.file, offset, flags, &mut |e: DirEntry<'_>| {
+                let sz = (DIRENTPLUS_HEADER_BYTES + e.name.len()).next_multiple_of(8);
+                if used + sz > size as usize {
+                    return true;
+                }
+                used += sz;
+                raw.push((e.name.to_vec(), e.ino, e.next_offset));
+                false
+            })?;
         // Lookups for READDIRPLUS are the kernel's own: ownership and
         // permission were checked when the directory was opened.
         let cred = lanefs_core::Cred::root();
@@ -984,7 +991,7 @@ mod tests {
         // the 6th is refused and its reference must be given back.
         let o = h.opendir(&c, d, libc::O_RDONLY).unwrap();
         let mut seen = Vec::new();
-        h.readdirplus(o.fh, 0, 1 << 20, &mut |e: &PlusEntry<'_>| {
+        h.readdirplus(o.fh, 0, 1 << 20, 0, &mut |e: &PlusEntry<'_>| {
             if seen.len() == 5 {
                 return true;
             }
@@ -1002,7 +1009,7 @@ mod tests {
         }
         // Plain READDIR takes no references.
         let mut n = 0;
-        h.readdir(o.fh, 0, u32::MAX, &mut |_e| {
+        h.readdir(o.fh, 0, u32::MAX, 0, &mut |_e| {
             n += 1;
             false
         })

@@ -89,8 +89,7 @@ fn read_dir_entries() {
         ],
     );
     let name_bytes = OsStr::from_bytes(b"/d/caf\xe9\xff");
-    p.fs.write(name_bytes, b"latin1").unwrap();
-    std::fs::write(p.k(name_bytes), b"latin1").unwrap();
+    p.write_both(name_bytes, b"latin1");
     for dir in ["/d", "/ld", "/ld/", "/d/file", "/missing", "/d/ldangling"] {
         let l = p.fs.read_dir(dir).and_then(|rd| {
             let mut v = rd
@@ -137,8 +136,7 @@ fn read_dir_entries() {
         p.same(&format!("read_dir {dir}"), &l, &r);
     }
     // A listing of a directory removed after it was opened.
-    p.fs.create_dir("/dying").unwrap();
-    std::fs::create_dir(p.k("/dying")).unwrap();
+    p.create_dir_both("/dying");
     let lrd = p.fs.read_dir("/dying").unwrap();
     let srd = std::fs::read_dir(p.k("/dying")).unwrap();
     p.fs.remove_dir("/dying").unwrap();

@@ -126,8 +126,7 @@ fn file_seek_read_write() {
 #[test]
 fn file_access_modes_and_set_len() {
     let Some(mut p) = pair() else { return };
-    p.fs.write("/f", b"0123456789").unwrap();
-    std::fs::write(p.k("/f"), b"0123456789").unwrap();
+    p.write_both("/f", b"0123456789");
     // Read-only handle.
     let mut lf = p.fs.open("/f").unwrap();
     let mut sf = std::fs::File::open(p.k("/f")).unwrap();
@@ -217,8 +216,7 @@ fn file_access_modes_and_set_len() {
     p.same("set_len on append", &l, &r);
     drop((lf, sf));
     // A directory handle.
-    p.fs.create_dir("/d").unwrap();
-    std::fs::create_dir(p.k("/d")).unwrap();
+    p.create_dir_both("/d");
     let mut lf = p.fs.open("/d").unwrap();
     let mut sf = std::fs::File::open(p.k("/d")).unwrap();
     let l = lf.read(&mut lb);
@@ -309,8 +307,7 @@ fn reading_whole_a_file_too_big_for_memory() {
     p.same("File::read_to_end of the last bytes", &l, &r);
     let mut ls = String::from("kept");
     let mut ss = String::from("kept");
-    p.fs.write("/bad", b"ok\xff").unwrap();
-    std::fs::write(p.k("/bad"), b"ok\xff").unwrap();
+    p.write_both("/bad", b"ok\xff");
     let l =
         p.fs.open("/bad")
             .and_then(|mut f| f.read_to_string(&mut ls))
@@ -398,8 +395,7 @@ fn random_file_call_sequences() {
         .unwrap_or(24);
     for seed in 1..=seeds {
         let name = format!("/r{seed}");
-        p.fs.write(&name, b"").unwrap();
-        std::fs::write(p.k(&name), b"").unwrap();
+        p.write_both(&name, b"");
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let mut slots: Vec<(lanefs::File, std::fs::File, String)> = Vec::new();
         for step in 0..250 {

@@ -187,8 +187,7 @@ fn odd_inputs() {
     let r = std::os::unix::fs::symlink("", p.k("/s"));
     p.same("symlink to empty", &l, &r);
     // Invalid UTF-8 content.
-    p.fs.write("/bin", b"\xff\xfe").unwrap();
-    std::fs::write(p.k("/bin"), b"\xff\xfe").unwrap();
+    p.write_both("/bin", b"\xff\xfe");
     let l = p.fs.read_to_string("/bin");
     let r = std::fs::read_to_string(p.k("/bin"));
     p.same("read_to_string of invalid UTF-8", &l, &r);
@@ -217,8 +216,7 @@ fn canonicalize_as_realpath() {
     );
     for i in 1..=41 {
         let (t, l) = (format!("chain{}", i - 1), format!("/chain{i}"));
-        p.fs.symlink(&t, &l).unwrap();
-        std::os::unix::fs::symlink(&t, p.k(&l)).unwrap();
+        p.symlink_both(&t, &l);
     }
     let cases = [
         "/",

@@ -44,21 +44,17 @@ fn open_options_matrix() {
             match before {
                 Before::Missing => {}
                 Before::File => {
-                    p.fs.write(&name, b"old content").unwrap();
-                    std::fs::write(p.k(&name), b"old content").unwrap();
+                    p.write_both(&name, b"old content");
                 }
                 Before::DanglingLink | Before::LinkToFile => {
                     let t = format!("t{n}");
-                    p.fs.symlink(&t, &name).unwrap();
-                    std::os::unix::fs::symlink(&t, p.k(&name)).unwrap();
+                    p.symlink_both(&t, &name);
                     if let Before::LinkToFile = before {
-                        p.fs.write(&target, b"old content").unwrap();
-                        std::fs::write(p.k(&target), b"old content").unwrap();
+                        p.write_both(&target, b"old content");
                     }
                 }
                 Before::Dir => {
-                    p.fs.create_dir(&name).unwrap();
-                    std::fs::create_dir(p.k(&name)).unwrap();
+                    p.create_dir_both(&name);
                 }
             }
             let on = |i: u32| bits & (1 << i) != 0;
@@ -117,14 +113,10 @@ fn open_options_matrix() {
 #[test]
 fn open_options_mode_and_custom_flags() {
     let Some(mut p) = pair() else { return };
-    p.fs.write("/f", b"data").unwrap();
-    std::fs::write(p.k("/f"), b"data").unwrap();
-    p.fs.create_dir("/d").unwrap();
-    std::fs::create_dir(p.k("/d")).unwrap();
-    p.fs.symlink("f", "/lf").unwrap();
-    std::os::unix::fs::symlink("f", p.k("/lf")).unwrap();
-    p.fs.symlink("d", "/ld").unwrap();
-    std::os::unix::fs::symlink("d", p.k("/ld")).unwrap();
+    p.write_both("/f", b"data");
+    p.create_dir_both("/d");
+    p.symlink_both("f", "/lf");
+    p.symlink_both("d", "/ld");
 
     // (path, read, write, create, create_new, mode, custom flags)
     let cases: &[(&str, bool, bool, bool, bool, u32, i32)] = &[

@@ -31,8 +31,7 @@ fn types_are_send_and_sync_as_std() {
 #[test]
 fn try_clone_shares_the_position() {
     let Some(mut p) = pair() else { return };
-    p.fs.write("/f", b"0123456789").unwrap();
-    std::fs::write(p.k("/f"), b"0123456789").unwrap();
+    p.write_both("/f", b"0123456789");
     for append in [false, true] {
         let mut la = lanefs::OpenOptions::new()
             .read(true)
@@ -210,9 +209,7 @@ fn clones_share_the_position_across_threads() {
 fn shared_file_references() {
     use std::io::BufRead;
     let Some(mut p) = pair() else { return };
-    p.fs.write("/f", b"line one\nline two\nline three\n")
-        .unwrap();
-    std::fs::write(p.k("/f"), b"line one\nline two\nline three\n").unwrap();
+    p.write_both("/f", b"line one\nline two\nline three\n");
     let mut lf = lanefs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -42,10 +42,8 @@ fn file_metadata_unlinked_and_permissions() {
         p.same(&format!("fchmod {mode:o}"), &l, &r);
     }
     // chmod by path, setuid bits included.
-    p.fs.write("/g", b"").unwrap();
-    std::fs::write(p.k("/g"), b"").unwrap();
-    p.fs.symlink("g", "/lg").unwrap();
-    std::os::unix::fs::symlink("g", p.k("/lg")).unwrap();
+    p.write_both("/g", b"");
+    p.symlink_both("g", "/lg");
     for (path, mode) in [("/g", 0o6755u32), ("/lg", 0o1700), ("/nope", 0o600)] {
         let l =
             p.fs.set_permissions(path, mode)
@@ -69,11 +67,9 @@ fn metadata_fields() {
         ("/page", 4096),
         ("/odd", 10_000),
     ] {
-        p.fs.write(name, vec![b'x'; size]).unwrap();
-        std::fs::write(p.k(name), vec![b'x'; size]).unwrap();
+        p.write_both(name, vec![b'x'; size]);
     }
-    p.fs.write("/sparse", b"").unwrap();
-    std::fs::write(p.k("/sparse"), b"").unwrap();
+    p.write_both("/sparse", b"");
     {
         let lf = lanefs::OpenOptions::new()
             .write(true)
@@ -86,10 +82,8 @@ fn metadata_fields() {
         lf.write_at(b"end", 1 << 20).unwrap();
         sf.write_at(b"end", 1 << 20).unwrap();
     }
-    p.fs.create_dir("/d").unwrap();
-    std::fs::create_dir(p.k("/d")).unwrap();
-    p.fs.symlink("one", "/link").unwrap();
-    std::os::unix::fs::symlink("one", p.k("/link")).unwrap();
+    p.create_dir_both("/d");
+    p.symlink_both("one", "/link");
     p.fs.hard_link("/one", "/one2").unwrap();
     std::fs::hard_link(p.k("/one"), p.k("/one2")).unwrap();
     for name in [
@@ -195,8 +189,7 @@ fn lane_times(m: &lanefs::Metadata) -> (i64, i64, i64, i64) {
 fn file_set_times_and_set_modified() {
     use lanefs::{TimeSet, Timespec};
     let Some(mut p) = pair() else { return };
-    p.fs.write("/f", b"x").unwrap();
-    std::fs::write(p.k("/f"), b"x").unwrap();
+    p.write_both("/f", b"x");
     let t1 = Timespec {
         sec: 1_000_000_000,
         nsec: 123,

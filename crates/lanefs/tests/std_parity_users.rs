@@ -284,8 +284,7 @@ fn fchown_as_std() {
         ("/e", 0o644, Some(7), None),
     ];
     for &(name, mode, uid, gid) in cases {
-        p.fs.write(name, b"x").unwrap();
-        std::fs::write(p.k(name), b"x").unwrap();
+        p.write_both(name, b"x");
         p.fs.set_permissions(name, mode).unwrap();
         std::fs::set_permissions(p.k(name), std::fs::Permissions::from_mode(mode)).unwrap();
         let lf = p.fs.open(name).unwrap();
@@ -301,8 +300,7 @@ fn fchown_as_std() {
     }
     // Unprivileged: the owner may change the group to one of its own.
     for name in ["/mine", "/theirs"] {
-        p.fs.write(name, b"x").unwrap();
-        std::fs::write(p.k(name), b"x").unwrap();
+        p.write_both(name, b"x");
     }
     p.fs.chown("/mine", Some(1000), Some(1000)).unwrap();
     std::os::unix::fs::chown(p.k("/mine"), Some(1000), Some(1000)).unwrap();

@@ -4,7 +4,9 @@
 //! `std::os::unix::fs` on a fresh directory of a tmpfs mounted for it
 //! (a [`Pair`]: unmounted on drop, also when the test fails), and compares
 //! the values, the `io::ErrorKind` and the `raw_os_error()` of each
-//! outcome ([`Pair::same`], [`Pair::trees`]).
+//! outcome ([`Pair::same`], [`Pair::trees`]). Setup that must be the
+//! same on both sides goes through one call each ([`Pair::write_both`],
+//! [`Pair::create_dir_both`], [`Pair::symlink_both`], [`build`]).
 //!
 //! Where std answers with an error of its own making (no errno: a NUL byte
 //! in a path, invalid UTF-8), only the kind is compared; lanefs's errno for
@@ -86,6 +88,27 @@ impl Pair {
         }
         out.extend_from_slice(b);
         PathBuf::from(OsStr::from_bytes(&out))
+    }
+
+    /// Setup: write `data` to `path` on both sides.
+    #[track_caller]
+    pub fn write_both<P: AsRef<Path>, D: AsRef<[u8]>>(&self, path: P, data: D) {
+        self.fs.write(&path, &data).unwrap();
+        std::fs::write(self.k(path), data).unwrap();
+    }
+
+    /// Setup: make the directory `path` on both sides.
+    #[track_caller]
+    pub fn create_dir_both<P: AsRef<Path>>(&self, path: P) {
+        self.fs.create_dir(&path).unwrap();
+        std::fs::create_dir(self.k(path)).unwrap();
+    }
+
+    /// Setup: make the symlink `link` to `target` on both sides.
+    #[track_caller]
+    pub fn symlink_both<T: AsRef<Path>, L: AsRef<Path>>(&self, target: T, link: L) {
+        self.fs.symlink(&target, &link).unwrap();
+        std::os::unix::fs::symlink(target, self.k(link)).unwrap();
     }
 
     /// Record a difference between the library's outcome `l` and std's `s`.
@@ -187,12 +210,10 @@ pub fn build(p: &mut Pair, dirs: &[&str], files: &[(&str, &[u8])], links: &[(&st
         std::fs::create_dir_all(p.k(d)).unwrap();
     }
     for (f, data) in files {
-        p.fs.write(f, data).unwrap();
-        std::fs::write(p.k(f), data).unwrap();
+        p.write_both(f, data);
     }
     for (target, link) in links {
-        p.fs.symlink(target, link).unwrap();
-        std::os::unix::fs::symlink(target, p.k(link)).unwrap();
+        p.symlink_both(target, link);
     }
 }
 
