@@ -1,8 +1,8 @@
 //! The transport-neutral request handler: one method per FUSE request that
 //! maps the decoded arguments to engine ([`Fs`]) calls and returns a plain
-//! reply value or an [`Errno`]. A transport (today fuser over `/dev/fuse`,
-//! later FUSE-over-io_uring) only decodes, calls [`guarded`] around one of
-//! these methods, and encodes the result.
+//! reply value or an [`Errno`]. A transport (`transport_dev` over
+//! `/dev/fuse`, `transport_uring` over FUSE-over-io_uring) only decodes,
+//! calls [`guarded`] around one of these methods, and encodes the result.
 //!
 //! # Locking rules
 //!
