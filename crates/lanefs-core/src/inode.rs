@@ -107,6 +107,20 @@ pub(crate) struct Meta {
     pub linkable: bool,
 }
 
+impl Meta {
+    /// Whether a lookup that found this inode by a name may count it now
+    /// (under `meta`, after the name was validated): not freed, and linked
+    /// or already an orphan. One whose last link went after the lookup read
+    /// the name, while nothing pinned it, is not: the unlink sealed its open
+    /// count and recorded no orphan (`note_unlinked`), and frees it next
+    /// unless a count lands first; counted then, it lived on unlinked, not
+    /// in the orphan table (`check`: "leaked") and unopenable by its
+    /// holder. The lookup reads the name again instead (it is gone).
+    pub fn countable_by_name(&self) -> bool {
+        !self.freed && (self.rec.nlink > 0 || self.orphan_slot.get().is_some())
+    }
+}
+
 /// Starts on a line of its own (`align(64)`): a regular file's data side
 /// holds words every write stores (`pcache`), which must not share a line
 /// with the inode's read-mostly header (`ino`, `kind`, `generation`,
