@@ -40,7 +40,10 @@
 //!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
 //!   compare-and-swap that fails once sealed), either by a caller that
 //!   holds a counted reference or another handle, or by an open from the
-//!   cache under an epoch guard with no reference at all (`open_rcu`).
+//!   cache under an epoch guard with no reference at all (`open_rcu`); or
+//!   set before the inode is hashed for a creating open (`NewNode::opens`,
+//!   adopted by its handle: `open_new`), so that it is open before its
+//!   name is visible.
 //!   Lowered by a close without `meta` while other handles remain; the last
 //!   close takes it to 0 and then decides under `meta` (free the inode if
 //!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])

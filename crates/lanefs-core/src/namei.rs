@@ -40,6 +40,8 @@ pub(crate) struct NewNode<'a> {
     pub rdev: u64,
     pub target: &'a [u8],
     pub lookups: u64,
+    /// Open handles it is born with (a creating open's, which its handle
+    /// adopts: pinned before its name is visible).
     pub opens: u64,
     /// Creating a device node needs `CAP_MKNOD` (root).
     pub needs_mknod_cap: bool,
@@ -1072,6 +1074,43 @@ mod model {
                 }
                 creator.join().unwrap();
                 rival.join().unwrap();
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// `open(O_CREAT)` of a new name racing an unlink of it: the open
+    /// succeeds (with a handle to the file it made, unlinked or not),
+    /// never `ENOENT`. Before the created file was born open
+    /// (`NewNode::opens`), an unlink between the create and the open
+    /// freed it (nothing kept it) and the open failed.
+    #[test]
+    fn model_creating_open_vs_unlink() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        for _ in 0..3 {
+                            if fs.unlink(&Cred::root(), ROOT_INO, b"f").is_ok() {
+                                break;
+                            }
+                            thread::yield_now();
+                        }
+                    })
+                };
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                let opened = fs.open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, false);
+                let (_, h, _) = opened.expect("O_CREAT open");
+                fs.write(&h, 0, b"x").unwrap();
+                drop(h);
+                unlinker.join().unwrap();
                 if let Err(p) = fs.check() {
                     panic!("inconsistent: {p:?}");
                 }
