@@ -585,7 +585,11 @@ impl Fs {
                     return Err(Errno::EISDIR);
                 }
                 let target = fs.lookup(cred, parent, name, false)?;
-                Ok((self.open(cred, target.ino, flags)?, false))
+                // By number *and* generation: nothing holds the directory
+                // found, which may be removed and its number reused by
+                // another inode before the open.
+                let at = DirAt::checked(target.ino, target.generation);
+                Ok((self.open_checked(cred, at, flags)?, false))
             } else if !creat {
                 check_name(name)?;
                 let child = fs.lookup_child(dir, name)?;

@@ -1120,6 +1120,44 @@ mod model {
         );
     }
 
+    /// An open of `.` in a directory racing its removal and the reuse of
+    /// its number by a new directory: the open finds the directory it
+    /// was asked for, or nothing — never the new one. Before, the open
+    /// went by the number `.` resolved to, without its generation.
+    #[test]
+    fn model_open_dot_vs_rmdir_and_reuse() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+                fs.forget(d.ino, 1);
+                let at = DirAt::checked(d.ino, d.generation);
+                let remover = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let r = Cred::root();
+                        fs.rmdir(&r, ROOT_INO, b"d").unwrap();
+                        let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
+                        fs.forget(e.ino, 1);
+                    })
+                };
+                let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+                if let Ok((a, h, _)) = fs.open_at(&r, at, b".", flags, 0, 0, false) {
+                    assert_eq!(
+                        (a.ino, a.generation),
+                        (d.ino, d.generation),
+                        "opened another directory"
+                    );
+                    drop(h);
+                }
+                remover.join().unwrap();
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
     /// A counted lookup racing the unlink of the name's last link, with
     /// nothing else holding the inode: the lookup either misses, or counts
     /// an inode that is then an orphan (in the table, openable by its
