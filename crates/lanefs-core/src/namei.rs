@@ -174,11 +174,22 @@ impl FsInner {
         // back LIVE by its evictor, which fails at the open count without
         // needing this lock: wait for that. One not open: its caller
         // reached it without a count and reruns on a counted reference
-        // (`ESTALE`). A freed directory has no entries.
+        // (`ESTALE`). A freed directory gets no index (`ENOENT`): a caller
+        // that counted it before it was freed may still ask (a counted
+        // reference does not keep it), and an index installed after
+        // `maybe_free` took its last one would be handed to the store by a
+        // cache walk holding the inode from an earlier snapshot (`shrink`,
+        // `check`, unmount) — for a number a new directory may have reused,
+        // wiping that one's entries. `freed` is set under `meta` before
+        // `maybe_free` takes the index under this load lock, so a load
+        // that sees it unset is taken out by that free.
+        if dir.meta.lock().freed {
+            return Err(Errno::ENOENT);
+        }
         let records = loop {
             match dir.life.state() {
                 State::Live => break self.store.dir_take(dir.ino)?,
-                State::Dead => break Vec::new(),
+                State::Dead => return Err(Errno::ENOENT),
                 State::Freeing if dir.open_count() == 0 => return Err(Errno::ESTALE),
                 State::Freeing => crate::sync::yield_now(),
             }
