@@ -366,6 +366,29 @@ impl FsInner {
         Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
     }
 
+    /// The handle of a file its creator just made born open (one open
+    /// count, `NewNode::opens`): it adopts that count. No permission is
+    /// asked (`open_checks`' `created`), nothing is truncated.
+    fn open_new(
+        self: &Arc<Self>,
+        cred: &Cred,
+        made: &IRef<'_>,
+        flags: i32,
+        counted: bool,
+    ) -> Result<OpenFile> {
+        let inode = made.arc();
+        crate::sync::note_arc_count(Arc::as_ptr(&inode));
+        let file = OpenFile::new(self, inode, flags, cred.clone());
+        // Refused: dropping the handle closes it (the last close decides
+        // as any other).
+        open_checks(&file.inode, cred, flags, true)?;
+        if counted {
+            // Not freed: the handle pins it.
+            *file.inode.meta.lock().lookups_mut() += 1;
+        }
+        Ok(file)
+    }
+
     fn open_inode(
         self: &Arc<Self>,
         cred: &Cred,
@@ -531,7 +554,10 @@ impl Fs {
     /// `mode & !umask` if absent and `flags` has `O_CREAT` (`O_EXCL`: the
     /// name must not exist). The lookup is lock-free; an entry unlinked
     /// between lookup and open is opened as it was (as on Linux, where the
-    /// open holds the dentry it found). `counted` adds a lookup
+    /// open holds the dentry it found) while something else keeps the
+    /// inode; one freed meanwhile is `ENOENT`, or with `O_CREAT` the name
+    /// is looked up (or created) again. A file this call creates is born
+    /// open, so it is opened even if unlinked at once. `counted` adds a lookup
     /// reference (FUSE CREATE). Returns the attributes after the open
     /// (after `O_TRUNC`), the handle, and whether the file was created.
     #[allow(clippy::too_many_arguments)]
@@ -555,7 +581,11 @@ impl Fs {
                     return Err(Errno::EISDIR);
                 }
                 let target = fs.lookup(cred, parent, name, false)?;
-                Ok((self.open(cred, target.ino, flags)?, false))
+                // By number *and* generation: nothing holds the directory
+                // found, which may be removed and its number reused by
+                // another inode before the open.
+                let at = DirAt::checked(target.ino, target.generation);
+                Ok((self.open_checked(cred, at, flags)?, false))
             } else if !creat {
                 check_name(name)?;
                 let child = fs.lookup_child(dir, name)?;
@@ -658,12 +688,24 @@ impl Fs {
                         if child.kind == FileKind::Directory {
                             return Err(Errno::EISDIR);
                         }
-                        return Ok((fs.open_inode(cred, &child, flags, false, counted)?, false));
+                        match fs.open_inode(cred, &child, flags, false, counted) {
+                            Ok(file) => return Ok((file, false)),
+                            // Unlinked and freed (or being freed) since the
+                            // lookup: the open comes after that unlink, so
+                            // the name is looked up (or created) again.
+                            Err(Errno::ENOENT) => continue,
+                            Err(e) => return Err(e),
+                        }
                     }
                     Err(Errno::ENOENT) => {}
                     Err(e) => return Err(e),
                 }
             }
+            // Born open (`opens: 1`, which the handle below adopts): an
+            // unlink between the create and the open finds it open and
+            // leaves it an orphan, as Linux's open holds what it created.
+            // Born unopened, it was freed by such an unlink (nothing kept
+            // it) and the open failed with `ENOENT`.
             let node = NewNode {
                 kind: FileKind::Regular,
                 perm: creation_perm(FileKind::Regular, mode, umask),
@@ -671,11 +713,11 @@ impl Fs {
                 rdev: 0,
                 target: &[],
                 lookups: 0,
-                opens: 0,
+                opens: 1,
                 needs_mknod_cap: false,
             };
             if let Made::New(inode) = fs.create_in(cred, dir, name, &node, exclusive)? {
-                return Ok((fs.open_inode(cred, &inode, flags, true, counted)?, true));
+                return Ok((fs.open_new(cred, &inode, flags, counted)?, true));
             }
         }
     }

@@ -1695,3 +1695,50 @@ mod tests {
         assert!(fs.inner.iget_rcu(a.ino + 1000, &guard).is_none());
     }
 }
+
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod freed_dir_index {
+    use crate::{Cred, Fs};
+    use lanefs_store::ROOT_INO;
+
+    /// A directory removed while a caller (a lookup in it) holds a counted
+    /// reference taken before, and a cache walk (shrink, check, unmount)
+    /// holding it from a snapshot taken before: the lookup must not load
+    /// an index into the freed directory, or the walk hands that empty
+    /// index to the store for the directory's number — which a new
+    /// directory has reused by then, so its entries are wiped (before
+    /// `load_index` refused a freed directory, `z` was gone here).
+    #[test]
+    fn a_freed_directory_gets_no_index_to_hand_back() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+        fs.forget(d.ino, 1);
+        // The lookup's counted reference, and the walk's snapshot.
+        let held = fs.inner.iget(d.ino).unwrap();
+        let snapshot = held.arc();
+        fs.rmdir(&r, ROOT_INO, b"d").unwrap();
+        // The lookup goes on in the freed directory.
+        assert!(fs.inner.lookup_child(&held, b"x").is_err());
+        drop(held);
+        // The number comes back (this thread's lane freed it last).
+        let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
+        assert_eq!(
+            e.ino, d.ino,
+            "the number was not reused: the test proves nothing"
+        );
+        let z = fs.mknod(&r, e.ino, b"z", 0o644, 0, 0).unwrap();
+        fs.forget(z.ino, 1);
+        fs.forget(e.ino, 1);
+        // The new directory's entries go back to the store.
+        fs.shrink();
+        // The walk reaches the stale directory.
+        fs.inner.drop_caches_of(&snapshot);
+        drop(snapshot);
+        fs.lookup(&r, e.ino, b"z")
+            .expect("the new directory's entry");
+        if let Err(bad) = fs.check() {
+            panic!("{bad:?}");
+        }
+    }
+}

@@ -40,7 +40,10 @@
 //!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
 //!   compare-and-swap that fails once sealed), either by a caller that
 //!   holds a counted reference or another handle, or by an open from the
-//!   cache under an epoch guard with no reference at all (`open_rcu`).
+//!   cache under an epoch guard with no reference at all (`open_rcu`); or
+//!   set before the inode is hashed for a creating open (`NewNode::opens`,
+//!   adopted by its handle: `open_new`), so that it is open before its
+//!   name is visible.
 //!   Lowered by a close without `meta` while other handles remain; the last
 //!   close takes it to 0 and then decides under `meta` (free the inode if
 //!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])
@@ -105,6 +108,20 @@ pub(crate) struct Meta {
     /// may give it its first name although its link count is 0 (Linux's
     /// `I_LINKABLE`).
     pub linkable: bool,
+}
+
+impl Meta {
+    /// Whether a lookup that found this inode by a name may count it now
+    /// (under `meta`, after the name was validated): not freed, and linked
+    /// or already an orphan. One whose last link went after the lookup read
+    /// the name, while nothing pinned it, is not: the unlink sealed its open
+    /// count and recorded no orphan (`note_unlinked`), and frees it next
+    /// unless a count lands first; counted then, it lived on unlinked, not
+    /// in the orphan table (`check`: "leaked") and unopenable by its
+    /// holder. The lookup reads the name again instead (it is gone).
+    pub fn countable_by_name(&self) -> bool {
+        !self.freed && (self.rec.nlink > 0 || self.orphan_slot.get().is_some())
+    }
 }
 
 /// Starts on a line of its own (`align(64)`): a regular file's data side

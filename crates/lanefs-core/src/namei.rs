@@ -40,6 +40,8 @@ pub(crate) struct NewNode<'a> {
     pub rdev: u64,
     pub target: &'a [u8],
     pub lookups: u64,
+    /// Open handles it is born with (a creating open's, which its handle
+    /// adopts: pinned before its name is visible).
     pub opens: u64,
     /// Creating a device node needs `CAP_MKNOD` (root).
     pub needs_mknod_cap: bool,
@@ -172,11 +174,22 @@ impl FsInner {
         // back LIVE by its evictor, which fails at the open count without
         // needing this lock: wait for that. One not open: its caller
         // reached it without a count and reruns on a counted reference
-        // (`ESTALE`). A freed directory has no entries.
+        // (`ESTALE`). A freed directory gets no index (`ENOENT`): a caller
+        // that counted it before it was freed may still ask (a counted
+        // reference does not keep it), and an index installed after
+        // `maybe_free` took its last one would be handed to the store by a
+        // cache walk holding the inode from an earlier snapshot (`shrink`,
+        // `check`, unmount) — for a number a new directory may have reused,
+        // wiping that one's entries. `freed` is set under `meta` before
+        // `maybe_free` takes the index under this load lock, so a load
+        // that sees it unset is taken out by that free.
+        if dir.meta.lock().freed {
+            return Err(Errno::ENOENT);
+        }
         let records = loop {
             match dir.life.state() {
                 State::Live => break self.store.dir_take(dir.ino)?,
-                State::Dead => break Vec::new(),
+                State::Dead => return Err(Errno::ENOENT),
                 State::Freeing if dir.open_count() == 0 => return Err(Errno::ESTALE),
                 State::Freeing => crate::sync::yield_now(),
             }
@@ -536,8 +549,22 @@ impl FsInner {
             return attr_of(&*self.iget(up)?);
         }
         check_name(name)?;
-        let child = self.lookup_child(&dir, name)?;
-        attr_of(&child)
+        loop {
+            let child = self.lookup_child(&dir, name)?;
+            let mut m = child.meta.lock();
+            if m.freed {
+                return Err(Errno::ENOENT);
+            }
+            if counted {
+                // Unlinked since the name was read, and being freed: look
+                // again (`Meta::countable_by_name`).
+                if !m.countable_by_name() {
+                    continue;
+                }
+                *m.lookups_mut() += 1;
+            }
+            return Ok(child.attr_locked(&m));
+        }
     }
 
     /// Is directory `ancestor` equal to `dir` or above it? Walks parents;
@@ -1058,6 +1085,138 @@ mod model {
                 }
                 creator.join().unwrap();
                 rival.join().unwrap();
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// `open(O_CREAT)` of a new name racing an unlink of it: the open
+    /// succeeds (with a handle to the file it made, unlinked or not),
+    /// never `ENOENT`. Before the created file was born open
+    /// (`NewNode::opens`), an unlink between the create and the open
+    /// freed it (nothing kept it) and the open failed.
+    #[test]
+    fn model_creating_open_vs_unlink() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        for _ in 0..3 {
+                            if fs.unlink(&Cred::root(), ROOT_INO, b"f").is_ok() {
+                                break;
+                            }
+                            thread::yield_now();
+                        }
+                    })
+                };
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                let opened = fs.open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, false);
+                let (_, h, _) = opened.expect("O_CREAT open");
+                fs.write(&h, 0, b"x").unwrap();
+                drop(h);
+                unlinker.join().unwrap();
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// An open of `.` in a directory racing its removal and the reuse of
+    /// its number by a new directory: the open finds the directory it
+    /// was asked for, or nothing — never the new one. Before, the open
+    /// went by the number `.` resolved to, without its generation.
+    #[test]
+    fn model_open_dot_vs_rmdir_and_reuse() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+                fs.forget(d.ino, 1);
+                let at = DirAt::checked(d.ino, d.generation);
+                let remover = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let r = Cred::root();
+                        fs.rmdir(&r, ROOT_INO, b"d").unwrap();
+                        let e = fs.mkdir(&r, ROOT_INO, b"e", 0o755, 0).unwrap();
+                        fs.forget(e.ino, 1);
+                    })
+                };
+                let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+                if let Ok((a, h, _)) = fs.open_at(&r, at, b".", flags, 0, 0, false) {
+                    assert_eq!(
+                        (a.ino, a.generation),
+                        (d.ino, d.generation),
+                        "opened another directory"
+                    );
+                    drop(h);
+                }
+                remover.join().unwrap();
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// A counted lookup racing the unlink of the name's last link, with
+    /// nothing else holding the inode: the lookup either misses, or counts
+    /// an inode that is then an orphan (in the table, openable by its
+    /// holder) and freed by the forget. Before `Meta::countable_by_name`,
+    /// a lookup that read the name before the unlink and took `meta` just
+    /// after it (its `note_unlinked` had sealed the open count, recorded
+    /// no orphan) counted it anyway: `check` reported it leaked and an
+    /// open by number failed.
+    #[test]
+    fn model_counted_lookup_vs_last_unlink() {
+        counted_lookup_vs_last_unlink(false);
+    }
+
+    /// The same with the file evicted first: the lookup loads it on the
+    /// reference walk (`FsInner::lookup`), not the lock-free one.
+    #[test]
+    fn model_counted_lookup_of_evicted_vs_last_unlink() {
+        counted_lookup_vs_last_unlink(true);
+    }
+
+    fn counted_lookup_vs_last_unlink(evicted: bool) {
+        crate::sync::check_pct(
+            move || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let f = fs.mknod(&r, ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+                fs.forget(f.ino, 1);
+                if evicted {
+                    fs.shrink();
+                }
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap();
+                    })
+                };
+                let got = fs.lookup_counted(&r, ROOT_INO, b"f");
+                unlinker.join().unwrap();
+                if let Ok(a) = got {
+                    if let Err(p) = fs.check() {
+                        panic!("looked up, then unlinked: {p:?}");
+                    }
+                    drop(
+                        fs.open(&r, a.ino, libc::O_RDONLY)
+                            .expect("open by its holder"),
+                    );
+                    fs.forget(a.ino, 1);
+                }
                 if let Err(p) = fs.check() {
                     panic!("inconsistent: {p:?}");
                 }

@@ -220,7 +220,9 @@ impl FsInner {
                     // `get_rcu`): an evictor that checked the pins before
                     // this `meta` would unhash it with our count. Its claim
                     // precedes its `meta`, so under ours we see FREEING.
-                    if m.freed || inode.life.state() != crate::icache::State::Live {
+                    // Unlinked since validation, and being freed: the
+                    // name is gone (`Meta::countable_by_name`).
+                    if !m.countable_by_name() || inode.life.state() != crate::icache::State::Live {
                         drop(m);
                         crate::sync::yield_now();
                         continue;
