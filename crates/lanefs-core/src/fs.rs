@@ -654,7 +654,12 @@ impl Fs {
         };
         visit(&fs.root);
         fs.icache.for_each(&mut visit);
-        stats.inodes_evicted = fs.evict_inodes(usize::MAX);
+        // As many as are cached: a bound, so the pass ends (up to
+        // `EVICT_POPS_PER_INODE` LRU pops each) even when an inode whose
+        // lock a descheduled thread holds keeps going back to the LRU;
+        // `usize::MAX` made that a spin until the holder ran.
+        let cached = fs.icache.len().saturating_add(fs.lru.len());
+        stats.inodes_evicted = fs.evict_inodes(cached);
         stats
     }
 
@@ -1583,6 +1588,53 @@ mod tests {
             "{pops} LRU entries examined for {COLD} cold lookups with {PINNED} pinned"
         );
         assert!(fs.cache_counts().0 <= PINNED + BUDGET + EVICT_BATCH_MIN);
+    }
+
+    /// A shrink whose only candidate keeps going back to the LRU (its
+    /// data lock is held: here by the shrinking thread itself, as by a
+    /// thread that is not running) ends, leaving it cached; with no bound
+    /// on the pass it popped and pushed it forever.
+    #[test]
+    fn shrink_ends_when_an_inode_keeps_going_back_to_the_lru() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let (a, f, _) = fs
+            .open_at(
+                &r,
+                ROOT_INO,
+                b"f",
+                libc::O_CREAT | libc::O_RDWR,
+                0o644,
+                0,
+                false,
+            )
+            .unwrap();
+        fs.write(&f, 0, &[7u8; 9000]).unwrap();
+        drop(f);
+        fs.forget(a.ino, 1);
+        // The cache's own object, not a counted reference (which would
+        // pin it: a pinned inode leaves the LRU instead).
+        let cached = |ino: Ino| {
+            let mut found = None;
+            fs.inner.icache.for_each(&mut |i| {
+                if i.ino == ino {
+                    found = Some(Arc::clone(i));
+                }
+            });
+            found
+        };
+        {
+            let inode = cached(a.ino).expect("cached");
+            let Body::File(data) = &inode.body else {
+                panic!("a regular file")
+            };
+            let held = data.write();
+            fs.shrink();
+            drop(held);
+        }
+        assert!(cached(a.ino).is_some(), "busy: not evicted");
+        fs.shrink();
+        assert!(cached(a.ino).is_none(), "evicted once free");
     }
 
     /// An engine on a memory store caching at most `budget` inodes.

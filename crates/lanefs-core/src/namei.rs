@@ -555,6 +555,18 @@ impl FsInner {
             if m.freed {
                 return Err(Errno::ENOENT);
             }
+            // Unlinked since the name was validated (an unlink or rmdir
+            // removes the entry, then drops the count): the attributes
+            // read now would pair a name that is gone with a count of 0 —
+            // an answer no serial order gives. Read the name again (a
+            // linked entry never names an inode with no links: renames and
+            // unlinks move or remove the entry first, links add it under
+            // the `meta` that raises the count).
+            if m.rec.nlink == 0 {
+                drop(m);
+                crate::sync::yield_now();
+                continue;
+            }
             if counted {
                 // Unlinked since the name was read, and being freed: look
                 // again (`Meta::countable_by_name`).
