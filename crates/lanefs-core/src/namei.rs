@@ -561,18 +561,15 @@ impl FsInner {
             // an answer no serial order gives. Read the name again (a
             // linked entry never names an inode with no links: renames and
             // unlinks move or remove the entry first, links add it under
-            // the `meta` that raises the count).
+            // the `meta` that raises the count). This also keeps a counted
+            // lookup from counting an inode being freed
+            // (`Meta::countable_by_name`: linked, here).
             if m.rec.nlink == 0 {
                 drop(m);
                 crate::sync::yield_now();
                 continue;
             }
             if counted {
-                // Unlinked since the name was read, and being freed: look
-                // again (`Meta::countable_by_name`).
-                if !m.countable_by_name() {
-                    continue;
-                }
                 *m.lookups_mut() += 1;
             }
             return Ok(child.attr_locked(&m));
