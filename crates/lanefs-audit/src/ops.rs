@@ -32,6 +32,16 @@ pub const KINDS: [&str; 17] = [
 /// one (reported apart: `VariantReport::file_op_counts`).
 pub const INSTANCE_KINDS: [&str; 2] = ["mount", "umount"];
 
+/// The kinds that are calls of COMMUTER's model of POSIX (Clements et al.,
+/// SOSP 2013: `open` with and without `O_CREAT`, `link`, `unlink`,
+/// `rename`, `stat`, `fstat`, `close`, `read`/`pread`, `write`/`pwrite`,
+/// beside `lseek`, `pipe` and the memory calls the audit does not have):
+/// its Linux and sv6 figures are over pairs of these
+/// (`VariantReport::commuter_op_counts`).
+pub const COMMUTER_KINDS: [&str; 10] = [
+    "stat", "open", "read", "write", "create", "unlink", "rename", "link", "fstat", "close",
+];
+
 /// One operation with its arguments. Paths are absolute in the prepared
 /// tree; `file` indexes [`FILES`] (the handle of the running side).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -126,6 +126,17 @@ fn small_set_runs_on_the_default_and_a_before_design_which_conflicts_more() {
     }
     // POSIX decides commutativity, not the design.
     assert_eq!(default.overall.commuting, global.overall.commuting);
+    // COMMUTER's calls are a strict part of the file ops, and counting
+    // over a kind set adds up its kind pairs.
+    let (m, f) = (default.commuter_op_counts(), default.file_op_counts());
+    assert!(
+        m.commuting > 0 && m.commuting < f.commuting && m.pairs < f.pairs,
+        "{m:?} {f:?}"
+    );
+    let rw = default.kind_counts("read", "read").commuting
+        + default.kind_counts("read", "write").commuting
+        + default.kind_counts("write", "write").commuting;
+    assert_eq!(default.counts_over(&["read", "write"]).commuting, rw);
     // Mounts and unmounts are in the small set: they commute with each
     // other and with every op, and touch nothing of the main instance.
     for (x, y) in [("mount", "umount"), ("umount", "umount"), ("mount", "stat")] {
