@@ -330,8 +330,6 @@ fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
 }
 
 impl FsInner {
-    /// Open `inode`; `check` = apply permission checks (not for a file this
-    /// very call created). Truncates for `O_TRUNC` unless `created`.
     /// Open `at` without a counted reference, from the cache under an
     /// epoch guard: the open count is raised first, which fails once a free
     /// or an eviction sealed it (inode doc) — so a raise that succeeds
@@ -366,53 +364,45 @@ impl FsInner {
         Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
     }
 
-    /// The handle of a file its creator just made born open (one open
-    /// count, `NewNode::opens`): it adopts that count. No permission is
-    /// asked (`open_checks`' `created`), nothing is truncated.
-    fn open_new(
-        self: &Arc<Self>,
-        cred: &Cred,
-        made: &IRef<'_>,
-        flags: i32,
-        counted: bool,
-    ) -> Result<OpenFile> {
-        let inode = made.arc();
-        crate::sync::note_arc_count(Arc::as_ptr(&inode));
-        let file = OpenFile::new(self, inode, flags, cred.clone());
-        // Refused: dropping the handle closes it (the last close decides
-        // as any other).
-        open_checks(&file.inode, cred, flags, true)?;
-        if counted {
-            // Not freed: the handle pins it.
-            *file.inode.meta.lock().lookups_mut() += 1;
-        }
-        Ok(file)
-    }
-
+    /// Open `found`, held by a counted reference (or the root) until the
+    /// handle pins it: eviction cannot claim it meanwhile.
+    ///
+    /// `born_open`: a file this call just made, born open (one open count
+    /// set before it was hashed: `NewNode::opens`), which the handle
+    /// adopts — nothing could free it between its creation and here. No
+    /// permission is asked (`open_checks`' `created`) and nothing is
+    /// truncated. Otherwise the checks come first, then the open count is
+    /// raised (`ENOENT` once a free sealed it), then `O_TRUNC` truncates.
+    /// `counted` adds a lookup reference.
     fn open_inode(
         self: &Arc<Self>,
         cred: &Cred,
         found: &IRef<'_>,
         flags: i32,
-        created: bool,
+        born_open: bool,
         counted: bool,
     ) -> Result<OpenFile> {
-        // `found` is a counted reference (or the root), held until the
-        // open count pins the inode: eviction cannot claim it meanwhile.
         let inode = found.arc();
-        open_checks(&inode, cred, flags, created)?;
-        if !inode.raise_opens() {
-            return Err(Errno::ENOENT);
-        }
-        if counted {
-            // Not freed: the handle just made pins it.
-            *inode.meta.lock().lookups_mut() += 1;
+        if !born_open {
+            open_checks(&inode, cred, flags, false)?;
+            if !inode.raise_opens() {
+                return Err(Errno::ENOENT);
+            }
         }
         // A handle holds the inode by `Arc` (a count shared by the handles
         // of one file, beside `opens`) and the engine by a per-lane count.
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile::new(self, inode, flags, cred.clone());
-        if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
+        // From here a refusal drops the handle, which closes it (the last
+        // close decides as any other: a file made unlinked is freed).
+        if born_open {
+            open_checks(&file.inode, cred, flags, true)?;
+        }
+        if counted {
+            // Not freed: the handle pins it.
+            *file.inode.meta.lock().lookups_mut() += 1;
+        }
+        if flags & libc::O_TRUNC != 0 && !born_open && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None)?;
         }
         Ok(file)
@@ -634,23 +624,11 @@ impl Fs {
             if d.kind != FileKind::Directory {
                 return Err(Errno::ENOTDIR);
             }
+            // Born open and an orphan (`tmpfile_in`): nothing frees it
+            // before the handle adopts its open count, and a refused open
+            // frees it at the handle's close.
             let inode = fs.tmpfile_in(cred, d, perm, requested, linkable)?;
-            let file = match fs.open_inode(cred, &inode, flags, true, counted) {
-                Ok(f) => f,
-                Err(e) => {
-                    // Nothing holds it: free it now.
-                    let orphan = inode.arc();
-                    drop(inode);
-                    fs.maybe_free(&orphan);
-                    return Err(e);
-                }
-            };
-            // Open (and maybe looked up): an orphan from now on.
-            {
-                let m = file.inode.meta.lock();
-                fs.note_unlinked(&file.inode, &m);
-            }
-            Ok(file)
+            fs.open_inode(cred, &inode, flags, true, counted)
         })?;
         let attr = {
             let m = file.inode.meta.lock();
@@ -717,7 +695,7 @@ impl Fs {
                 needs_mknod_cap: false,
             };
             if let Made::New(inode) = fs.create_in(cred, dir, name, &node, exclusive)? {
-                return Ok((fs.open_new(cred, &inode, flags, counted)?, true));
+                return Ok((fs.open_inode(cred, &inode, flags, true, counted)?, true));
             }
         }
     }
@@ -1513,6 +1491,51 @@ mod model {
                         fs.check().unwrap();
                     }
                 }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// An `O_TMPFILE` open racing a caller that kept the number its file
+    /// gets (freed before and handed out again: the memory store reuses a
+    /// lane's freed numbers) and forgets it, then opens and closes it by
+    /// number — what a FUSE FORGET or OPEN of a stale number does. The
+    /// new file is born open and an orphan before its number is found, so
+    /// neither frees it: the `O_TMPFILE` open succeeds, and the file is
+    /// freed once, at its last close. Before, it was made with no open
+    /// count and opened after it was found by number: in between, the
+    /// forget (or the close of the stranger's handle) freed it — no links,
+    /// lookups or opens — and the open failed with `ENOENT`.
+    #[test]
+    fn model_tmpfile_vs_forget_and_open_by_number() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let free_before = fs.statfs().unwrap().files_free;
+                let (old, h) = create_f(&fs);
+                drop(h);
+                fs.forget(old.ino, 1);
+                fs.unlink(&r, ROOT_INO, b"f").unwrap();
+                let stranger = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        for _ in 0..2 {
+                            fs.forget(old.ino, 1);
+                            if let Ok(h) = fs.open(&Cred::root(), old.ino, libc::O_RDONLY) {
+                                drop(h);
+                            }
+                        }
+                    })
+                };
+                let (a, t) = fs
+                    .tmpfile(&r, ROOT_INO, libc::O_RDWR, 0o600, 0, false)
+                    .expect("O_TMPFILE open");
+                fs.write(&t, 0, b"x").unwrap();
+                stranger.join().unwrap();
+                assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
+                assert_freed_at_last_close(&fs, free_before, t);
             },
             crate::sync::model_iterations(),
             3,

@@ -41,9 +41,10 @@
 //!   compare-and-swap that fails once sealed), either by a caller that
 //!   holds a counted reference or another handle, or by an open from the
 //!   cache under an epoch guard with no reference at all (`open_rcu`); or
-//!   set before the inode is hashed for a creating open (`NewNode::opens`,
-//!   adopted by its handle: `open_new`), so that it is open before its
-//!   name is visible.
+//!   set before the inode is hashed for a creating or `O_TMPFILE` open
+//!   (`NewNode::opens`, adopted by its handle: `FsInner::open_inode`'s
+//!   `born_open`), so that it is open before its name (or, unnamed, its
+//!   number) is visible.
 //!   Lowered by a close without `meta` while other handles remain; the last
 //!   close takes it to 0 and then decides under `meta` (free the inode if
 //!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])
@@ -58,7 +59,9 @@
 //!   inode, and opens of one file, or an open beside a write, a rename, a
 //!   link or a truncate of it, share only this line (and the `Arc` count).
 //!   An unlinked inode is sealed or recorded as an orphan in the section
-//!   that took its last link (`note_unlinked`).
+//!   that took its last link (`note_unlinked`); an `O_TMPFILE` inode,
+//!   born open with no link, is recorded in the section that commits its
+//!   record, before it is born (`tmpfile_in`).
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.

@@ -40,8 +40,9 @@ pub(crate) struct NewNode<'a> {
     pub rdev: u64,
     pub target: &'a [u8],
     pub lookups: u64,
-    /// Open handles it is born with (a creating open's, which its handle
-    /// adopts: pinned before its name is visible).
+    /// Open handles it is born with (a creating open's or an `O_TMPFILE`
+    /// open's, which its handle adopts: pinned before its name, or for an
+    /// `O_TMPFILE` its number, is visible).
     pub opens: u64,
     /// Creating a device node needs `CAP_MKNOD` (root).
     pub needs_mknod_cap: bool,
@@ -458,6 +459,15 @@ impl FsInner {
     /// or at recovery after a crash. `linkable` (no `O_EXCL`): a later
     /// [`link`](Fs::link) may give it a name. The creator's reference is
     /// returned; the caller opens it before dropping that.
+    ///
+    /// Born open (`NewNode::opens`, one open count set before it is
+    /// hashed, which the caller's handle adopts: `open_inode`'s
+    /// `born_open`) and recorded as an orphan before it is born (found by
+    /// number): from then until its handle exists nothing pins it but
+    /// that count, and whatever reaches it by number — a forget, or an
+    /// open and close, by a caller that kept a number now reused — would
+    /// otherwise free it (no links, lookups or opens) under its creator,
+    /// whose open then failed with `ENOENT`.
     pub(crate) fn tmpfile_in(
         &self,
         cred: &Cred,
@@ -473,7 +483,7 @@ impl FsInner {
             rdev: 0,
             target: &[],
             lookups: 0,
-            opens: 0,
+            opens: 1,
             needs_mknod_cap: false,
         };
         // `vfs_tmpfile`: only write and search permission on the
@@ -503,7 +513,10 @@ impl FsInner {
             // gets it at writeback: the inode stays dirty).
             Ok(in_store) => {
                 m.dirty &= !in_store;
-                // An orphan now, which a link may name: found by number.
+                // Open with no link: an orphan now (its open count cannot
+                // be sealed, so `note_unlinked` records it), which a link
+                // may name. Then found by number.
+                self.note_unlinked(&inode, &m);
                 inode.mark_born();
             }
             Err(e) => {
