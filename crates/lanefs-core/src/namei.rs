@@ -536,56 +536,68 @@ impl FsInner {
         }
         let dir = self.dir_checked(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
-        let attr_of = |inode: &Inode| {
+        // The answer for a name, under `meta`: `None` when the inode is no
+        // longer named (`Meta::still_named`: unlinked or renamed over
+        // since the name was read), and the caller reads the name again.
+        let answer = |inode: &Inode| {
             let mut m = inode.meta.lock();
+            if !m.still_named() {
+                return None;
+            }
+            if counted {
+                *m.lookups_mut() += 1;
+            }
+            Some(inode.attr_locked(&m))
+        };
+        if name == b"." {
+            // The directory itself, as found by number: not a name in a
+            // parent, so a removed one still answers (Linux's `stat(".")`
+            // in a removed directory), unless freed.
+            let mut m = dir.meta.lock();
             if m.freed {
                 return Err(Errno::ENOENT);
             }
             if counted {
                 *m.lookups_mut() += 1;
             }
-            Ok(inode.attr_locked(&m))
-        };
-        if name == b"." {
-            return attr_of(&dir);
+            return Ok(dir.attr_locked(&m));
         }
         if name == b".." {
-            // A dead directory's `..` is ENOENT: its recorded parent number
-            // is held by nobody and may have been reused (docs/SEMANTICS.md).
-            let up = {
-                let dm = dir.meta.lock();
-                if dm.rec.nlink == 0 {
-                    return Err(Errno::ENOENT);
+            loop {
+                // A dead directory's `..` is ENOENT: its recorded parent
+                // number is held by nobody and may have been reused
+                // (docs/SEMANTICS.md).
+                let up = {
+                    let dm = dir.meta.lock();
+                    if dm.rec.nlink == 0 {
+                        return Err(Errno::ENOENT);
+                    }
+                    dm.rec.parent
+                };
+                // Removed since the parent was read (this directory moved
+                // away first): read it again.
+                match answer(&*self.iget(up)?) {
+                    Some(a) => return Ok(a),
+                    None => crate::sync::yield_now(),
                 }
-                dm.rec.parent
-            };
-            return attr_of(&*self.iget(up)?);
+            }
         }
         check_name(name)?;
         loop {
             let child = self.lookup_child(&dir, name)?;
-            let mut m = child.meta.lock();
-            if m.freed {
-                return Err(Errno::ENOENT);
+            // Unlinked or renamed over since the name was validated (an
+            // unlink or rmdir removes the entry, then drops the count; a
+            // rename over a name re-points it, then drops the replaced
+            // inode's): the attributes read now would pair a name that is
+            // gone with a count of 0, or an inode freed since, and a
+            // count would keep (or revive) an inode nothing names. Read
+            // the name again (a linked entry never names an inode with no
+            // links: links add the entry under the `meta` that raises the
+            // count), which misses it or finds what replaced it.
+            match answer(&child) {
+                Some(a) => return Ok(a),
+                None => crate::sync::yield_now(),
             }
-            // Unlinked since the name was validated (an unlink or rmdir
-            // removes the entry, then drops the count): the attributes
-            // read now would pair a name that is gone with a count of 0 —
-            // an answer no serial order gives. Read the name again (a
-            // linked entry never names an inode with no links: renames and
-            // unlinks move or remove the entry first, links add it under
-            // the `meta` that raises the count). This also keeps a counted
-            // lookup from counting an inode being freed
-            // (`Meta::countable_by_name`: linked, here).
-            if m.rec.nlink == 0 {
-                drop(m);
-                crate::sync::yield_now();
-                continue;
-            }
-            if counted {
-                *m.lookups_mut() += 1;
-            }
-            return Ok(child.attr_locked(&m));
         }
     }
 
@@ -1194,11 +1206,11 @@ mod model {
     /// A counted lookup racing the unlink of the name's last link, with
     /// nothing else holding the inode: the lookup either misses, or counts
     /// an inode that is then an orphan (in the table, openable by its
-    /// holder) and freed by the forget. Before `Meta::countable_by_name`,
-    /// a lookup that read the name before the unlink and took `meta` just
-    /// after it (its `note_unlinked` had sealed the open count, recorded
-    /// no orphan) counted it anyway: `check` reported it leaked and an
-    /// open by number failed.
+    /// holder) and freed by the forget. Before `Meta::still_named` (then
+    /// `countable_by_name`), a lookup that read the name before the unlink
+    /// and took `meta` just after it (its `note_unlinked` had sealed the
+    /// open count, recorded no orphan) counted it anyway: `check` reported
+    /// it leaked and an open by number failed.
     #[test]
     fn model_counted_lookup_vs_last_unlink() {
         counted_lookup_vs_last_unlink(false);
