@@ -330,8 +330,6 @@ fn open_mask(inode: &Inode, flags: i32) -> Result<u32> {
 }
 
 impl FsInner {
-    /// Open `inode`; `check` = apply permission checks (not for a file this
-    /// very call created). Truncates for `O_TRUNC` unless `created`.
     /// Open `at` without a counted reference, from the cache under an
     /// epoch guard: the open count is raised first, which fails once a free
     /// or an eviction sealed it (inode doc) — so a raise that succeeds
@@ -366,56 +364,64 @@ impl FsInner {
         Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
     }
 
-    /// The handle of a file its creator just made born open (one open
-    /// count, `NewNode::opens`): it adopts that count. No permission is
-    /// asked (`open_checks`' `created`), nothing is truncated.
-    fn open_new(
-        self: &Arc<Self>,
-        cred: &Cred,
-        made: &IRef<'_>,
-        flags: i32,
-        counted: bool,
-    ) -> Result<OpenFile> {
-        let inode = made.arc();
-        crate::sync::note_arc_count(Arc::as_ptr(&inode));
-        let file = OpenFile::new(self, inode, flags, cred.clone());
-        // Refused: dropping the handle closes it (the last close decides
-        // as any other).
-        open_checks(&file.inode, cred, flags, true)?;
-        if counted {
-            // Not freed: the handle pins it.
-            *file.inode.meta.lock().lookups_mut() += 1;
-        }
-        Ok(file)
-    }
-
+    /// Open `found`, held by a counted reference (or the root) until the
+    /// handle pins it: eviction cannot claim it meanwhile.
+    ///
+    /// `born_open`: a file this call just made, born open (one open count
+    /// set before it was hashed: `NewNode::opens`), which the handle
+    /// adopts — nothing could free it between its creation and here. No
+    /// permission is asked (`open_checks`' `created`) and nothing is
+    /// truncated. Otherwise the checks come first, then the open count is
+    /// raised (`ENOENT` once a free sealed it), then `O_TRUNC` truncates.
+    ///
+    /// `counted` adds a lookup reference and returns the attributes read
+    /// in the same `meta` section. A file this call made is counted as is
+    /// (its handle pins it). An existing one was found by a name, and is
+    /// counted only if still named there (`Meta::still_named`, the rule of
+    /// every answer by name); otherwise (unlinked or renamed over since
+    /// the name was read, kept only by other handles) the handle is
+    /// dropped and the answer is `ENOENT`: the caller reads the name again.
+    /// The count comes last, after `O_TRUNC`, so that the attributes it
+    /// returns are those after the open and a failed truncate leaves no
+    /// count behind (its caller, which gets the error, never forgets one).
     fn open_inode(
         self: &Arc<Self>,
         cred: &Cred,
         found: &IRef<'_>,
         flags: i32,
-        created: bool,
+        born_open: bool,
         counted: bool,
-    ) -> Result<OpenFile> {
-        // `found` is a counted reference (or the root), held until the
-        // open count pins the inode: eviction cannot claim it meanwhile.
+    ) -> Result<(OpenFile, Option<Attr>)> {
         let inode = found.arc();
-        open_checks(&inode, cred, flags, created)?;
-        if !inode.raise_opens() {
-            return Err(Errno::ENOENT);
-        }
-        if counted {
-            // Not freed: the handle just made pins it.
-            *inode.meta.lock().lookups_mut() += 1;
+        if !born_open {
+            open_checks(&inode, cred, flags, false)?;
+            if !inode.raise_opens() {
+                return Err(Errno::ENOENT);
+            }
         }
         // A handle holds the inode by `Arc` (a count shared by the handles
         // of one file, beside `opens`) and the engine by a per-lane count.
         crate::sync::note_arc_count(Arc::as_ptr(&inode));
         let file = OpenFile::new(self, inode, flags, cred.clone());
-        if flags & libc::O_TRUNC != 0 && !created && file.inode.kind == FileKind::Regular {
+        // From here a refusal drops the handle, which closes it (the last
+        // close decides as any other: a file made unlinked is freed).
+        if born_open {
+            open_checks(&file.inode, cred, flags, true)?;
+        } else if flags & libc::O_TRUNC != 0 && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None)?;
         }
-        Ok(file)
+        if !counted {
+            return Ok((file, None));
+        }
+        let mut m = file.inode.meta.lock();
+        // Not freed: the handle pins it.
+        if !born_open && !m.still_named() {
+            return Err(Errno::ENOENT);
+        }
+        *m.lookups_mut() += 1;
+        let attr = file.inode.attr_locked(&m);
+        drop(m);
+        Ok((file, Some(attr)))
     }
 
     /// Set the size of regular file `inode` (checks done by the caller),
@@ -521,7 +527,8 @@ impl Fs {
         if !at.matches(inode.generation) {
             return Err(Errno::ENOENT);
         }
-        self.inner.open_inode(cred, &inode, flags, false, false)
+        let (file, _) = self.inner.open_inode(cred, &inode, flags, false, false)?;
+        Ok(file)
     }
 
     /// An `O_PATH` handle on `at`, of any kind (a symlink, a device node
@@ -555,11 +562,17 @@ impl Fs {
     /// name must not exist). The lookup is lock-free; an entry unlinked
     /// between lookup and open is opened as it was (as on Linux, where the
     /// open holds the dentry it found) while something else keeps the
-    /// inode; one freed meanwhile is `ENOENT`, or with `O_CREAT` the name
-    /// is looked up (or created) again. A file this call creates is born
-    /// open, so it is opened even if unlinked at once. `counted` adds a lookup
-    /// reference (FUSE CREATE). Returns the attributes after the open
-    /// (after `O_TRUNC`), the handle, and whether the file was created.
+    /// inode; one freed meanwhile (unlinked, or renamed over, with nothing
+    /// keeping it) is looked up (or, with `O_CREAT`, created) again — so a
+    /// name that stays linked throughout, whatever it names, is never
+    /// `ENOENT`. A file this call creates is born open, so it is opened
+    /// even if unlinked at once. `counted` adds a lookup reference (FUSE
+    /// CREATE), to an existing file only if still named when it is counted
+    /// (`Meta::still_named`; else the name is read again), and its
+    /// attributes are then read in the same step: a counted open of an
+    /// existing name never answers a link count of 0. Returns the
+    /// attributes after the open (after `O_TRUNC`), the handle, and whether
+    /// the file was created.
     #[allow(clippy::too_many_arguments)]
     pub fn open_at(
         &self,
@@ -574,7 +587,7 @@ impl Fs {
         let fs = &self.inner;
         let creat = flags & libc::O_CREAT != 0;
         let parent = parent.into();
-        let (file, created) = fs.with_dir(parent, |dir| {
+        let ((file, attr), created) = fs.with_dir(parent, |dir| {
             dir.permission_unlocked(cred, MAY_EXEC)?;
             if is_dot_or_dotdot(name) {
                 if creat {
@@ -585,20 +598,29 @@ impl Fs {
                 // found, which may be removed and its number reused by
                 // another inode before the open.
                 let at = DirAt::checked(target.ino, target.generation);
-                Ok((self.open_checked(cred, at, flags)?, false))
+                Ok(((self.open_checked(cred, at, flags)?, None), false))
             } else if !creat {
                 check_name(name)?;
-                let child = fs.lookup_child(dir, name)?;
-                Ok((fs.open_inode(cred, &child, flags, false, counted)?, false))
+                loop {
+                    let child = fs.lookup_child(dir, name)?;
+                    match fs.open_inode(cred, &child, flags, false, counted) {
+                        Ok(opened) => return Ok((opened, false)),
+                        // Freed, or (counted) no longer named, since the
+                        // lookup: the open comes after that unlink or
+                        // rename, so the name is looked up again.
+                        Err(Errno::ENOENT) => crate::sync::yield_now(),
+                        Err(e) => return Err(e),
+                    }
+                }
             } else {
                 check_name(name)?;
                 self.open_or_create(cred, dir, name, flags, mode, umask, counted)
             }
         })?;
-        let attr = {
+        let attr = attr.unwrap_or_else(|| {
             let m = file.inode.meta.lock();
             file.inode.attr_locked(&m)
-        };
+        });
         Ok((attr, file, created))
     }
 
@@ -630,32 +652,20 @@ impl Fs {
         let flags = flags & !(libc::O_TMPFILE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
         let perm = creation_perm(FileKind::Regular, mode, umask);
         let requested = creation_perm(FileKind::Regular, mode, 0);
-        let file = fs.with_dir(dir.into(), |d| {
+        let (file, attr) = fs.with_dir(dir.into(), |d| {
             if d.kind != FileKind::Directory {
                 return Err(Errno::ENOTDIR);
             }
+            // Born open and an orphan (`tmpfile_in`): nothing frees it
+            // before the handle adopts its open count, and a refused open
+            // frees it at the handle's close.
             let inode = fs.tmpfile_in(cred, d, perm, requested, linkable)?;
-            let file = match fs.open_inode(cred, &inode, flags, true, counted) {
-                Ok(f) => f,
-                Err(e) => {
-                    // Nothing holds it: free it now.
-                    let orphan = inode.arc();
-                    drop(inode);
-                    fs.maybe_free(&orphan);
-                    return Err(e);
-                }
-            };
-            // Open (and maybe looked up): an orphan from now on.
-            {
-                let m = file.inode.meta.lock();
-                fs.note_unlinked(&file.inode, &m);
-            }
-            Ok(file)
+            fs.open_inode(cred, &inode, flags, true, counted)
         })?;
-        let attr = {
+        let attr = attr.unwrap_or_else(|| {
             let m = file.inode.meta.lock();
             file.inode.attr_locked(&m)
-        };
+        });
         Ok((attr, file))
     }
 
@@ -673,7 +683,7 @@ impl Fs {
         mode: u32,
         umask: u32,
         counted: bool,
-    ) -> Result<(OpenFile, bool)> {
+    ) -> Result<((OpenFile, Option<Attr>), bool)> {
         let fs = &self.inner;
         let exclusive = flags & libc::O_EXCL != 0;
         loop {
@@ -689,10 +699,11 @@ impl Fs {
                             return Err(Errno::EISDIR);
                         }
                         match fs.open_inode(cred, &child, flags, false, counted) {
-                            Ok(file) => return Ok((file, false)),
-                            // Unlinked and freed (or being freed) since the
-                            // lookup: the open comes after that unlink, so
-                            // the name is looked up (or created) again.
+                            Ok(opened) => return Ok((opened, false)),
+                            // Unlinked and freed (or being freed), or
+                            // (counted) no longer named, since the lookup:
+                            // the open comes after that unlink, so the
+                            // name is looked up (or created) again.
                             Err(Errno::ENOENT) => continue,
                             Err(e) => return Err(e),
                         }
@@ -717,7 +728,7 @@ impl Fs {
                 needs_mknod_cap: false,
             };
             if let Made::New(inode) = fs.create_in(cred, dir, name, &node, exclusive)? {
-                return Ok((fs.open_new(cred, &inode, flags, counted)?, true));
+                return Ok((fs.open_inode(cred, &inode, flags, true, counted)?, true));
             }
         }
     }
@@ -1513,6 +1524,89 @@ mod model {
                         fs.check().unwrap();
                     }
                 }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// A counted `open(O_CREAT)` (FUSE CREATE) of an existing name racing
+    /// the unlink of its last link while another handle keeps the file
+    /// open: the open answers the file while linked (link count 1, counted
+    /// in the same step) or, after the unlink, creates the name again —
+    /// never the orphan with a link count of 0 under the name it asked
+    /// for (the rule of every counted answer by name, `Meta::still_named`).
+    #[test]
+    fn model_counted_open_of_name_vs_unlink_of_open_file() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let (f, h) = create_f(&fs);
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap())
+                };
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                let (a, g, created) = fs
+                    .open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, true)
+                    .expect("O_CREAT open");
+                if !created {
+                    assert_eq!(a.ino, f.ino);
+                    assert_eq!(a.nlink, 1, "a counted open answered an unlinked inode");
+                }
+                unlinker.join().unwrap();
+                fs.forget(a.ino, 1);
+                drop((g, h));
+                let _ = fs.unlink(&r, ROOT_INO, b"f");
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// An `O_TMPFILE` open racing a caller that kept the number its file
+    /// gets (freed before and handed out again: the memory store reuses a
+    /// lane's freed numbers) and forgets it, then opens and closes it by
+    /// number — what a FUSE FORGET or OPEN of a stale number does. The
+    /// new file is born open and an orphan before its number is found, so
+    /// neither frees it: the `O_TMPFILE` open succeeds, and the file is
+    /// freed once, at its last close. Before, it was made with no open
+    /// count and opened after it was found by number: in between, the
+    /// forget (or the close of the stranger's handle) freed it — no links,
+    /// lookups or opens — and the open failed with `ENOENT`.
+    #[test]
+    fn model_tmpfile_vs_forget_and_open_by_number() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let free_before = fs.statfs().unwrap().files_free;
+                let (old, h) = create_f(&fs);
+                drop(h);
+                fs.forget(old.ino, 1);
+                fs.unlink(&r, ROOT_INO, b"f").unwrap();
+                let stranger = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        for _ in 0..2 {
+                            fs.forget(old.ino, 1);
+                            if let Ok(h) = fs.open(&Cred::root(), old.ino, libc::O_RDONLY) {
+                                drop(h);
+                            }
+                        }
+                    })
+                };
+                let (a, t) = fs
+                    .tmpfile(&r, ROOT_INO, libc::O_RDWR, 0o600, 0, false)
+                    .expect("O_TMPFILE open");
+                fs.write(&t, 0, b"x").unwrap();
+                stranger.join().unwrap();
+                assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
+                assert_freed_at_last_close(&fs, free_before, t);
             },
             crate::sync::model_iterations(),
             3,

@@ -41,9 +41,10 @@
 //!   compare-and-swap that fails once sealed), either by a caller that
 //!   holds a counted reference or another handle, or by an open from the
 //!   cache under an epoch guard with no reference at all (`open_rcu`); or
-//!   set before the inode is hashed for a creating open (`NewNode::opens`,
-//!   adopted by its handle: `open_new`), so that it is open before its
-//!   name is visible.
+//!   set before the inode is hashed for a creating or `O_TMPFILE` open
+//!   (`NewNode::opens`, adopted by its handle: `FsInner::open_inode`'s
+//!   `born_open`), so that it is open before its name (or, unnamed, its
+//!   number) is visible.
 //!   Lowered by a close without `meta` while other handles remain; the last
 //!   close takes it to 0 and then decides under `meta` (free the inode if
 //!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])
@@ -58,7 +59,9 @@
 //!   inode, and opens of one file, or an open beside a write, a rename, a
 //!   link or a truncate of it, share only this line (and the `Arc` count).
 //!   An unlinked inode is sealed or recorded as an orphan in the section
-//!   that took its last link (`note_unlinked`).
+//!   that took its last link (`note_unlinked`); an `O_TMPFILE` inode,
+//!   born open with no link, is recorded in the section that commits its
+//!   record, before it is born (`tmpfile_in`).
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -111,16 +114,27 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
-    /// Whether a lookup that found this inode by a name may count it now
-    /// (under `meta`, after the name was validated): not freed, and linked
-    /// or already an orphan. One whose last link went after the lookup read
-    /// the name, while nothing pinned it, is not: the unlink sealed its open
-    /// count and recorded no orphan (`note_unlinked`), and frees it next
-    /// unless a count lands first; counted then, it lived on unlinked, not
-    /// in the orphan table (`check`: "leaked") and unopenable by its
-    /// holder. The lookup reads the name again instead (it is gone).
-    pub fn countable_by_name(&self) -> bool {
-        !self.freed && (self.rec.nlink > 0 || self.orphan_slot.get().is_some())
+    /// Whether an inode a lookup found by a name may be answered for that
+    /// name now (under `meta`, after the name was validated): not freed,
+    /// and linked. The one rule of every answer by name — the reference
+    /// lookup (`FsInner::lookup`, `..` included), the lock-free counted
+    /// walk (`walk_rcu`) and an open of a name that counts a lookup
+    /// (`FsInner::open_inode`): otherwise the name was unlinked (or
+    /// renamed over) since it was read, and the caller reads it again
+    /// (the entry went first: unlinks and renames move or remove it before
+    /// they take the count down, so the next read misses it or finds what
+    /// replaced it).
+    ///
+    /// Not linked is never answered, even for an orphan kept open
+    /// elsewhere: a name resolves to a linked inode or to nothing (an
+    /// unlinked inode is unreachable by name on Linux), and attributes
+    /// with a link count of 0 paired with a name are an answer no serial
+    /// order gives. Counting one whose last link went while nothing pinned
+    /// it was worse: the unlink sealed its open count and recorded no
+    /// orphan (`note_unlinked`), so counted it lived on unlinked, not in
+    /// the orphan table (`check`: "leaked") and unopenable by its holder.
+    pub fn still_named(&self) -> bool {
+        !self.freed && self.rec.nlink > 0
     }
 }
 

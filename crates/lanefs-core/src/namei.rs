@@ -40,8 +40,9 @@ pub(crate) struct NewNode<'a> {
     pub rdev: u64,
     pub target: &'a [u8],
     pub lookups: u64,
-    /// Open handles it is born with (a creating open's, which its handle
-    /// adopts: pinned before its name is visible).
+    /// Open handles it is born with (a creating open's or an `O_TMPFILE`
+    /// open's, which its handle adopts: pinned before its name, or for an
+    /// `O_TMPFILE` its number, is visible).
     pub opens: u64,
     /// Creating a device node needs `CAP_MKNOD` (root).
     pub needs_mknod_cap: bool,
@@ -458,6 +459,15 @@ impl FsInner {
     /// or at recovery after a crash. `linkable` (no `O_EXCL`): a later
     /// [`link`](Fs::link) may give it a name. The creator's reference is
     /// returned; the caller opens it before dropping that.
+    ///
+    /// Born open (`NewNode::opens`, one open count set before it is
+    /// hashed, which the caller's handle adopts: `open_inode`'s
+    /// `born_open`) and recorded as an orphan before it is born (found by
+    /// number): from then until its handle exists nothing pins it but
+    /// that count, and whatever reaches it by number — a forget, or an
+    /// open and close, by a caller that kept a number now reused — would
+    /// otherwise free it (no links, lookups or opens) under its creator,
+    /// whose open then failed with `ENOENT`.
     pub(crate) fn tmpfile_in(
         &self,
         cred: &Cred,
@@ -473,7 +483,7 @@ impl FsInner {
             rdev: 0,
             target: &[],
             lookups: 0,
-            opens: 0,
+            opens: 1,
             needs_mknod_cap: false,
         };
         // `vfs_tmpfile`: only write and search permission on the
@@ -503,7 +513,10 @@ impl FsInner {
             // gets it at writeback: the inode stays dirty).
             Ok(in_store) => {
                 m.dirty &= !in_store;
-                // An orphan now, which a link may name: found by number.
+                // Open with no link: an orphan now (its open count cannot
+                // be sealed, so `note_unlinked` records it), which a link
+                // may name. Then found by number.
+                self.note_unlinked(&inode, &m);
                 inode.mark_born();
             }
             Err(e) => {
@@ -523,56 +536,68 @@ impl FsInner {
         }
         let dir = self.dir_checked(parent)?;
         dir.permission_unlocked(cred, MAY_EXEC)?;
-        let attr_of = |inode: &Inode| {
+        // The answer for a name, under `meta`: `None` when the inode is no
+        // longer named (`Meta::still_named`: unlinked or renamed over
+        // since the name was read), and the caller reads the name again.
+        let answer = |inode: &Inode| {
             let mut m = inode.meta.lock();
+            if !m.still_named() {
+                return None;
+            }
+            if counted {
+                *m.lookups_mut() += 1;
+            }
+            Some(inode.attr_locked(&m))
+        };
+        if name == b"." {
+            // The directory itself, as found by number: not a name in a
+            // parent, so a removed one still answers (Linux's `stat(".")`
+            // in a removed directory), unless freed.
+            let mut m = dir.meta.lock();
             if m.freed {
                 return Err(Errno::ENOENT);
             }
             if counted {
                 *m.lookups_mut() += 1;
             }
-            Ok(inode.attr_locked(&m))
-        };
-        if name == b"." {
-            return attr_of(&dir);
+            return Ok(dir.attr_locked(&m));
         }
         if name == b".." {
-            // A dead directory's `..` is ENOENT: its recorded parent number
-            // is held by nobody and may have been reused (docs/SEMANTICS.md).
-            let up = {
-                let dm = dir.meta.lock();
-                if dm.rec.nlink == 0 {
-                    return Err(Errno::ENOENT);
+            loop {
+                // A dead directory's `..` is ENOENT: its recorded parent
+                // number is held by nobody and may have been reused
+                // (docs/SEMANTICS.md).
+                let up = {
+                    let dm = dir.meta.lock();
+                    if dm.rec.nlink == 0 {
+                        return Err(Errno::ENOENT);
+                    }
+                    dm.rec.parent
+                };
+                // Removed since the parent was read (this directory moved
+                // away first): read it again.
+                match answer(&*self.iget(up)?) {
+                    Some(a) => return Ok(a),
+                    None => crate::sync::yield_now(),
                 }
-                dm.rec.parent
-            };
-            return attr_of(&*self.iget(up)?);
+            }
         }
         check_name(name)?;
         loop {
             let child = self.lookup_child(&dir, name)?;
-            let mut m = child.meta.lock();
-            if m.freed {
-                return Err(Errno::ENOENT);
+            // Unlinked or renamed over since the name was validated (an
+            // unlink or rmdir removes the entry, then drops the count; a
+            // rename over a name re-points it, then drops the replaced
+            // inode's): the attributes read now would pair a name that is
+            // gone with a count of 0, or an inode freed since, and a
+            // count would keep (or revive) an inode nothing names. Read
+            // the name again (a linked entry never names an inode with no
+            // links: links add the entry under the `meta` that raises the
+            // count), which misses it or finds what replaced it.
+            match answer(&child) {
+                Some(a) => return Ok(a),
+                None => crate::sync::yield_now(),
             }
-            // Unlinked since the name was validated (an unlink or rmdir
-            // removes the entry, then drops the count): the attributes
-            // read now would pair a name that is gone with a count of 0 —
-            // an answer no serial order gives. Read the name again (a
-            // linked entry never names an inode with no links: renames and
-            // unlinks move or remove the entry first, links add it under
-            // the `meta` that raises the count). This also keeps a counted
-            // lookup from counting an inode being freed
-            // (`Meta::countable_by_name`: linked, here).
-            if m.rec.nlink == 0 {
-                drop(m);
-                crate::sync::yield_now();
-                continue;
-            }
-            if counted {
-                *m.lookups_mut() += 1;
-            }
-            return Ok(child.attr_locked(&m));
         }
     }
 
@@ -1181,11 +1206,11 @@ mod model {
     /// A counted lookup racing the unlink of the name's last link, with
     /// nothing else holding the inode: the lookup either misses, or counts
     /// an inode that is then an orphan (in the table, openable by its
-    /// holder) and freed by the forget. Before `Meta::countable_by_name`,
-    /// a lookup that read the name before the unlink and took `meta` just
-    /// after it (its `note_unlinked` had sealed the open count, recorded
-    /// no orphan) counted it anyway: `check` reported it leaked and an
-    /// open by number failed.
+    /// holder) and freed by the forget. Before `Meta::still_named` (then
+    /// `countable_by_name`), a lookup that read the name before the unlink
+    /// and took `meta` just after it (its `note_unlinked` had sealed the
+    /// open count, recorded no orphan) counted it anyway: `check` reported
+    /// it leaked and an open by number failed.
     #[test]
     fn model_counted_lookup_vs_last_unlink() {
         counted_lookup_vs_last_unlink(false);

@@ -35,6 +35,13 @@
 //! and never dereferences, a freed inode: inodes and indexes found under the
 //! guard are reclaimed only after it is dropped.
 //!
+//! A counted walk adds its one lookup reference under the final inode's
+//! `meta`, and only if it is still named there (`Meta::still_named`:
+//! linked and not freed, as every answer by name); otherwise the entry
+//! went after validation and the walk runs again. Its attributes are read
+//! in that same section, so a counted walk, like a stat walk, never
+//! answers a link count of 0.
+//!
 //! Locks taken: none, except `meta` of the final inode for a counted walk
 //! (to add the one lookup reference), and what `iget_rcu` takes (none in
 //! the icache's lock-free design).
@@ -213,16 +220,19 @@ impl FsInner {
                 }
                 Attempt::Found(inode, _) => {
                     // The one reference of a counted walk. The inode cannot
-                    // be reclaimed under the guard; it may have been freed
-                    // (all links gone) since validation: then try again.
+                    // be reclaimed under the guard; it may have lost its
+                    // last link (unlinked or renamed over) since
+                    // validation, or been freed: then the name is gone
+                    // and the walk reads it again (`Meta::still_named`,
+                    // the rule of every answer by name) — also when the
+                    // inode lives on as an orphan open elsewhere, whose
+                    // count of 0 is no answer for a name.
                     let mut m = inode.meta.lock();
-                    // Freed, or being evicted (the walk sees FREEING inodes:
+                    // Or being evicted (the walk sees FREEING inodes:
                     // `get_rcu`): an evictor that checked the pins before
                     // this `meta` would unhash it with our count. Its claim
                     // precedes its `meta`, so under ours we see FREEING.
-                    // Unlinked since validation, and being freed: the
-                    // name is gone (`Meta::countable_by_name`).
-                    if !m.countable_by_name() || inode.life.state() != crate::icache::State::Live {
+                    if !m.still_named() || inode.life.state() != crate::icache::State::Live {
                         drop(m);
                         crate::sync::yield_now();
                         continue;
@@ -356,6 +366,53 @@ mod model {
                 writer.join().unwrap();
             },
             crate::sync::model_iterations(),
+        );
+    }
+
+    /// A counted lookup (FUSE LOOKUP; the path layer's counted walk is the
+    /// same `walk_rcu`) racing the unlink of the name's last link while a
+    /// handle keeps the file open, so that it lives on as an orphan: the
+    /// lookup misses, or answers the file while linked (and counts it) —
+    /// never the orphan with a link count of 0. Before, a counted walk
+    /// whose `meta` came after an unlink that followed its validation
+    /// counted any orphan (`countable_by_name`: linked *or an orphan*) and
+    /// returned its attributes with nlink 0.
+    #[test]
+    fn model_counted_walk_vs_unlink_of_open_file() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                let (f, h, _) = fs
+                    .open_at(&r, lanefs_store::ROOT_INO, b"f", flags, 0o644, 0, false)
+                    .unwrap();
+                // Cached, its directory's index loaded: the lock-free walk
+                // answers.
+                assert!(fs.resolve_rcu(&r, 1, &[b"f"]).is_some());
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        fs.unlink(&Cred::root(), lanefs_store::ROOT_INO, b"f")
+                            .unwrap();
+                    })
+                };
+                match fs.lookup_counted(&r, lanefs_store::ROOT_INO, b"f") {
+                    Ok(a) => {
+                        assert_eq!(a.ino, f.ino);
+                        assert_eq!(a.nlink, 1, "a lookup answered an unlinked inode");
+                        fs.forget(a.ino, 1);
+                    }
+                    Err(e) => assert_eq!(e, Errno::ENOENT),
+                }
+                unlinker.join().unwrap();
+                drop(h);
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
         );
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-#[allow(dead_code)] // this binary uses only `names_in_store`
+#[allow(dead_code)] // this binary uses only `names_in_store` and `knob`
 mod common;
 
 use common::names_in_store;
@@ -220,5 +220,60 @@ fn checks_as_open_and_create() {
     fs.rmdir(&root, ROOT_INO, b"g").unwrap();
     fs.forget(d.ino, 1);
     fs.forget(g.ino, 1);
+    assert_empty(&store, &fs);
+}
+
+/// An `O_TMPFILE` open racing a caller that forgets, opens and closes the
+/// numbers it gets — one kept from an earlier file, now reused (the
+/// memory store hands a lane's freed number out again), as a FUSE FORGET
+/// or OPEN of a stale number does. The new file is born open and an
+/// orphan before its number can be found, so neither frees it: every
+/// `O_TMPFILE` open succeeds. Before, the file had no open count until
+/// its handle raised one, and a forget (or the last close of the
+/// stranger's handle) in between freed it — no links, lookups or opens —
+/// so the open failed with `ENOENT`.
+///
+/// Knob: `LANEFS_TMPFILE_RACE_ROUNDS` (opens, default 100000).
+#[test]
+fn an_unnamed_file_is_not_freed_by_its_number_before_its_open() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let rounds = common::knob("LANEFS_TMPFILE_RACE_ROUNDS", 100_000);
+    let (store, fs) = fresh();
+    let last = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stranger = {
+        let (fs, last, stop) = (fs.clone(), last.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let r = Cred::root();
+            let mut opened = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let ino = last.load(Ordering::Relaxed);
+                if ino == 0 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                fs.forget(ino, 1);
+                if let Ok(h) = fs.open(&r, ino, libc::O_RDONLY) {
+                    opened += 1;
+                    drop(h);
+                }
+            }
+            opened
+        })
+    };
+    let r = Cred::root();
+    for i in 0..rounds {
+        let (a, f) = fs
+            .tmpfile(&r, ROOT_INO, libc::O_RDWR, 0o600, 0, false)
+            .unwrap_or_else(|e| panic!("O_TMPFILE open {i}: {e:?}"));
+        last.store(a.ino, Ordering::Relaxed);
+        fs.write(&f, 0, b"x").unwrap();
+        drop(f);
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        stranger.join().unwrap() > 0,
+        "the stranger never opened one"
+    );
     assert_empty(&store, &fs);
 }

@@ -57,6 +57,8 @@ pub enum Call {
     FreeIno,
     DirInsert,
     DirRemove,
+    /// `punch_pages` (a truncate or hole punch of pages in the store).
+    Punch,
     /// Any other call.
     Other,
 }
@@ -127,7 +129,7 @@ impl Store for HookedStore {
         self.inner.write_page(ino, index, data)
     }
     fn punch_pages(&self, ino: Ino, start: u64, end: u64) -> Result<u64> {
-        (self.hook)(Call::Other)?;
+        (self.hook)(Call::Punch)?;
         self.inner.punch_pages(ino, start, end)
     }
     fn list_inodes(&self) -> Result<Vec<Ino>> {
