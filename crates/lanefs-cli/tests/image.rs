@@ -457,7 +457,45 @@ fn sync_and_dirsync_make_changes_durable() {
     assert_fsck(&s.img, false, FSCK_CLEAN);
 }
 
+/// `syncfs(2)` on a FUSE mount never reaches the daemon (the kernel sends
+/// FUSE_SYNCFS only to virtiofs), so it keeps nothing through a SIGKILL;
+/// `lanefs sync MNT` does (the daemon writes everything back and commits
+/// it), with the kernel's writeback cache too. Until 2026-11 there was no
+/// way to sync a whole mount, and README promised `syncfs` durability.
+fn lanefs_sync_makes_everything_durable() {
+    for wb in [false, true] {
+        let s = Scene::new(if wb { "img-sync-wb" } else { "img-sync" });
+        mkfs(&s.img);
+        let mut args = vec!["--commit-interval", "0"];
+        if wb {
+            args.extend(["-o", "writeback_cache"]);
+        }
+        let m = ImageMount::new(&s.img, &s.mnt, &args);
+        std::fs::create_dir(s.mnt.join("d")).unwrap();
+        write_file(&s.mnt.join("d/a"), &body(1), false);
+        let out = lanefs(&["sync", s.mnt.to_str().unwrap()]);
+        assert!(out.status.success(), "lanefs sync failed:\n{}", show(&out));
+        // Not synced: may be lost.
+        write_file(&s.mnt.join("d/b"), &body(2), false);
+        m.kill();
+        assert_fsck(&s.img, false, FSCK_CLEAN);
+        let m = s.mount();
+        assert_eq!(
+            std::fs::read(s.mnt.join("d/a")).ok(),
+            Some(body(1)),
+            "writeback_cache {wb}: a file written before lanefs sync lost"
+        );
+        m.unmount();
+    }
+    let out = lanefs(&["sync", std::env::temp_dir().to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "lanefs sync of a non-lanefs directory succeeded"
+    );
+}
+
 on_both_transports!(
+    lanefs_sync_makes_everything_durable,
     tree_survives_unmount_and_remount,
     fsynced_data_survives_sigkill,
     background_commit_bounds_what_sigkill_loses,
