@@ -4,6 +4,7 @@
 //! (plain, `KEEP_SIZE`, `PUNCH_HOLE`, `ZERO_RANGE` with and without
 //! `KEEP_SIZE`), `fsync`/`fdatasync`, rename of a fsynced temporary over a
 //! file (then, sometimes, fsync of the directory), unlink of an open file,
+//! an `O_TMPFILE` written, fsynced and linked,
 //! cache drops (`Fs::shrink`: pages read back from the store) and store
 //! checkpoints (mappings go home: later overwrites are in place).
 //!
@@ -87,6 +88,9 @@ struct Model {
     renamed: Vec<usize>,
     /// Names unlinked while open: gone once a sync returned.
     unlinked: Vec<(String, bool)>,
+    /// `O_TMPFILE`s written, fsynced and linked: (name, contents, the
+    /// directory fsynced since).
+    linked: Vec<(String, Vec<u8>, bool)>,
 }
 
 fn fname(k: usize) -> String {
@@ -134,7 +138,7 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
         let off = next_rand(&mut rng) % SPAN;
         let len = 1 + next_rand(&mut rng) % 12_000;
         let mut v = m.names[k].current().clone();
-        match next_rand(&mut rng) % 16 {
+        match next_rand(&mut rng) % 17 {
             0..=3 => {
                 w += 1;
                 let data: Vec<u8> = (off..off + len).map(|i| byte(k, w, i)).collect();
@@ -228,6 +232,23 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
                     held.remove((next_rand(&mut rng) % held.len() as u64) as usize);
                 }
             }
+            15 => {
+                // An O_TMPFILE, written and fsynced (an orphan until it
+                // is linked: freed at recovery), then linked.
+                let (_, t) = fs.tmpfile(&r, ROOT_INO, libc::O_RDWR, 0o644, 0, false)?;
+                w += 1;
+                let data: Vec<u8> = (0..len).map(|i| byte(FILES, w, i)).collect();
+                fs.write(&t, 0, &data)?;
+                fs.fsync(&t, false)?;
+                let l = format!("l{step}");
+                m.linked.push((l.clone(), data, false));
+                let a = fs.link(&r, t.ino(), ROOT_INO, l.as_bytes())?;
+                fs.forget(a.ino, 1);
+                if next_rand(&mut rng).is_multiple_of(2) {
+                    fs.fsync(&dir, false)?;
+                    m.linked.last_mut().unwrap().2 = true;
+                }
+            }
             _ => {
                 fs.sync()?;
                 for n in &mut m.names {
@@ -238,6 +259,9 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
                 m.renamed.clear();
                 for u in &mut m.unlinked {
                     u.1 = true;
+                }
+                for l in &mut m.linked {
+                    l.2 = true;
                 }
             }
         }
@@ -301,6 +325,18 @@ fn verify(image: Vec<u8>, m: &Model, what: &str) {
                 tail[i],
                 a.size + i as u64
             );
+        }
+    }
+    for (l, data, synced) in &m.linked {
+        match read_name(&fs, l) {
+            Some(got) => assert!(
+                got == *data,
+                "{what}: linked tmpfile {l} has other contents"
+            ),
+            None => assert!(
+                !synced,
+                "{what}: linked tmpfile {l} missing after a directory fsync"
+            ),
         }
     }
     for (u, synced) in &m.unlinked {
