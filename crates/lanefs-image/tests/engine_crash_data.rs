@@ -4,7 +4,8 @@
 //! (plain, `KEEP_SIZE`, `PUNCH_HOLE`, `ZERO_RANGE` with and without
 //! `KEEP_SIZE`), `fsync`/`fdatasync`, rename of a fsynced temporary over a
 //! file (then, sometimes, fsync of the directory), unlink of an open file,
-//! an `O_TMPFILE` written, fsynced and linked,
+//! an `O_TMPFILE` written, fsynced and linked, an extended attribute set
+//! and removed,
 //! cache drops (`Fs::shrink`: pages read back from the store) and store
 //! checkpoints (mappings go home: later overwrites are in place).
 //!
@@ -91,10 +92,21 @@ struct Model {
     /// `O_TMPFILE`s written, fsynced and linked: (name, contents, the
     /// directory fsynced since).
     linked: Vec<(String, Vec<u8>, bool)>,
+    /// Values of the attribute `user.v` of file `x` since its last fsync
+    /// (`None`: not set), once `x` was made durable.
+    xattr: Option<Vec<Option<Vec<u8>>>>,
 }
 
 fn fname(k: usize) -> String {
     format!("f{k}")
+}
+
+/// A removal of an attribute that is not there is no error here.
+fn fatal_xattr(r: Result<()>) -> Result<()> {
+    match r {
+        Err(Errno::ENODATA) => Ok(()),
+        r => r,
+    }
 }
 
 fn set_size(fs: &Fs, f: &OpenFile, size: u64) -> Result<()> {
@@ -129,6 +141,9 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
         };
         FILES
     ];
+    let (_, x, _) = fs.open_at(&r, ROOT_INO, b"x", CREAT, 0o644, 0, false)?;
+    fs.fsync(&x, false)?;
+    m.xattr = Some(vec![None]);
     let dir = fs.open(&r, ROOT_INO, libc::O_RDONLY | libc::O_DIRECTORY)?;
     let mut w = 0u64;
     let mut held: Vec<OpenFile> = Vec::new();
@@ -138,7 +153,7 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
         let off = next_rand(&mut rng) % SPAN;
         let len = 1 + next_rand(&mut rng) % 12_000;
         let mut v = m.names[k].current().clone();
-        match next_rand(&mut rng) % 17 {
+        match next_rand(&mut rng) % 19 {
             0..=3 => {
                 w += 1;
                 let data: Vec<u8> = (off..off + len).map(|i| byte(k, w, i)).collect();
@@ -232,6 +247,26 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
                     held.remove((next_rand(&mut rng) % held.len() as u64) as usize);
                 }
             }
+            16 => {
+                // An extended attribute of up to 9000 bytes (the record
+                // spills into chain blocks), set or removed; then maybe
+                // fsync.
+                let xv = m.xattr.as_mut().unwrap();
+                if next_rand(&mut rng).is_multiple_of(4) {
+                    xv.push(None);
+                    fatal_xattr(fs.removexattr(&r, x.ino(), b"user.v"))?;
+                } else {
+                    w += 1;
+                    let v: Vec<u8> = (0..len % 9000).map(|i| byte(FILES + 1, w, i)).collect();
+                    xv.push(Some(v.clone()));
+                    fs.setxattr(&r, x.ino(), b"user.v", &v, 0)?;
+                }
+                if next_rand(&mut rng).is_multiple_of(2) {
+                    fs.fsync(&x, false)?;
+                    let last = xv.last().cloned().unwrap();
+                    *xv = vec![last];
+                }
+            }
             15 => {
                 // An O_TMPFILE, written and fsynced (an orphan until it
                 // is linked: freed at recovery), then linked.
@@ -263,6 +298,9 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
                 for l in &mut m.linked {
                     l.2 = true;
                 }
+                let xv = m.xattr.as_mut().unwrap();
+                let last = xv.last().cloned().unwrap();
+                *xv = vec![last];
             }
         }
     }
@@ -326,6 +364,19 @@ fn verify(image: Vec<u8>, m: &Model, what: &str) {
                 a.size + i as u64
             );
         }
+    }
+    if let Some(xv) = &m.xattr {
+        let x = fs.lookup(&r, ROOT_INO, b"x").expect("x fsynced");
+        let got = match fs.getxattr(&r, x.ino, b"user.v") {
+            Ok(v) => Some(v),
+            Err(Errno::ENODATA) => None,
+            Err(e) => panic!("{what}: getxattr: {e}"),
+        };
+        assert!(
+            xv.contains(&got),
+            "{what}: x's attribute ({:?} bytes) is no value set since its fsync",
+            got.map(|v| v.len())
+        );
     }
     for (l, data, synced) in &m.linked {
         match read_name(&fs, l) {
