@@ -19,7 +19,9 @@
 //! file by truncate reads zeros past its old end; the same after a second
 //! cut during the recovery.
 //!
-//! Knob: `LANEFS_ENGINE_DATA_CUTS` (default 48); `LANEFS_CRASH_SEED`.
+//! Knobs: `LANEFS_ENGINE_DATA_CUTS` (default 48), `LANEFS_ENGINE_DATA_STEPS`
+//! (steps per workload, default 40; more wrap the journal);
+//! `LANEFS_CRASH_SEED`.
 
 mod common;
 
@@ -33,7 +35,10 @@ use lanefs_store::{Errno, Result, Store};
 
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 const FILES: usize = 3;
-const STEPS: usize = 40;
+/// Steps of a workload (knob `LANEFS_ENGINE_DATA_STEPS`).
+fn steps() -> usize {
+    env_u64("LANEFS_ENGINE_DATA_STEPS", 40) as usize
+}
 /// Largest file offset a step touches.
 const SPAN: u64 = 40_000;
 
@@ -147,7 +152,7 @@ fn workload(dev: Arc<dyn Device>, seed: u64, m: &mut Model) -> Result<()> {
     let dir = fs.open(&r, ROOT_INO, libc::O_RDONLY | libc::O_DIRECTORY)?;
     let mut w = 0u64;
     let mut held: Vec<OpenFile> = Vec::new();
-    for step in 0..STEPS {
+    for step in 0..steps() {
         let k = (next_rand(&mut rng) % FILES as u64) as usize;
         let f = &handles[k];
         let off = next_rand(&mut rng) % SPAN;
