@@ -5,7 +5,8 @@ Usage (as root): scripts/crash-kill.py LANEFS_BIN WORKDIR [ROUNDS] [SEED] [-- MO
 
 Each round: mount WORKDIR/img (made by `lanefs mkfs` in the first round) on
 WORKDIR/mnt in the foreground, run a worker process that writes,
-overwrites, truncates, fallocates (plain, keep-size, punch, zero-range),
+overwrites (also through a shared mapping, then msync), truncates,
+fallocates (plain, keep-size, punch, zero-range),
 fsyncs/fdatasyncs, renames a fsynced temporary over a file (sometimes
 fsyncing the directory), unlinks open files and syncfs'es, logging each
 step to WORKDIR/log before it makes it (and each durability point after it
@@ -22,6 +23,7 @@ kept as WORKDIR/img.bad).
 
 import ctypes
 import json
+import mmap
 import os
 import random
 import shutil
@@ -140,7 +142,22 @@ def worker(mnt, logpath, seed):
             if held:
                 os.close(held.pop(rng.randrange(len(held))))
         elif c == 13:
-            time.sleep(rng.random() * 0.01)
+            # A store through a shared mapping, inside the file, then
+            # msync(MS_SYNC) (an fsync of the range).
+            size = os.fstat(fd).st_size
+            if size >= 4096:
+                off = rng.randrange(size - 1) & ~4095
+                length = min(length, size - off)
+                w += 1
+                note(op="write", k=k, off=off, len=length, w=w)
+                mm = mmap.mmap(fd, size - off, offset=off)
+                mm[0:length] = data(k, w, off, length)
+                if rng.random() < 0.5:
+                    mm.flush()
+                    note(op="fsynced", k=k)
+                mm.close()
+            else:
+                time.sleep(rng.random() * 0.01)
         elif c == 14:
             # Through FUSE syncfs(2) never reaches the daemon (the kernel
             # sends FUSE_SYNCFS only to virtiofs): no durability point.
