@@ -27,11 +27,12 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use lanefs_core::{Cred, Fs, FsConfig, OpenFile, SetAttr, ROOT_INO};
 use lanefs_image::crash::{next_rand, CrashDevice};
-use lanefs_image::{fsck_device, Device, ImageStore, MemDevice};
+use lanefs_image::{fsck_device, Device, ImageConfig, ImageStore, MemDevice};
 use lanefs_store::{Errno, Result, Store};
 
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
@@ -563,7 +564,8 @@ fn writer_step(fs: &Fs, f: &OpenFile, k: usize, n: &Mutex<Name>, rng: &mut u64) 
 }
 
 /// Writers on their own files at once, beside a thread that checkpoints
-/// and drops caches now and then: group commits gather several lanes'
+/// and drops caches now and then, the engine's flusher and the store's
+/// background commit: group commits gather several lanes'
 /// records, an fsync's commit may be another's, and a checkpoint moves
 /// mappings home while writers run. Which event the cut falls on depends
 /// on the threads' timing; what each writer recorded before its calls
@@ -574,8 +576,19 @@ fn concurrent_workload(
     names: &[Mutex<Name>],
     created: &AtomicBool,
 ) -> Result<()> {
-    let store = Arc::new(ImageStore::open_device(dev, &cfg())?);
-    let fs = Fs::new(store.clone(), FsConfig::default())?;
+    // The store's background commit and the engine's flusher run too.
+    let config = ImageConfig {
+        commit_interval: Some(Duration::from_millis(3)),
+        ..cfg()
+    };
+    let store = Arc::new(ImageStore::open_device(dev, &config)?);
+    let fs = Fs::new(
+        store.clone(),
+        FsConfig {
+            writeback_interval: Some(Duration::from_millis(2)),
+            ..FsConfig::default()
+        },
+    )?;
     let r = Cred::root();
     let mut handles = Vec::new();
     for k in 0..names.len() {
@@ -613,7 +626,7 @@ fn concurrent_workload(
                 }
                 _ => std::thread::yield_now(),
             }
-            std::thread::sleep(std::time::Duration::from_micros(200));
+            std::thread::sleep(Duration::from_micros(200));
         }
         writers
             .into_iter()
