@@ -69,6 +69,10 @@ enum Cmd {
     Umount(UmountArgs),
     /// Show how a mounted lanefs is served (transport, threads, ...).
     Stats(StatsArgs),
+    /// Make everything written to a mounted lanefs durable (what syncfs(2)
+    /// and sync(1) do on a local file system; through FUSE they never
+    /// reach the daemon).
+    Sync(StatsArgs),
     /// Run benchmarks.
     Bench(lanefs_bench::cli::BenchArgs),
     /// (internal) The `auto_unmount` watcher a daemon starts.
@@ -201,6 +205,16 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
                 eprintln!("lanefs stats: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::Sync(a) => match lanefs_core::sync_mount(&a.mountpoint) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!(
+                    "lanefs sync: {}: not a lanefs mount, or the sync failed ({e})",
+                    a.mountpoint.display()
+                );
                 ExitCode::FAILURE
             }
         },

@@ -380,18 +380,14 @@ impl ImageMount {
     }
 }
 
-/// TODO(issue 13 item 4, lanefs-core): the issue wants a file's fsync to
-/// make its directory entry durable, and the path to it. Today a new
-/// inode's record reaches the store with link count 0 at allocation, the
-/// parent's entry reaches it at once (`dir_insert`), and the record with
-/// the real link count stays dirty in lanefs-core's cache until written
-/// back; `Fs::fsync` writes back only the file. So after fsync(a/b/f) and
-/// a SIGKILL, the root's entry `a` names an inode with link count 0, which
-/// recovery frees as an orphan: `a/b/f` is ENOENT and fsck reports
-/// `dir 1: entry "a" -> free inode N`. Fix: fsync writes back the dirty
-/// ancestors (or one Txn per operation, item 2, carries entry and record).
-#[test]
-#[ignore = "lanefs-core fsync does not write back new parent directories (TODO above)"]
+/// Issue 13 item 4: a file's fsync makes its directory entry durable, and
+/// the path to it. Each operation reaches the store as one `Txn` (entry
+/// and record together), and fsync commits every lane's journal buffer,
+/// so every operation made before the fsync is durable with it (the new
+/// directories too, without an fsync of theirs). Until the one-`Txn`
+/// change this failed (the root's entry `a` named an inode whose record,
+/// link count 0, recovery freed as an orphan); it stayed `#[ignore]`d
+/// after, untried, until 2026-11.
 fn fsync_alone_makes_new_parent_directories_durable() {
     let s = Scene::new("img-fsync-path");
     mkfs(&s.img);
@@ -457,7 +453,46 @@ fn sync_and_dirsync_make_changes_durable() {
     assert_fsck(&s.img, false, FSCK_CLEAN);
 }
 
+/// `syncfs(2)` on a FUSE mount never reaches the daemon (the kernel sends
+/// FUSE_SYNCFS only to virtiofs), so it keeps nothing through a SIGKILL;
+/// `lanefs sync MNT` does (the daemon writes everything back and commits
+/// it), with the kernel's writeback cache too. Until 2026-11 there was no
+/// way to sync a whole mount, and README promised `syncfs` durability.
+fn lanefs_sync_makes_everything_durable() {
+    for wb in [false, true] {
+        let s = Scene::new(if wb { "img-sync-wb" } else { "img-sync" });
+        mkfs(&s.img);
+        let mut args = vec!["--commit-interval", "0"];
+        if wb {
+            args.extend(["-o", "writeback_cache"]);
+        }
+        let m = ImageMount::new(&s.img, &s.mnt, &args);
+        std::fs::create_dir(s.mnt.join("d")).unwrap();
+        write_file(&s.mnt.join("d/a"), &body(1), false);
+        let out = lanefs(&["sync", s.mnt.to_str().unwrap()]);
+        assert!(out.status.success(), "lanefs sync failed:\n{}", show(&out));
+        // Not synced: may be lost.
+        write_file(&s.mnt.join("d/b"), &body(2), false);
+        m.kill();
+        assert_fsck(&s.img, false, FSCK_CLEAN);
+        let m = s.mount();
+        assert_eq!(
+            std::fs::read(s.mnt.join("d/a")).ok(),
+            Some(body(1)),
+            "writeback_cache {wb}: a file written before lanefs sync lost"
+        );
+        m.unmount();
+    }
+    let out = lanefs(&["sync", std::env::temp_dir().to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "lanefs sync of a non-lanefs directory succeeded"
+    );
+}
+
 on_both_transports!(
+    lanefs_sync_makes_everything_durable,
+    fsync_alone_makes_new_parent_directories_durable,
     tree_survives_unmount_and_remount,
     fsynced_data_survives_sigkill,
     background_commit_bounds_what_sigkill_loses,

@@ -71,7 +71,7 @@ pub use reclaim::{
     DeferredRegistry, ReclaimRegistry, RwLockRegistry, Shrinker, ShrinkerId, SyncGraceRegistry,
     DEFAULT_PROCESS_CACHE_OBJECTS,
 };
-pub use stats_xattr::{read_mount_stats, STATS_XATTR};
+pub use stats_xattr::{read_mount_stats, sync_mount, STATS_XATTR, SYNC_XATTR};
 pub use variants::{
     CounterVariant, IcacheVariant, OrphanVariant, ReadVariant, ReclaimVariant, Variants,
 };

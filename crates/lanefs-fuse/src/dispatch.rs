@@ -74,6 +74,11 @@ pub struct Session {
 /// on the root cannot be read back.
 pub use lanefs_core::STATS_XATTR;
 
+/// `lanefs sync MNT` asks the daemon to write everything back and commit
+/// it (`Handler::syncfs`), since the kernel never sends FUSE_SYNCFS but to
+/// virtiofs. Answered, with an empty value, only on the root.
+pub use lanefs_core::SYNC_XATTR;
+
 fn stats_text(h: &Handler, s: &Session) -> Vec<u8> {
     format!(
         "transport={}\nthreads={}\nprotocol=7.{}\ninit_flags={:#x}\nuring_offered={}\nwriteback_cache={}\nopen_handles={}\n",
@@ -480,6 +485,10 @@ fn serve(
         Op::Getxattr { size, name } if ino == ROOT_ID && name == STATS_XATTR.as_bytes() => {
             xattr_reply(out, size, stats_text(h, s))?
         }
+        Op::Getxattr { size, name } if ino == ROOT_ID && name == SYNC_XATTR.as_bytes() => {
+            h.syncfs()?;
+            xattr_reply(out, size, Vec::new())?
+        }
         Op::Getxattr { size, name } => xattr_reply(out, size, h.getxattr(&c, ino, name)?)?,
         Op::Listxattr { size } => xattr_reply(out, size, h.listxattr(&c, ino)?)?,
         Op::Removexattr { name } => h.removexattr(&c, ino, name)?,
@@ -533,7 +542,10 @@ fn serve(
         Op::Destroy => h.destroy(),
         Op::Fallocate(arg) => h.fallocate(&c, arg.fh, arg.offset, arg.length, arg.mode as i32)?,
         Op::Init(_) => return Err(Errno(libc::EPROTO)),
-        Op::Syncfs | Op::Unknown(_) => return Err(Errno::ENOSYS),
+        // Sent only where the kernel's connection asks for it (virtiofs):
+        // served all the same.
+        Op::Syncfs => h.syncfs()?,
+        Op::Unknown(_) => return Err(Errno::ENOSYS),
     }
     ok()
 }

@@ -694,6 +694,12 @@ impl Handler {
         self.handles.remove(fh).map(|_| ()).ok_or(Errno::EBADF)
     }
 
+    /// SYNCFS, and GETXATTR of `SYNC_XATTR` on the root (`lanefs sync`):
+    /// write everything back and commit it; returns once it is durable.
+    pub fn syncfs(&self) -> Result<()> {
+        self.fs.sync()
+    }
+
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<()> {
         let h = self.handle(fh)?;
         self.fs.fsync(&h.file, datasync)

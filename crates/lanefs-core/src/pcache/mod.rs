@@ -681,8 +681,22 @@ impl<'a> PagesMut<'a> {
             let past = self.size().div_ceil(PAGE);
             if !store.volatile() && stored > 0 && store.has_pages_from(ino, past)? {
                 debug_assert!(self.map.pages.range(past..).next().is_none());
+                // A punch also takes its range out of the store's unwritten
+                // extents, but those past the size are no crash's leftover:
+                // `fallocate(KEEP_SIZE)` allocates there, and the record
+                // counts them. Put them back, and take off the record only
+                // what the store lost (the stale pages outside them).
+                // Until 2026-11 the punch's count alone was taken off: the
+                // record kept counting the extents' pages the store no
+                // longer had, and the preallocation was gone.
+                let kept = store.read_unwritten(ino)?;
+                let before = store.allocated_pages(ino)?;
                 let stale = store.punch_pages(ino, past, u64::MAX)?;
-                self.map.stale_freed += stale;
+                if kept.iter().any(|r| r.end > past) {
+                    store.write_unwritten(ino, &kept)?;
+                }
+                let after = store.allocated_pages(ino)?;
+                self.map.stale_freed += before.saturating_sub(after);
                 stored -= stale;
             }
             let cached = self.map.pages.values().filter(|p| p.in_store).count() as u64;
