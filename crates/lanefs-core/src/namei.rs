@@ -558,6 +558,15 @@ impl FsInner {
                 return Err(Errno::ENOENT);
             }
             if counted {
+                // Removed with nothing pinning it: the removal sealed its
+                // open count and recorded no orphan (`note_unlinked`), and
+                // its free comes next. A count now would keep it alive,
+                // unlinked yet not in the orphan table (`check`: leaked)
+                // and unopenable by the count's holder: as freed. One that
+                // lives on (an orphan: looked up or open) is counted.
+                if m.rec.nlink == 0 && m.orphan_slot.get().is_none() {
+                    return Err(Errno::ENOENT);
+                }
                 *m.lookups_mut() += 1;
             }
             return Ok(dir.attr_locked(&m));
@@ -1338,6 +1347,56 @@ mod model {
                 fs.check().unwrap();
             },
             crate::sync::model_iterations(),
+        );
+    }
+
+    /// A counted lookup of `.` in a directory (a caller that kept its
+    /// number and generation) racing its removal, with nothing else
+    /// holding it: the lookup misses, or counts a directory that is then
+    /// an orphan, openable by the holder of that count and freed by its
+    /// forget. Before, a lookup whose `meta` came between the rmdir
+    /// (which, nothing pinning the directory, sealed its open count and
+    /// recorded no orphan) and its free counted it anyway: unlinked, not
+    /// in the orphan table (`check`: leaked), and not openable.
+    #[test]
+    fn model_counted_dot_lookup_vs_rmdir() {
+        crate::sync::check_pct(
+            || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap();
+                fs.forget(d.ino, 1);
+                // Not cached: the lookup takes the reference path at once
+                // (the lock-free walk answers `.` only while linked).
+                fs.shrink();
+                let remover = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.rmdir(&Cred::root(), ROOT_INO, b"d").unwrap())
+                };
+                let at = DirAt::checked(d.ino, d.generation);
+                let counted = fs.lookup_counted(&r, at, b".");
+                remover.join().unwrap();
+                match counted {
+                    Ok(a) => {
+                        assert_eq!(a.ino, d.ino);
+                        if let Err(p) = fs.check() {
+                            panic!("inconsistent while counted: {p:?}");
+                        }
+                        let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+                        let h = fs
+                            .open_checked(&r, at, flags)
+                            .expect("open of a counted directory");
+                        drop(h);
+                        fs.forget(a.ino, 1);
+                    }
+                    Err(e) => assert_eq!(e, lanefs_store::Errno::ENOENT),
+                }
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
         );
     }
 
