@@ -637,12 +637,24 @@ impl Fs {
                 if creat {
                     return Err(Errno::EISDIR);
                 }
-                let target = fs.lookup(cred, parent, name, false)?;
+                // Counted as any other name (the caller forgets one):
+                // counting nothing here, its forget took a reference
+                // someone else held.
+                let target = fs.lookup(cred, parent, name, counted)?;
                 // By number *and* generation: nothing holds the directory
-                // found, which may be removed and its number reused by
-                // another inode before the open.
+                // found (uncounted), which may be removed and its number
+                // reused by another inode before the open.
                 let at = DirAt::checked(target.ino, target.generation);
-                Ok(((self.open_checked(cred, at, flags)?, None), false))
+                match self.open_checked(cred, at, flags) {
+                    Ok(file) => Ok(((file, counted.then_some(target)), false)),
+                    Err(e) => {
+                        // Our count keeps the number to this inode.
+                        if counted {
+                            self.forget(target.ino, 1);
+                        }
+                        Err(e)
+                    }
+                }
             } else if !creat {
                 check_name(name)?;
                 loop {
