@@ -6,7 +6,9 @@
 //! overwrite takes the data lock alone (`write_data`: its times go to the
 //! file's data side, `pcache`);
 //! `open_at` finds the entry lock-free and opens the inode it names, as
-//! Linux's RCU-walk open does. Setattr of a directory's mode or owner
+//! Linux's RCU-walk open does; a counted open that truncates an existing
+//! file holds the name's stripe across the truncate and the count
+//! (`FsInner::open_named`: the stripe, then the data lock, then `meta`). Setattr of a directory's mode or owner
 //! holds every stripe of its entry lock (`FsInner::dir_freeze`). Reads go through the mount's
 //! [`PageCache`] design: lock-free from cached pages by default (seed 003),
 //! falling back to the data lock — shared, or exclusive to pull missing
@@ -26,7 +28,7 @@ use crate::ReadVariant;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::{below_bound, ListBatch, ListBound};
+use crate::dir::{below_bound, ListBatch, ListBound, Stripes};
 use crate::fs::{
     check_name, creation_perm, data_change_time, fold_dir_changes, fold_file_times,
     is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
@@ -424,6 +426,48 @@ impl FsInner {
         Ok((file, Some(attr)))
     }
 
+    /// Open `child`, found as `name` in `dir` (validated: `lookup_child`),
+    /// as [`open_inode`](Self::open_inode) does an existing file. A
+    /// counted open that truncates holds the name's stripe from before the
+    /// truncate to the count, with the entry confirmed to name `child`
+    /// (as `remove` confirms its victim): no unlink or rename of the name
+    /// runs in between, so the file it truncates is the one it answers,
+    /// still named. Without the stripe the name could go after the
+    /// truncate and before the count, and the open — whose answer by name
+    /// must be linked (`Meta::still_named`) — read the name again and
+    /// answered another file (or `ENOENT`) after truncating this one, the
+    /// unlinked file another handle keeps: a loss of data no serial order
+    /// gives. `ENOENT` (nothing done) when the name no longer names
+    /// `child`: the caller reads it again. An uncounted open may answer
+    /// the file unlinked (as Linux's open holds the dentry it found), and
+    /// takes no stripe.
+    pub(crate) fn open_named(
+        self: &Arc<Self>,
+        cred: &Cred,
+        dir: &Inode,
+        name: &[u8],
+        child: &IRef<'_>,
+        flags: i32,
+        counted: bool,
+    ) -> Result<(OpenFile, Option<Attr>)> {
+        let truncating = flags & libc::O_TRUNC != 0 && child.kind == FileKind::Regular;
+        if !(counted && truncating) {
+            return self.open_inode(cred, child, flags, false, counted);
+        }
+        // Lock order: the directory's entry lock before the file's data
+        // lock (the truncate) and its `meta`.
+        let idx = self.dir_write(dir, Stripes::Of(&[name]))?;
+        match idx.get(name) {
+            // The entry we hold locked links it: not freed from here (a
+            // freed one is a stale object of a reused number).
+            Some(slot) if slot.ino == child.ino && !child.meta.lock().freed => {}
+            _ => return Err(Errno::ENOENT),
+        }
+        let opened = self.open_inode(cred, child, flags, false, counted);
+        drop(idx);
+        opened
+    }
+
     /// Set the size of regular file `inode` (checks done by the caller),
     /// its ctime and mtime to now (or mtime to `mtime`); its attributes
     /// after.
@@ -593,17 +637,29 @@ impl Fs {
                 if creat {
                     return Err(Errno::EISDIR);
                 }
-                let target = fs.lookup(cred, parent, name, false)?;
+                // Counted as any other name (the caller forgets one):
+                // counting nothing here, its forget took a reference
+                // someone else held.
+                let target = fs.lookup(cred, parent, name, counted)?;
                 // By number *and* generation: nothing holds the directory
-                // found, which may be removed and its number reused by
-                // another inode before the open.
+                // found (uncounted), which may be removed and its number
+                // reused by another inode before the open.
                 let at = DirAt::checked(target.ino, target.generation);
-                Ok(((self.open_checked(cred, at, flags)?, None), false))
+                match self.open_checked(cred, at, flags) {
+                    Ok(file) => Ok(((file, counted.then_some(target)), false)),
+                    Err(e) => {
+                        // Our count keeps the number to this inode.
+                        if counted {
+                            self.forget(target.ino, 1);
+                        }
+                        Err(e)
+                    }
+                }
             } else if !creat {
                 check_name(name)?;
                 loop {
                     let child = fs.lookup_child(dir, name)?;
-                    match fs.open_inode(cred, &child, flags, false, counted) {
+                    match fs.open_named(cred, dir, name, &child, flags, counted) {
                         Ok(opened) => return Ok((opened, false)),
                         // Freed, or (counted) no longer named, since the
                         // lookup: the open comes after that unlink or
@@ -698,7 +754,7 @@ impl Fs {
                         if child.kind == FileKind::Directory {
                             return Err(Errno::EISDIR);
                         }
-                        match fs.open_inode(cred, &child, flags, false, counted) {
+                        match fs.open_named(cred, dir, name, &child, flags, counted) {
                             Ok(opened) => return Ok((opened, false)),
                             // Unlinked and freed (or being freed), or
                             // (counted) no longer named, since the lookup:
@@ -1523,6 +1579,73 @@ mod model {
                         assert_eq!(fs.statfs().unwrap().files_free, free_before, "not freed");
                         fs.check().unwrap();
                     }
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+
+    /// A counted `open(O_TRUNC)` of a name (FUSE CREATE, or an open with
+    /// a lookup reference) racing the unlink of its last link while
+    /// another handle keeps the file open: either the open comes first
+    /// (it answers that file, truncated) or the unlink does (with
+    /// `O_CREAT` it makes a new file, without it `ENOENT`) and the file
+    /// the other handle holds keeps its data. Before, the open truncated
+    /// the file it found, then, finding it no longer named when it came
+    /// to count it, read the name again and answered a new file (or
+    /// `ENOENT`): the unlinked file had lost its data to an open that
+    /// did not open it.
+    #[test]
+    fn model_counted_truncating_open_vs_unlink_of_open_file() {
+        counted_truncating_open_vs_unlink(true);
+    }
+
+    /// The same without `O_CREAT`.
+    #[test]
+    fn model_counted_truncating_open_without_creat_vs_unlink() {
+        counted_truncating_open_vs_unlink(false);
+    }
+
+    fn counted_truncating_open_vs_unlink(creat: bool) {
+        crate::sync::check_pct(
+            move || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let (f, h) = create_f(&fs);
+                fs.write(&h, 0, b"abc").unwrap();
+                let unlinker = {
+                    let fs = fs.clone();
+                    thread::spawn(move || fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap())
+                };
+                let creat_flag = if creat { libc::O_CREAT } else { 0 };
+                let flags = creat_flag | libc::O_TRUNC | libc::O_RDWR;
+                let opened = fs.open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, true);
+                unlinker.join().unwrap();
+                let mut buf = [0u8; 8];
+                let kept = fs.read(&h, 0, &mut buf).unwrap();
+                match opened {
+                    Ok((a, g, created)) => {
+                        if created {
+                            assert_ne!(a.ino, f.ino);
+                            assert_eq!(kept, 3, "the unlinked file was truncated");
+                        } else {
+                            assert_eq!(a.ino, f.ino);
+                            assert_eq!(kept, 0, "opened with O_TRUNC, not truncated");
+                        }
+                        fs.forget(a.ino, 1);
+                        drop(g);
+                    }
+                    Err(e) => {
+                        assert!(!creat, "O_CREAT open: {e:?}");
+                        assert_eq!(e, lanefs_store::Errno::ENOENT);
+                        assert_eq!(kept, 3, "the unlinked file was truncated");
+                    }
+                }
+                drop(h);
+                let _ = fs.unlink(&r, ROOT_INO, b"f");
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
                 }
             },
             crate::sync::model_iterations(),
