@@ -101,3 +101,58 @@ fn growing_keeps_the_reservation_past_the_end() {
     assert_eq!(usage(&fs, &h, free0 - reserved), (5000, 2, 2));
     fs.check().unwrap();
 }
+
+/// A `truncate(2)` (no handle, no time asked for) to the size a file with
+/// nothing allocated has changes no time, as on tmpfs and ext4; through a
+/// handle (`ftruncate(2)`) the times move, and by path they move where
+/// pages are allocated (tmpfs frees from the end then, `shmem_setattr`).
+/// Until 2026-11 every truncate moved them.
+#[test]
+fn truncate_by_path_to_the_same_size_of_an_unallocated_file_moves_no_time() {
+    let fs = fs();
+    let times = |f: &OpenFile| {
+        let a = fs.getattr(f.ino()).unwrap();
+        (a.mtime, a.ctime)
+    };
+    let by_path = |f: &OpenFile, size: u64| {
+        let ch = SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        fs.setattr(&Cred::root(), f.ino(), &ch, None).unwrap();
+    };
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
+    for (name, size) in [(&b"empty"[..], 0u64), (b"sparse", 100_000)] {
+        let f = open(&fs, name, libc::O_CREAT | libc::O_RDWR);
+        truncate(&fs, &f, size);
+        let t0 = times(&f);
+        pause();
+        by_path(&f, size);
+        assert_eq!(times(&f), t0, "{name:?}: truncate(2) to its size");
+        truncate(&fs, &f, size);
+        let t1 = times(&f);
+        assert!(t1.0 > t0.0 && t1.1 > t0.1, "{name:?}: ftruncate moves both");
+    }
+    let f = open(&fs, b"data", libc::O_CREAT | libc::O_RDWR);
+    fs.write(&f, 0, b"0123456789").unwrap();
+    let t0 = times(&f);
+    pause();
+    by_path(&f, 10);
+    let t1 = times(&f);
+    assert!(
+        t1.0 > t0.0 && t1.1 > t0.1,
+        "allocated: truncate(2) moves both"
+    );
+    // Growing and shrinking by path move both, allocated or not.
+    let g = open(&fs, b"grow", libc::O_CREAT | libc::O_RDWR);
+    let t0 = times(&g);
+    pause();
+    by_path(&g, 5);
+    let t1 = times(&g);
+    assert!(t1.0 > t0.0 && t1.1 > t0.1, "growing by path moves both");
+    pause();
+    by_path(&g, 0);
+    let t2 = times(&g);
+    assert!(t2.0 > t1.0 && t2.1 > t1.1, "shrinking by path moves both");
+    fs.check().unwrap();
+}

@@ -1125,22 +1125,29 @@ impl<'a> PagesMut<'a> {
     /// size frees the extents past the end (what `fallocate(KEEP_SIZE)`
     /// reserved there), as Linux's tmpfs (`shmem_setattr` truncates from
     /// the new size whenever it does not grow) and ext4 do — the usual way
-    /// to give such a reservation back. Growing keeps them. Returns the
-    /// pages freed; on an error the times are unchanged.
+    /// to give such a reservation back. Growing keeps them. `times: None`
+    /// leaves the data-side times alone (a `truncate(2)` that changes
+    /// nothing, `Fs::truncate`). Returns the pages freed; on an error the
+    /// times are unchanged.
     pub fn truncate(
         &mut self,
         store: &dyn Store,
         ino: Ino,
         new_size: u64,
-        times: (Timespec, Timespec),
+        times: Option<(Timespec, Timespec)>,
     ) -> Result<u64> {
         let guard = epoch::pin();
+        let store_times = |pm: &Self, section: &Change<'_>| {
+            if let Some((mtime, dctime)) = times {
+                pm.store_times(section, mtime, dctime);
+            }
+        };
         if new_size > self.size() {
             self.learn(store, ino)?;
             self.load_eof_page(store, ino)?;
             let section = self.change();
             self.set_size(&section, new_size);
-            self.store_times(&section, times.0, times.1);
+            store_times(self, &section);
             return Ok(0);
         }
         if new_size == self.size() {
@@ -1159,7 +1166,7 @@ impl<'a> PagesMut<'a> {
             } else {
                 0
             };
-            self.store_times(&section, times.0, times.1);
+            store_times(self, &section);
             return Ok(freed);
         }
         self.learn(store, ino)?;
@@ -1170,7 +1177,7 @@ impl<'a> PagesMut<'a> {
             self.zero_in_page(store, ino, new_size, page_end, &guard)?;
         }
         self.set_size(&section, new_size);
-        self.store_times(&section, times.0, times.1);
+        store_times(self, &section);
         Ok(freed)
     }
 
