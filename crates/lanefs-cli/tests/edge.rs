@@ -24,6 +24,11 @@
 //! sticky directory, as a user who owns neither it nor the directory: the
 //! VFS's `may_create_in_sticky` (`EACCES` where the directory is
 //! world-writable) applies to a `default_permissions` mount as to tmpfs.
+//!
+//! A truncate to the size a file has: by path it moves no time where
+//! nothing is allocated, through a descriptor (or `O_TRUNC`) always, and
+//! either way it gives back a `fallocate(KEEP_SIZE)` reservation past the
+//! end, as on tmpfs.
 
 mod common;
 
@@ -462,10 +467,95 @@ fn dir_noatime_follows_the_descriptor_not_the_open() {
     );
 }
 
+/// `(mtime, ctime, st_blocks)` of `p`.
+fn mtime_ctime_blocks(p: &Path) -> (i64, i64, i64, i64, u64) {
+    let m = std::fs::metadata(p).unwrap();
+    (
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+        m.blocks(),
+    )
+}
+
+/// Truncates to the size a file has, by path and through a descriptor,
+/// of files with and without allocated pages, and of one with a
+/// `fallocate(KEEP_SIZE)` reservation past its end; one line per step:
+/// whether mtime and ctime moved, and the blocks after.
+fn same_size_truncate_steps(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let files: [(&str, &[u8], i64); 4] = [
+        ("empty", b"", 0),
+        ("data", b"0123456789", 10),
+        ("sparse", b"", 100_000),
+        ("reserved", b"abc", 3),
+    ];
+    for (name, data, size) in files {
+        let p = root.join(name);
+        std::fs::write(&p, data).unwrap();
+        let fd = open_fd(&p, libc::O_RDWR);
+        // SAFETY: plain system calls on a descriptor this function owns.
+        unsafe {
+            assert_eq!(libc::ftruncate(fd, size), 0);
+            if name == "reserved" {
+                assert_eq!(
+                    libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, 1 << 20),
+                    0
+                );
+            }
+        }
+        for how in ["path", "fd", "path", "O_TRUNC"] {
+            let before = mtime_ctime_blocks(&p);
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            let cp = c(&p);
+            // SAFETY: a valid C string; a descriptor this function owns.
+            let r = unsafe {
+                match how {
+                    "path" => libc::truncate(cp.as_ptr(), size),
+                    "fd" => libc::ftruncate(fd, size),
+                    _ if size == 0 => libc::close(open_fd(&p, libc::O_WRONLY | libc::O_TRUNC)),
+                    _ => 0,
+                }
+            };
+            assert_eq!(r, 0, "{name} {how}: {}", std::io::Error::last_os_error());
+            let after = mtime_ctime_blocks(&p);
+            out.push(format!(
+                "{name} by {how}: mtime moved {}, ctime moved {}, blocks {}",
+                (after.0, after.1) != (before.0, before.1),
+                (after.2, after.3) != (before.2, before.3),
+                after.4
+            ));
+        }
+        // SAFETY: closing a descriptor this function owns.
+        unsafe { libc::close(fd) };
+    }
+    out
+}
+
+/// Until 2026-11 a `truncate(2)` to the size a file has moved its mtime
+/// and ctime even where nothing is allocated (tmpfs and ext4 leave them:
+/// `truncate(2)` asks for no time change, FUSE sends it as a SETATTR
+/// without a file handle), and a truncate to the same size kept a
+/// `fallocate(KEEP_SIZE)` reservation past the end (tmpfs gives it back).
+fn same_size_truncate_matches_tmpfs() {
+    let m = TestMount::new("samesize");
+    let t = Tmpfs::new("samesize-tmpfs");
+    let want = same_size_truncate_steps(&t.0);
+    assert!(
+        want.contains(&"empty by path: mtime moved false, ctime moved false, blocks 0".into())
+            && want.contains(&"empty by fd: mtime moved true, ctime moved true, blocks 0".into()),
+        "tmpfs: {want:#?}"
+    );
+    let got = same_size_truncate_steps(&m.mnt);
+    assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
+}
+
 on_both_transports!(
     rename_whiteout_matches_tmpfs,
     sticky_create_matches_tmpfs,
     noatime_follows_the_descriptor_not_the_open,
-    dir_noatime_follows_the_descriptor_not_the_open
+    dir_noatime_follows_the_descriptor_not_the_open,
+    same_size_truncate_matches_tmpfs
 );
 on_both_transports_and_writeback!(append_follows_the_descriptor_not_the_open,);

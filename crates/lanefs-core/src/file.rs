@@ -410,7 +410,7 @@ impl FsInner {
         if born_open {
             open_checks(&file.inode, cred, flags, true)?;
         } else if flags & libc::O_TRUNC != 0 && file.inode.kind == FileKind::Regular {
-            self.truncate(cred, &file.inode, 0, None)?;
+            self.truncate(cred, &file.inode, 0, None, false)?;
         }
         if !counted {
             return Ok((file, None));
@@ -470,13 +470,20 @@ impl FsInner {
 
     /// Set the size of regular file `inode` (checks done by the caller),
     /// its ctime and mtime to now (or mtime to `mtime`); its attributes
-    /// after.
+    /// after. `by_path`: a `truncate(2)` (no open file, no time asked
+    /// for), which to the size the file has, with nothing allocated,
+    /// changes no time: tmpfs's `shmem_setattr` moves them only when the
+    /// size changes or it frees pages (`info->alloced`), ext4's only when
+    /// the size changes, and `truncate(2)` asks for none (`do_truncate`
+    /// without `ATTR_MTIME | ATTR_CTIME`), while `ftruncate(2)` and an
+    /// `O_TRUNC` open ask for both, so they always move them.
     fn truncate(
         &self,
         cred: &Cred,
         inode: &Inode,
         size: u64,
         mtime: Option<TimeSet>,
+        by_path: bool,
     ) -> Result<Attr> {
         let Body::File(data) = &inode.body else {
             return Err(Errno::EINVAL);
@@ -491,21 +498,22 @@ impl FsInner {
         // while its pages go, unless it is there already (unlinked), so
         // that a store whose truncate is not one transaction could finish
         // it at recovery. Removed once the size is recorded.
-        let truncating = {
+        let (truncating, quiet) = {
             let m = inode.meta.lock();
             if m.freed {
                 return Err(Errno::ENOENT);
             }
-            (size < pm.size() && m.orphan_slot.get().is_none()).then(|| self.orphans.add(inode.ino))
+            // The record's blocks count every allocated page (the data
+            // lock, held, keeps them from changing).
+            let quiet = by_path && mtime.is_none() && size == pm.size() && m.rec.blocks == 0;
+            let truncating = (size < pm.size() && m.orphan_slot.get().is_none())
+                .then(|| self.orphans.add(inode.ino));
+            (truncating, quiet)
         };
         let _in_table = truncating.map(|slot| OrphanGuard(&*self.orphans, slot));
         let before = pm.cached_pages();
-        let freed = pm.truncate(
-            &*self.store,
-            inode.ino,
-            size,
-            (mtime.map_or(now, |t| t.at(now)), now),
-        );
+        let times = (!quiet).then(|| (mtime.map_or(now, |t| t.at(now)), now));
+        let freed = pm.truncate(&*self.store, inode.ino, size, times);
         self.cached_pages
             .add(pm.cached_pages() as i64 - before as i64);
         let freed = freed?;
@@ -515,13 +523,20 @@ impl FsInner {
         m.rec.size = pm.size();
         debug_assert!(m.rec.blocks >= freed, "freed more blocks than allocated");
         m.rec.blocks -= freed;
-        let now = data_change_time(&pm, &m, now, mtime);
-        touch_mc(inode, &mut m, now);
-        if let Some(t) = mtime {
-            m.rec.mtime = t.at(now);
+        if quiet {
+            // The data side's times (and whether the record lags behind
+            // them) stay as they were; only a privilege kill below may
+            // change the record.
+            m.dirty = true;
+        } else {
+            let now = data_change_time(&pm, &m, now, mtime);
+            touch_mc(inode, &mut m, now);
+            if let Some(t) = mtime {
+                m.rec.mtime = t.at(now);
+            }
+            // The record holds the data-side times now.
+            pm.clear_times_dirty();
         }
-        // The record holds the data-side times now.
-        pm.clear_times_dirty();
         // `do_truncate`: `dentry_needs_remove_privs`, even when the size
         // does not change.
         kill_privs(cred, inode, &mut m);
@@ -1286,7 +1301,9 @@ impl Fs {
             }
         }
         if let Some(size) = ch.size {
-            let attr = fs.truncate(cred, inode, size, ch.mtime)?;
+            // Without an open file and a time to set, a `truncate(2)`.
+            let by_path = handle.is_none() && ch.ctime.is_none();
+            let attr = fs.truncate(cred, inode, size, ch.mtime, by_path)?;
             let only_size = SetAttr {
                 size: ch.size,
                 mtime: ch.mtime,

@@ -92,3 +92,42 @@ fn a_gigabyte_fallocate_writes_no_zero_pages_and_survives_reopen() -> io::Result
     drop(f);
     check_then_fsck(fs, &img)
 }
+
+/// A truncate to the current size gives the `KEEP_SIZE` reservation past
+/// the end back (as tmpfs and ext4; `lanefs-core/tests/truncate_same_size.rs`),
+/// also on the image store, where the extents are read back from the
+/// image first; the result survives reopening and fsck is clean.
+#[test]
+fn same_size_truncate_frees_the_reservation_on_the_image() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let img = dir.path().join("fs.img");
+    drop(Filesystem::create_image(&img, 256 << 20)?);
+    let (image, config) = small_budget();
+    {
+        let fs = Filesystem::open_image_with(&img, &image, config.clone())?;
+        let f = fs.open_with("/f", OpenOptions::new().write(true).create(true))?;
+        f.write_at(&[3u8; 10_000], 0)?;
+        f.fallocate(FALLOC_FL_KEEP_SIZE, 0, 8 << 20)?;
+        f.sync_all()?;
+        assert_eq!(fs.metadata("/f")?.blocks(), (8 << 20) / 512);
+        fs.sync()?;
+    }
+    {
+        let fs = Filesystem::open_image_with(&img, &image, config.clone())?;
+        let f = fs.open_with("/f", OpenOptions::new().write(true))?;
+        f.set_len(10_000)?;
+        f.sync_all()?;
+        let m = fs.metadata("/f")?;
+        assert_eq!((m.len(), m.blocks()), (10_000, 3 * 8));
+        fs.sync()?;
+    }
+    let fs = Filesystem::open_image_with(&img, &image, config)?;
+    let m = fs.metadata("/f")?;
+    assert_eq!((m.len(), m.blocks()), (10_000, 3 * 8), "after reopen");
+    let f = fs.open_with("/f", OpenOptions::new().read(true))?;
+    let mut buf = vec![0u8; 10_000];
+    f.read_at(&mut buf, 0)?;
+    assert!(buf.iter().all(|&b| b == 3));
+    drop(f);
+    check_then_fsck(fs, &img)
+}

@@ -1135,25 +1135,53 @@ impl<'a> PagesMut<'a> {
     /// Set the size to `new_size` and the data-side times to `times`
     /// (`(mtime, dctime)`, in the same change section). Shrinking frees
     /// every allocated page past the new end (extents beyond the old size
-    /// too) and zeroes the tail of the last page. Returns the pages freed;
-    /// on an error the times are unchanged.
+    /// too) and zeroes the tail of the last page; a truncate to the current
+    /// size frees the extents past the end (what `fallocate(KEEP_SIZE)`
+    /// reserved there), as Linux's tmpfs (`shmem_setattr` truncates from
+    /// the new size whenever it does not grow) and ext4 do — the usual way
+    /// to give such a reservation back. Growing keeps them. `times: None`
+    /// leaves the data-side times alone (a `truncate(2)` that changes
+    /// nothing, `Fs::truncate`). Returns the pages freed; on an error the
+    /// times are unchanged.
     pub fn truncate(
         &mut self,
         store: &dyn Store,
         ino: Ino,
         new_size: u64,
-        times: (Timespec, Timespec),
+        times: Option<(Timespec, Timespec)>,
     ) -> Result<u64> {
         let guard = epoch::pin();
-        if new_size >= self.size() {
-            if new_size > self.size() {
-                self.learn(store, ino)?;
-                self.load_eof_page(store, ino)?;
+        let store_times = |pm: &Self, section: &Change<'_>| {
+            if let Some((mtime, dctime)) = times {
+                pm.store_times(section, mtime, dctime);
             }
+        };
+        if new_size > self.size() {
+            self.learn(store, ino)?;
+            self.load_eof_page(store, ino)?;
             let section = self.change();
             self.set_size(&section, new_size);
-            self.store_times(&section, times.0, times.1);
+            store_times(self, &section);
             return Ok(0);
+        }
+        if new_size == self.size() {
+            // No data page lies past the end (`learn` drops a stale one),
+            // so only extents can; the tail of the last page reads zeros.
+            self.learn(store, ino)?;
+            let past = new_size.div_ceil(PAGE)..u64::MAX;
+            let reserved = self
+                .map
+                .unwritten
+                .as_ref()
+                .is_some_and(|e| e.overlaps(&past).next().is_some());
+            let section = self.change();
+            let freed = if reserved {
+                self.free_range(store, ino, past, &guard)?
+            } else {
+                0
+            };
+            store_times(self, &section);
+            return Ok(freed);
         }
         self.learn(store, ino)?;
         let section = self.change();
@@ -1163,7 +1191,7 @@ impl<'a> PagesMut<'a> {
             self.zero_in_page(store, ino, new_size, page_end, &guard)?;
         }
         self.set_size(&section, new_size);
-        self.store_times(&section, times.0, times.1);
+        store_times(self, &section);
         Ok(freed)
     }
 

@@ -38,7 +38,12 @@ fn check_reads(design: &'static dyn PageCache) {
             write(&f, &s, AT, &[2; LEN]);
             f.write().punch(&*s, INO, PAGE, PAGE).unwrap();
             f.write()
-                .truncate(&*s, INO, AT + 4, (Timespec::default(), Timespec::default()))
+                .truncate(
+                    &*s,
+                    INO,
+                    AT + 4,
+                    Some((Timespec::default(), Timespec::default())),
+                )
                 .unwrap();
         })
     };

@@ -87,7 +87,7 @@ fn truncate_and_punch_count_freed_pages_once() {
                 &s,
                 INO,
                 PAGE + 1,
-                (Timespec::default(), Timespec::default())
+                Some((Timespec::default(), Timespec::default()))
             )
             .unwrap(),
         2,
@@ -100,7 +100,7 @@ fn truncate_and_punch_count_freed_pages_once() {
             &s,
             INO,
             3 * PAGE,
-            (Timespec::default(), Timespec::default()),
+            Some((Timespec::default(), Timespec::default())),
         )
         .unwrap();
     let (tail, _) = read(&f, &s, PAGE + 1, 4);
