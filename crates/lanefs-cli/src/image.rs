@@ -99,7 +99,8 @@ pub fn cmd_mkfs(a: &MkfsArgs) -> Result<(), String> {
         if !m.is_file() && !is_blockdev {
             return Err(format!("{shown}: not a regular file or block device"));
         }
-        let dev = FileDevice::open(&a.image).map_err(|e| format!("{shown}: {}", io(e)))?;
+        let dev =
+            FileDevice::open(&a.image).map_err(|e| format!("{shown}: {}", why_not_opened(e)))?;
         if holds_image(&dev) && !a.force {
             return Err(format!(
                 "{shown} already holds a lanefs image; use --force to overwrite it"
@@ -154,14 +155,28 @@ fn open_failure(path: &Path, e: Errno) -> String {
             Ok(dev) => format!("{shown}: {}", describe_open_error(&dev)),
             Err(e) => format!("{shown}: {}", io(e)),
         },
-        e => format!("{shown}: {}", io(e)),
+        e => format!("{shown}: {}", why_not_opened(e)),
+    }
+}
+
+/// An open error as one line; `EBUSY` (another process holds the image's
+/// lock: `lanefs_image::FileDevice`) says who.
+fn why_not_opened(e: Errno) -> String {
+    if e == Errno(libc::EBUSY) {
+        format!(
+            "in use by another lanefs process (mounted, or being checked): {}",
+            io(e)
+        )
+    } else {
+        io(e).to_string()
     }
 }
 
 /// Check, without recovering, that `path` opens as a device and holds a
 /// lanefs superblock: what `lanefs mount` can refuse before it forks.
 pub fn check_openable(path: &Path) -> Result<(), String> {
-    let dev = FileDevice::open(path).map_err(|e| format!("{}: {}", path.display(), io(e)))?;
+    let dev =
+        FileDevice::open(path).map_err(|e| format!("{}: {}", path.display(), why_not_opened(e)))?;
     if !holds_image(&dev) {
         return Err(format!("{}: {}", path.display(), describe_open_error(&dev)));
     }

@@ -490,7 +490,43 @@ fn lanefs_sync_makes_everything_durable() {
     );
 }
 
+/// An image is used by one process at a time: while it is mounted, a
+/// second mount of it, `fsck` (with and without `--repair`) and
+/// `mkfs --force` refuse with one line naming it in use, and leave the
+/// mount and the image as they were. Until this held, each went ahead:
+/// two daemons wrote the same image, `fsck --repair` rewrote a live one,
+/// `mkfs --force` formatted it under the mount.
+fn a_mounted_image_is_refused_by_mount_fsck_and_mkfs() {
+    let s = Scene::new("img-in-use");
+    mkfs(&s.img);
+    let m = s.mount();
+    populate(&s.mnt);
+    let img = s.img.to_str().unwrap();
+    let other = s.base.join("other");
+    std::fs::create_dir(&other).unwrap();
+    let out = lanefs(&["mount", img, other.to_str().unwrap()]);
+    assert_one_line_error(&out, None, "in use");
+    assert!(!is_fuse_mounted(&other), "second mount of a live image");
+    for repair in [false, true] {
+        let out = fsck(&s.img, repair);
+        assert_one_line_error(&out, Some(FSCK_OPERATIONAL_ERROR), "in use");
+    }
+    let out = lanefs(&["mkfs", img, "--size", IMAGE_SIZE, "--force"]);
+    assert_one_line_error(&out, None, "in use");
+    for i in 0..FILES {
+        check_file(&s.mnt, i);
+    }
+    m.unmount();
+    assert_fsck(&s.img, false, FSCK_CLEAN);
+    let m = s.mount();
+    for i in 0..FILES {
+        check_file(&s.mnt, i);
+    }
+    m.unmount();
+}
+
 on_both_transports!(
+    a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
     fsync_alone_makes_new_parent_directories_durable,
     tree_survives_unmount_and_remount,

@@ -64,7 +64,7 @@ mod replay;
 mod store;
 mod store_cache;
 
-pub use device::{Device, FileDevice, MemDevice};
+pub use device::{Device, FileDevice, MemDevice, LOCK_WAIT};
 pub use fsck::{fsck, fsck_device, FsckReport};
 pub use layout::{Geometry, BLOCK, SECTOR};
 pub use recover::{describe_open_error, mkfs, mkfs_device};
