@@ -33,7 +33,7 @@ use std::sync::Arc;
 use common::*;
 use lanefs_core::{Cred, Fs, FsConfig, OpenFile, SetAttr, ROOT_INO};
 use lanefs_image::crash::{next_rand, CrashDevice};
-use lanefs_image::{fsck_device, ImageStore, MemDevice};
+use lanefs_image::{ImageStore, MemDevice};
 use lanefs_store::{Errno, Result};
 
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
@@ -414,27 +414,11 @@ fn run_body(dev: Arc<CrashDevice>, body: Body, done: &mut Done) -> Result<()> {
 
 /// Open the image (recovery), check it, drop; returns the image after.
 fn verify(dev: Arc<MemDevice>, done: &Done, check: Check, what: &str) {
-    let raw = fsck_device(dev.clone(), false).unwrap_or_else(|e| panic!("{what}: fsck: {e}"));
-    assert!(raw.clean, "{what}: crashed image not clean: {raw:#?}");
-    let store = Arc::new(
-        ImageStore::open_device(dev.clone(), &cfg()).unwrap_or_else(|e| panic!("{what}: {e}")),
-    );
-    let fs = Fs::new(store, FsConfig::default()).unwrap();
-    if let Err(p) = fs.check() {
-        panic!("{what}: engine check after recovery: {p:#?}");
-    }
+    let fs = recover_engine(dev.clone(), what);
     check(&fs, done, what);
     // What the check changed (a truncate up over stale pages) keeps the
     // engine's counts consistent too.
-    if let Err(p) = fs.check() {
-        panic!("{what}: engine check after the scenario's check: {p:#?}");
-    }
-    drop(fs);
-    let after = fsck_device(dev, false).unwrap();
-    assert!(
-        after.clean && after.orphans_pending == 0,
-        "{what}: not clean after recovery: {after:#?}"
-    );
+    assert_clean_after(fs, dev, what, "the scenario's check");
 }
 
 fn scenario(name: &str, image_bytes: usize, body: Body, check: Check) {

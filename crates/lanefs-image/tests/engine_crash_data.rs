@@ -32,7 +32,7 @@ use std::time::Duration;
 use common::*;
 use lanefs_core::{Cred, Fs, FsConfig, OpenFile, SetAttr, ROOT_INO};
 use lanefs_image::crash::{next_rand, CrashDevice};
-use lanefs_image::{fsck_device, Device, ImageConfig, ImageStore, MemDevice};
+use lanefs_image::{Device, ImageConfig, ImageStore, MemDevice};
 use lanefs_store::{Errno, Result, Store};
 
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
@@ -325,13 +325,7 @@ fn read_name(fs: &Fs, name: &str) -> Option<Vec<u8>> {
 
 fn verify(image: Vec<u8>, m: &Model, what: &str) {
     let dev = Arc::new(MemDevice::from_bytes(image));
-    let raw = fsck_device(dev.clone(), false).unwrap_or_else(|e| panic!("{what}: fsck: {e}"));
-    assert!(raw.clean, "{what}: crashed image not clean: {raw:#?}");
-    let store = Arc::new(ImageStore::open_device(dev.clone(), &cfg()).unwrap());
-    let fs = Fs::new(store, FsConfig::default()).unwrap();
-    if let Err(p) = fs.check() {
-        panic!("{what}: engine check after recovery: {p:#?}");
-    }
+    let fs = recover_engine(dev.clone(), what);
     let r = Cred::root();
     for (k, n) in m.names.iter().enumerate() {
         let got =
@@ -406,15 +400,7 @@ fn verify(image: Vec<u8>, m: &Model, what: &str) {
             );
         }
     }
-    if let Err(p) = fs.check() {
-        panic!("{what}: engine check after growing: {p:#?}");
-    }
-    drop(fs);
-    let after = fsck_device(dev, false).unwrap();
-    assert!(
-        after.clean && after.orphans_pending == 0,
-        "{what}: not clean after recovery: {after:#?}"
-    );
+    assert_clean_after(fs, dev, what, "growing");
 }
 
 #[test]

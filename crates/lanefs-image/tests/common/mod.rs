@@ -108,3 +108,39 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Recover the engine from a crashed image: `fsck` (no repair) must find
+/// it clean, then a store and an engine open on it and pass the engine's
+/// check.
+pub fn recover_engine(dev: Arc<lanefs_image::MemDevice>, what: &str) -> lanefs_core::Fs {
+    let raw = lanefs_image::fsck_device(dev.clone(), false)
+        .unwrap_or_else(|e| panic!("{what}: fsck: {e}"));
+    assert!(raw.clean, "{what}: crashed image not clean: {raw:#?}");
+    let store =
+        Arc::new(ImageStore::open_device(dev, &cfg()).unwrap_or_else(|e| panic!("{what}: {e}")));
+    let fs = lanefs_core::Fs::new(store, lanefs_core::FsConfig::default()).unwrap();
+    if let Err(p) = fs.check() {
+        panic!("{what}: engine check after recovery: {p:#?}");
+    }
+    fs
+}
+
+/// After a recovered engine's checks changed the image (`stage` says
+/// which): the engine's check passes, and once it is dropped `fsck` finds
+/// the image clean with no orphan left to free.
+pub fn assert_clean_after(
+    fs: lanefs_core::Fs,
+    dev: Arc<lanefs_image::MemDevice>,
+    what: &str,
+    stage: &str,
+) {
+    if let Err(p) = fs.check() {
+        panic!("{what}: engine check after {stage}: {p:#?}");
+    }
+    drop(fs);
+    let after = lanefs_image::fsck_device(dev, false).unwrap();
+    assert!(
+        after.clean && after.orphans_pending == 0,
+        "{what}: not clean after recovery: {after:#?}"
+    );
+}
