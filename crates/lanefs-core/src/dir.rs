@@ -53,9 +53,15 @@
 //!   that found an entry and then the inode it names checks that the same
 //!   node still holds the name in the same installed index
 //!   ([`DirState::still_holds`]); nodes are never relinked once unlinked
-//!   and not reused under the reader's guard, so the entry stayed linked in
-//!   between and the inode's number was not freed and reused. This is
-//!   Linux's per-dentry `d_seq` rather than a per-directory count.
+//!   and not reused under the reader's guard, and a node is a name's
+//!   entry for one interval of time (renames included, `dir_hash`), so
+//!   the entry held in between and the inode's number was not freed and
+//!   reused. This is Linux's per-dentry `d_seq` rather than a
+//!   per-directory count.
+//! * A rename's switch ([`RenameSwitch`], a `dir_hash::Ticket`: one
+//!   `AtomicBool`, stored once, Release): see "Renames" below. Read only
+//!   by a lookup that matched a node of one of the rename's names; written
+//!   only by the renamer, holding those names' stripes.
 //! * Inside a [`DirIndex`]: a [`NameTable`] (`dir_hash`), a hash trie of
 //!   immutable nodes with lock-free lookups and one writer per stripe. A
 //!   chain that grows past a few nodes splits into a sub-level (copying
@@ -80,6 +86,41 @@
 //! mount's order (`fs`): ancestors before descendants; two unrelated
 //! directories only under the rename lock, by inode number; `load` before
 //! the stripes; all of them before any `meta`.
+//!
+//! Renames: every rename — plain, `RENAME_NOREPLACE`, over an existing
+//! name, `RENAME_EXCHANGE`, `RENAME_WHITEOUT`, within one directory or
+//! across two — is atomic for lock-free lookups (`get`, `get_entry`, the
+//! RCU-walk, `FsInner::lookup_child`, opens by name): there is one instant
+//! (its switch's commit) before which every lookup of its names answers
+//! the old entries and after which every lookup answers the new ones. So a
+//! thread that found the moved inode under the new name then finds
+//! nothing under the old one; one that found the old name gone then finds
+//! the inode under the new one; an existing target name answers the old
+//! inode or the new one and is never missing; an exchange is never seen
+//! half done; and a moved directory's `..` (under its `meta`, which the
+//! renamer holds across the commit, `rename`) switches with the entries.
+//! How: the renamer holds the names' stripes (as before), commits the
+//! store transaction, stages each name against one [`RenameSwitch`]
+//! ([`DirWrite::stage_put`], [`DirWrite::stage_remove`]: new nodes
+//! invisible, old ones tagged), commits it (one store), and finishes
+//! each name ([`DirWrite::finish`]) before it lets the stripes go
+//! (`dir_hash`, "Renames", has the table's side and the argument). Nothing
+//! is shared with lookups of other names: no directory-wide or global
+//! sequence, and the switch is its own allocation, reached only through
+//! the tagged nodes of the rename's names. Cost: a lookup reads one more
+//! word, the matched node's tag (beside its name and slot), and the
+//! switch's word only while the node is tagged; a rename allocates the
+//! switch (freed through the epoch), stores its word once, and stores
+//! each name's node once more (the old name's tag, then its unlink; the
+//! new node's tag cleared) — and its listing cookies change as before (a
+//! new cookie is listed at staging, a replaced one unlisted at the finish;
+//! a listing checks every cookie against the name's entry as lookups see
+//! it).
+//!
+//! A listing is weaker, as Linux's across `getdents` calls: it checks its
+//! names one at a time, so a name renamed while it runs may be listed
+//! under both names or neither (each entry it lists was the name's entry
+//! when it was checked; names present throughout are listed once).
 //!
 //! Readdir cookies: every entry gets a cookie from its stripe's range when
 //! it is inserted — stripe `s` hands out cookies `≡ s (mod STRIPES)`,
@@ -1100,7 +1141,7 @@ pub(crate) struct RenameSwitch {
 impl RenameSwitch {
     pub fn new() -> RenameSwitch {
         RenameSwitch {
-            ticket: Ticket::new(),
+            ticket: Ticket::alloc(),
             roles: std::cell::Cell::new(0),
             committed: false,
         }

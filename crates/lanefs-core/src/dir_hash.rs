@@ -40,6 +40,52 @@
 //!   Sub-levels are never unlinked; they are freed with the table, which
 //!   needs `&mut` (nobody can reach it).
 //!
+//! * `Node::pending` (`AtomicPtr<Ticket>`, tagged with a role index): null
+//!   but for the names of a rename in progress (below). Written by the
+//!   writer only — before a new node is linked, or with a Release store on
+//!   a linked node the rename removes, and cleared (Release) by the
+//!   rename's cleanup; a reader loads it (Acquire) only on a node whose
+//!   name it matched. `Ticket::committed` (`AtomicBool`): stored once,
+//!   Release, by the renamer; loaded Acquire by readers that found a
+//!   tagged node. `Role`'s fields: written before the node they describe
+//!   is published or tagged, read-only after.
+//!
+//! Renames: a rename's changes of names switch at one instant for
+//! readers. The renamer, holding the stripes of every name it changes,
+//! *stages* each against one [`Ticket`] (pending): a name it (re)points
+//! gets a new node tagged "new" in place of the node linked as the name
+//! ([`NameTable::stage_put`]: the old node is unlinked but not freed, and
+//! the ticket's role records it), a name it removes has its node tagged
+//! "old" in place ([`NameTable::stage_remove`]). A reader that matched a
+//! node resolves it ([`resolve`]) with one load of the ticket's word: an
+//! untagged node is the entry; a "new" node is the entry once committed,
+//! before that the node it replaced (or no entry); an "old" node is the
+//! entry until committed, then there is none. The commit
+//! ([`Ticket::commit`], one Release store) switches every staged name at
+//! once. Then the renamer *finishes* each name under the same stripes
+//! ([`NameTable::finish`]): it clears a new node's tag (the entry it
+//! already was) and frees the node it replaced through `defer`, and
+//! unlinks an old node; then it frees the ticket through `defer`. So at
+//! any instant each name has at most one linked node, a chain looks the
+//! same to a writer as before (only the renamer, under its stripes, sees
+//! tags), and a split copies a tagged node with its tag.
+//!
+//! Why it is linearizable: a reader's answer for a name is the entry at
+//! the instant it loaded the link to the node it matched, or at the
+//! instant it loaded the node's tag or the ticket's word; each node's time
+//! as the entry is one interval (a plain node: from its link until a
+//! change unlinks it, or until the commit of a rename that replaced or
+//! tagged it; a new node: from its rename's commit on), so a
+//! validation that finds the same resolved node again ([`NameTable::holds`])
+//! proves the entry held throughout. And a reader that saw a rename's
+//! commit (the word, or a tag cleared after it, or an old node unlinked
+//! after it: all Release stores after the commit, loaded Acquire) sees,
+//! in every later lookup, every node the rename staged before it.
+//! Reclamation: a replaced node and the ticket are reachable only through
+//! tags (and the ticket's roles), which the cleanup clears or unlinks
+//! before it defers their free, so only guards pinned before can reach
+//! them.
+//!
 //! No locks here; the owner's stripe locks serialise the writers of each
 //! stripe.
 
@@ -84,6 +130,14 @@ struct Node {
     /// node removed by the rename's cleanup (module doc, "Renames").
     pending: AtomicPtr<Ticket>,
 }
+
+// A node is one 64-byte allocation (the rename tag took the last word).
+#[cfg(all(
+    target_pointer_width = "64",
+    not(lanefs_shuttle),
+    not(feature = "audit")
+))]
+const _: () = assert!(std::mem::size_of::<Node>() == 64);
 
 impl Node {
     fn new(hash: u64, name: Box<[u8]>, slot: Slot, pending: *mut Ticket) -> *mut Node {
@@ -140,7 +194,7 @@ struct Role {
 
 impl Ticket {
     /// A pending ticket, ours until its first node is published.
-    pub fn new() -> *mut Ticket {
+    pub fn alloc() -> *mut Ticket {
         Box::into_raw(Box::new(Ticket {
             committed: AtomicBool::new(false),
             roles: Default::default(),
@@ -600,7 +654,7 @@ impl<A> NameTable<A> {
     ///
     /// # Safety
     /// As [`insert`](Self::insert); `ticket` is pending, from
-    /// [`Ticket::new`], not freed before [`finish`](Self::finish), and its
+    /// [`Ticket::alloc`], not freed before [`finish`](Self::finish), and its
     /// role `role` is used for this name only.
     pub unsafe fn stage_put(
         &self,
@@ -822,7 +876,7 @@ mod tests {
         unsafe {
             assert_eq!(t.insert(b"a", slot(1), &g), None);
             assert_eq!(t.insert(b"c", slot(3), &g), None);
-            let ticket = Ticket::new();
+            let ticket = Ticket::alloc();
             // Exchange-like: `c` re-pointed, `a` removed, `b` new.
             assert_eq!(t.stage_remove(b"a", ticket, 0, &g), Some(slot(1)));
             assert_eq!(
@@ -865,7 +919,7 @@ mod tests {
                 assert_eq!(t.get(format!("f{i}").as_bytes(), &g), Some(slot(i)));
             }
             // A staged new name is absent until the commit.
-            let ticket = Ticket::new();
+            let ticket = Ticket::alloc();
             assert_eq!(t.stage_put(b"n", slot(7), ticket, 0, &g), (None, true));
             assert_eq!(t.get(b"n", &g), None);
             (*ticket).commit();

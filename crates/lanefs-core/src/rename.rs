@@ -21,6 +21,19 @@
 //! missing source is answered `ENOENT` before any of these, by a lock-free
 //! look (`FsInner::child_exists`).
 //!
+//! Atomic for lookups (`dir`, "Renames"): after its store transaction
+//! commits, a rename stages its names in the index against one switch
+//! (`RenameSwitch`) and commits it with one store — both names of a
+//! rename or an exchange, the source's whiteout — then finishes them, all
+//! under the names' stripes. The switch commits inside the `meta` sections
+//! held across the store commit: a moved directory's (whose parent, its
+//! `..`, changes in the same section, so a `..` lookup, which reads it
+//! under that `meta`, switches with the entries) and a replaced inode's
+//! (whose link count drops after the switch, so no lookup finds a name to
+//! an inode whose last link went). A whiteout is marked born after the
+//! switch, before its stripe is given back: a lookup that finds it in
+//! between waits (`lookup_child`), and the RCU-walk steps aside.
+//!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
 //! — at most 4 operations; with `RENAME_WHITEOUT` the removed entry is
