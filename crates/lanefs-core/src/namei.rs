@@ -1434,11 +1434,15 @@ mod model {
                     };
                     seen.push((String::from_utf8_lossy(name).into_owned(), got));
                     assert_ne!(before, after, "a lookup the rename does not change");
-                    done |= got == after;
-                    let want = if done { after } else { before };
-                    assert_eq!(
-                        got,
-                        want,
+                    // `NEW`: a file the rename makes (a whiteout).
+                    let is_after = |g: Option<u64>| match after {
+                        NEW => g.is_some() && g != before,
+                        _ => g == after,
+                    };
+                    done |= is_after(got);
+                    let ok = if done { is_after(got) } else { got == before };
+                    assert!(
+                        ok,
                         "{:?} neither before ({before:?}) nor after ({after:?}) the \
                          rename, or before it after another lookup saw it done; \
                          answers: {seen:?}",
@@ -1458,6 +1462,10 @@ mod model {
     /// One step of [`lookups_vs_one_rename`]: directory, name, the answer
     /// before the rename and after it.
     type Lookup = (u64, &'static [u8], Option<u64>, Option<u64>);
+
+    /// An `after` of a [`Lookup`]: some file other than `before` (one the
+    /// rename makes, whose number the model cannot know).
+    const NEW: Option<u64> = Some(u64::MAX);
 
     /// Files made in `dir` as root, their numbers.
     fn files(fs: &Fs, dir: u64, names: &[&[u8]]) -> Vec<u64> {
@@ -1503,6 +1511,26 @@ mod model {
                 let a = Some(i[0]);
                 let b = (ROOT_INO, &b"b"[..], None, a);
                 vec![b, (ROOT_INO, b"a", a, None), b]
+            },
+        );
+    }
+
+    /// The same with `RENAME_WHITEOUT`: `a` goes from the file to the
+    /// whiteout at the switch (never the file under both names, never a
+    /// missing `a`).
+    #[test]
+    fn model_lookups_vs_rename_whiteout() {
+        lookups_vs_one_rename(
+            |fs| files(fs, ROOT_INO, &[b"a"]),
+            |fs, _| {
+                let w = crate::RENAME_WHITEOUT;
+                fs.rename(&Cred::root(), ROOT_INO, b"a", ROOT_INO, b"b", w)
+                    .unwrap()
+            },
+            |i| {
+                let a = Some(i[0]);
+                let b = (ROOT_INO, &b"b"[..], None, a);
+                vec![b, (ROOT_INO, b"a", a, NEW), b]
             },
         );
     }

@@ -27,6 +27,10 @@ mod common;
 /// answers before the round's rename and after it (`None`: `ENOENT`).
 type Lookup = (Ino, Vec<u8>, Option<Ino>, Option<Ino>);
 
+/// An `after` of a [`Lookup`]: some file other than `before` (one the
+/// rename makes: a whiteout).
+const NEW: Option<Ino> = Some(Ino::MAX);
+
 /// Run `rounds` renames (`rename(i)`, in order) while readers look up
 /// round `i`'s names (`lookups(i)`, made by `setup` before the race) and
 /// check that each round switches from before to after once.
@@ -48,11 +52,14 @@ fn race(fs: &Fs, setup: impl Fn(usize) -> Vec<Lookup>, rename: impl Fn(usize)) {
                     Err(e) => panic!("round {i}: lookup of {name:?}: {e:?}"),
                 };
                 seen.push((String::from_utf8_lossy(name).into_owned(), got));
-                done |= got == *after;
-                let want = if done { after } else { before };
-                assert_eq!(
-                    got,
-                    *want,
+                let is_after = |g: Option<Ino>| match *after {
+                    NEW => g.is_some() && g != *before,
+                    _ => g == *after,
+                };
+                done |= is_after(got);
+                let ok = if done { is_after(got) } else { got == *before };
+                assert!(
+                    ok,
                     "round {i}: {:?} neither before ({before:?}) nor after ({after:?}) \
                      the rename, or before it after another lookup saw it done; \
                      answers: {seen:?}",
@@ -115,6 +122,33 @@ fn rename_is_atomic_for_lookups() {
                 ROOT_INO,
                 &name("b", i),
                 0,
+            )
+            .unwrap()
+        },
+    );
+}
+
+/// `rename(a, b)` with `RENAME_WHITEOUT`: `a` goes from the file to the
+/// whiteout when `b` appears.
+#[test]
+fn rename_whiteout_is_atomic_for_lookups() {
+    let fs = Fs::new_in_memory();
+    race(
+        &fs,
+        |i| {
+            let a = Some(file(&fs, ROOT_INO, &name("a", i)));
+            let b = (ROOT_INO, name("b", i), None, a);
+            vec![b.clone(), (ROOT_INO, name("a", i), a, NEW), b]
+        },
+        |i| {
+            let w = RENAME_WHITEOUT;
+            fs.rename(
+                &Cred::root(),
+                ROOT_INO,
+                &name("a", i),
+                ROOT_INO,
+                &name("b", i),
+                w,
             )
             .unwrap()
         },
