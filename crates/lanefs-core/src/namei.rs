@@ -111,8 +111,9 @@ impl FsInner {
                 }
                 match child {
                     Ok(Some(child)) => return Ok(child),
-                    // Linked by its create, which marks it born before it
-                    // gives the name's stripe back: wait for that.
+                    // Linked by its create (or a rename's whiteout), which
+                    // marks it born before it gives the name's stripe
+                    // back: wait for that.
                     Ok(None) => {
                         drop(r);
                         backoff.wait();
