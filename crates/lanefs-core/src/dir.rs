@@ -53,9 +53,15 @@
 //!   that found an entry and then the inode it names checks that the same
 //!   node still holds the name in the same installed index
 //!   ([`DirState::still_holds`]); nodes are never relinked once unlinked
-//!   and not reused under the reader's guard, so the entry stayed linked in
-//!   between and the inode's number was not freed and reused. This is
-//!   Linux's per-dentry `d_seq` rather than a per-directory count.
+//!   and not reused under the reader's guard, and a node is a name's
+//!   entry for one interval of time (renames included, `dir_hash`), so
+//!   the entry held in between and the inode's number was not freed and
+//!   reused. This is Linux's per-dentry `d_seq` rather than a
+//!   per-directory count.
+//! * A rename's switch ([`RenameSwitch`], a `dir_hash::Ticket`: one
+//!   `AtomicBool`, stored once, Release): see "Renames" below. Read only
+//!   by a lookup that matched a node of one of the rename's names; written
+//!   only by the renamer, holding those names' stripes.
 //! * Inside a [`DirIndex`]: a [`NameTable`] (`dir_hash`), a hash trie of
 //!   immutable nodes with lock-free lookups and one writer per stripe. A
 //!   chain that grows past a few nodes splits into a sub-level (copying
@@ -80,6 +86,41 @@
 //! mount's order (`fs`): ancestors before descendants; two unrelated
 //! directories only under the rename lock, by inode number; `load` before
 //! the stripes; all of them before any `meta`.
+//!
+//! Renames: every rename — plain, `RENAME_NOREPLACE`, over an existing
+//! name, `RENAME_EXCHANGE`, `RENAME_WHITEOUT`, within one directory or
+//! across two — is atomic for lock-free lookups (`get`, `get_entry`, the
+//! RCU-walk, `FsInner::lookup_child`, opens by name): there is one instant
+//! (its switch's commit) before which every lookup of its names answers
+//! the old entries and after which every lookup answers the new ones. So a
+//! thread that found the moved inode under the new name then finds
+//! nothing under the old one; one that found the old name gone then finds
+//! the inode under the new one; an existing target name answers the old
+//! inode or the new one and is never missing; an exchange is never seen
+//! half done; and a moved directory's `..` (under its `meta`, which the
+//! renamer holds across the commit, `rename`) switches with the entries.
+//! How: the renamer holds the names' stripes (as before), commits the
+//! store transaction, stages each name against one [`RenameSwitch`]
+//! ([`DirWrite::stage_put`], [`DirWrite::stage_remove`]: new nodes
+//! invisible, old ones tagged), commits it (one store), and finishes
+//! each name ([`DirWrite::finish`]) before it lets the stripes go
+//! (`dir_hash`, "Renames", has the table's side and the argument). Nothing
+//! is shared with lookups of other names: no directory-wide or global
+//! sequence, and the switch is its own allocation, reached only through
+//! the tagged nodes of the rename's names. Cost: a lookup reads one more
+//! word, the matched node's tag (beside its name and slot), and the
+//! switch's word only while the node is tagged; a rename allocates the
+//! switch (freed through the epoch), stores its word once, and stores
+//! each name's node once more (the old name's tag, then its unlink; the
+//! new node's tag cleared) — and its listing cookies change as before (a
+//! new cookie is listed at staging, a replaced one unlisted at the finish;
+//! a listing checks every cookie against the name's entry as lookups see
+//! it).
+//!
+//! A listing is weaker, as Linux's across `getdents` calls: it checks its
+//! names one at a time, so a name renamed while it runs may be listed
+//! under both names or neither (each entry it lists was the name's entry
+//! when it was checked; names present throughout are listed once).
 //!
 //! Readdir cookies: every entry gets a cookie from its stripe's range when
 //! it is inserted — stripe `s` hands out cookies `≡ s (mod STRIPES)`,
@@ -184,7 +225,7 @@ use lanefs_store::{DirEntryRecord, FileKind, Ino, Timespec};
 use smallvec::SmallVec;
 
 use crate::dir_attr::{Collect, DirChanges, StripeAttr, StripeAttrs};
-use crate::dir_hash::{EntryRef, NameTable, FANOUT};
+use crate::dir_hash::{EntryRef, Finished, NameTable, Ticket, FANOUT, ROLES};
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// First cookie handed to a real entry.
@@ -598,26 +639,81 @@ impl DirIndex {
         match old {
             Some(old_slot) if old_slot.cookie != slot.cookie => self.unlist(old_slot.cookie, guard),
             Some(_) => {}
-            None => {
-                let len = &self.names.aux(self.names.stripe_of(name)).len;
-                len.store(len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            }
+            None => self.count_in(name, 1),
         }
         let cookie_moved = match old {
             Some(o) => o.cookie != slot.cookie,
             None => true,
         };
         if cookie_moved {
-            let listed = Listed {
-                hash: self.names.hash_of(name),
-                // A borrowed name is copied, an owned one kept.
-                name: owned.into_owned().into_boxed_slice(),
-            };
-            let list = self.list_of(slot.cookie);
-            crate::sync::note_opaque(list, true);
-            list.insert(slot.cookie, listed, guard).release(guard);
+            self.list(owned, slot.cookie, guard);
         }
         old
+    }
+
+    /// Put `name` at `cookie` in the listing order.
+    fn list(&self, name: Cow<'_, [u8]>, cookie: u64, guard: &Guard) {
+        let listed = Listed {
+            hash: self.names.hash_of(&name),
+            // A borrowed name is copied, an owned one kept.
+            name: name.into_owned().into_boxed_slice(),
+        };
+        let list = self.list_of(cookie);
+        crate::sync::note_opaque(list, true);
+        list.insert(cookie, listed, guard).release(guard);
+    }
+
+    /// One more entry in `name`'s stripe.
+    fn count_in(&self, name: &[u8], delta: i32) {
+        let len = &self.names.aux(self.names.stripe_of(name)).len;
+        let n = len.load(Ordering::Relaxed);
+        debug_assert!(delta > 0 || n > 0, "removing from an empty stripe");
+        len.store(n.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    /// A rename's first step for a name it (re)points (module doc,
+    /// "Renames"): the new node, invisible until the ticket commits. The
+    /// count and a new cookie's listing change now (a listing checks each
+    /// cookie against the name's entry as readers see it); the replaced
+    /// entry's cookie leaves the listing at [`finish`](Self::finish).
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert), and [`NameTable::stage_put`]'s.
+    unsafe fn stage_put(
+        &self,
+        name: &[u8],
+        slot: Slot,
+        ticket: *mut Ticket,
+        role: usize,
+        guard: &Guard,
+    ) {
+        // SAFETY: this function's contract.
+        let (old, new) = unsafe { self.names.stage_put(name, slot, ticket, role, guard) };
+        if new {
+            self.count_in(name, 1);
+        }
+        if old.is_none_or(|o| o.cookie != slot.cookie) {
+            self.list(Cow::Borrowed(name), slot.cookie, guard);
+        }
+    }
+
+    /// A rename's last step for `name`, its ticket committed.
+    ///
+    /// # Safety
+    /// As [`NameTable::finish`].
+    unsafe fn finish(&self, name: &[u8], guard: &Guard) {
+        // SAFETY: this function's contract.
+        match unsafe { self.names.finish(name, guard) } {
+            Some(Finished::Put {
+                new,
+                replaced: Some(old),
+            }) if old.cookie != new.cookie => self.unlist(old.cookie, guard),
+            Some(Finished::Removed(slot)) => {
+                self.count_in(name, -1);
+                self.unlist(slot.cookie, guard);
+            }
+            _ => {}
+        }
     }
 
     /// Remove `name`.
@@ -627,10 +723,7 @@ impl DirIndex {
     unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         // SAFETY: the caller is the stripe's only writer (this contract).
         let slot = unsafe { self.names.remove(name, guard) }?;
-        let len = &self.names.aux(self.names.stripe_of(name)).len;
-        let n = len.load(Ordering::Relaxed);
-        debug_assert!(n > 0, "removing from an empty stripe");
-        len.store(n - 1, Ordering::Relaxed);
+        self.count_in(name, -1);
         self.unlist(slot.cookie, guard);
         Some(slot)
     }
@@ -991,6 +1084,112 @@ impl DirWrite<'_> {
         let guard = crossbeam_epoch::pin();
         // SAFETY: we hold `name`'s stripe: its only writer.
         unsafe { self.index.remove(name, &guard) }
+    }
+
+    /// Stage `name → slot` in `switch` (module doc, "Renames"): readers
+    /// see it, and no longer what `name` held, once the switch commits.
+    /// Hold `name`'s stripe until [`finish`](Self::finish).
+    pub fn stage_put(&mut self, name: &[u8], slot: Slot, switch: &RenameSwitch) {
+        self.debug_check_held(name);
+        let guard = crossbeam_epoch::pin();
+        let role = switch.take_role();
+        // SAFETY: we hold `name`'s stripe (its only writer) and keep it
+        // until `finish`; the role is this name's alone; the ticket lives
+        // until `switch.retire`, after the `finish`es.
+        unsafe {
+            self.index
+                .stage_put(name, slot, switch.ticket, role, &guard)
+        };
+    }
+
+    /// Stage the removal of `name` (there) in `switch`: readers no longer
+    /// find it once the switch commits. As [`stage_put`](Self::stage_put).
+    pub fn stage_remove(&mut self, name: &[u8], switch: &RenameSwitch) {
+        self.debug_check_held(name);
+        let guard = crossbeam_epoch::pin();
+        let role = switch.take_role();
+        // SAFETY: as `stage_put`.
+        let staged = unsafe {
+            self.index
+                .names
+                .stage_remove(name, switch.ticket, role, &guard)
+        };
+        debug_assert!(staged.is_some(), "staged the removal of a missing name");
+    }
+
+    /// After `switch` committed: clean `name` up (a new node loses its
+    /// tag and the node it replaced goes; a removed one is unlinked).
+    pub fn finish(&mut self, name: &[u8], switch: &RenameSwitch) {
+        self.debug_check_held(name);
+        assert!(switch.is_committed(), "finishing a pending rename");
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: we hold `name`'s stripe since we staged it; its ticket
+        // committed (checked above).
+        unsafe { self.index.finish(name, &guard) };
+    }
+}
+
+/// A rename's switch (module doc, "Renames"): the names it changes are
+/// staged against it, it commits with one store, then each name is
+/// finished, then it is retired. Held by the renamer only.
+pub(crate) struct RenameSwitch {
+    ticket: *mut Ticket,
+    roles: std::cell::Cell<usize>,
+    committed: bool,
+}
+
+impl RenameSwitch {
+    pub fn new() -> RenameSwitch {
+        RenameSwitch {
+            ticket: Ticket::alloc(),
+            roles: std::cell::Cell::new(0),
+            committed: false,
+        }
+    }
+
+    fn take_role(&self) -> usize {
+        let r = self.roles.get();
+        assert!(r < ROLES, "a rename changes at most {ROLES} names");
+        self.roles.set(r + 1);
+        r
+    }
+
+    fn is_committed(&self) -> bool {
+        self.committed
+    }
+
+    /// Make every staged change visible at once.
+    pub fn commit(&mut self) {
+        // SAFETY: the ticket lives until `retire`.
+        unsafe { &*self.ticket }.commit();
+        self.committed = true;
+    }
+
+    /// Free the ticket (through `defer`) once every staged name is
+    /// finished.
+    pub fn retire(self) {
+        assert!(self.committed, "retiring a pending rename");
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: every name staged was finished by the caller (the
+        // contract of this type: `finish` for each, under its stripe),
+        // so no node is tagged with the ticket any more.
+        unsafe { Ticket::retire(self.ticket, &guard) };
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for RenameSwitch {
+    /// A switch given up before anything was staged (the rename failed
+    /// first) frees its ticket; one dropped with names staged and not
+    /// retired (a panic in between) leaks it, as nodes may still point at
+    /// it.
+    fn drop(&mut self) {
+        if self.roles.get() == 0 {
+            // SAFETY: never published: ours alone.
+            drop(unsafe { Box::from_raw(self.ticket) });
+        } else {
+            debug_assert!(std::thread::panicking(), "a rename's switch dropped staged");
+        }
     }
 }
 

@@ -40,6 +40,52 @@
 //!   Sub-levels are never unlinked; they are freed with the table, which
 //!   needs `&mut` (nobody can reach it).
 //!
+//! * `Node::pending` (`AtomicPtr<Ticket>`, tagged with a role index): null
+//!   but for the names of a rename in progress (below). Written by the
+//!   writer only — before a new node is linked, or with a Release store on
+//!   a linked node the rename removes, and cleared (Release) by the
+//!   rename's cleanup; a reader loads it (Acquire) only on a node whose
+//!   name it matched. `Ticket::committed` (`AtomicBool`): stored once,
+//!   Release, by the renamer; loaded Acquire by readers that found a
+//!   tagged node. `Role`'s fields: written before the node they describe
+//!   is published or tagged, read-only after.
+//!
+//! Renames: a rename's changes of names switch at one instant for
+//! readers. The renamer, holding the stripes of every name it changes,
+//! *stages* each against one [`Ticket`] (pending): a name it (re)points
+//! gets a new node tagged "new" in place of the node linked as the name
+//! ([`NameTable::stage_put`]: the old node is unlinked but not freed, and
+//! the ticket's role records it), a name it removes has its node tagged
+//! "old" in place ([`NameTable::stage_remove`]). A reader that matched a
+//! node resolves it ([`resolve`]) with one load of the ticket's word: an
+//! untagged node is the entry; a "new" node is the entry once committed,
+//! before that the node it replaced (or no entry); an "old" node is the
+//! entry until committed, then there is none. The commit
+//! ([`Ticket::commit`], one Release store) switches every staged name at
+//! once. Then the renamer *finishes* each name under the same stripes
+//! ([`NameTable::finish`]): it clears a new node's tag (the entry it
+//! already was) and frees the node it replaced through `defer`, and
+//! unlinks an old node; then it frees the ticket through `defer`. So at
+//! any instant each name has at most one linked node, a chain looks the
+//! same to a writer as before (only the renamer, under its stripes, sees
+//! tags), and a split copies a tagged node with its tag.
+//!
+//! Why it is linearizable: a reader's answer for a name is the entry at
+//! the instant it loaded the link to the node it matched, or at the
+//! instant it loaded the node's tag or the ticket's word; each node's time
+//! as the entry is one interval (a plain node: from its link until a
+//! change unlinks it, or until the commit of a rename that replaced or
+//! tagged it; a new node: from its rename's commit on), so a
+//! validation that finds the same resolved node again ([`NameTable::holds`])
+//! proves the entry held throughout. And a reader that saw a rename's
+//! commit (the word, or a tag cleared after it, or an old node unlinked
+//! after it: all Release stores after the commit, loaded Acquire) sees,
+//! in every later lookup, every node the rename staged before it.
+//! Reclamation: a replaced node and the ticket are reachable only through
+//! tags (and the ticket's roles), which the cleanup clears or unlinks
+//! before it defers their free, so only guards pinned before can reach
+//! them.
+//!
 //! No locks here; the owner's stripe locks serialise the writers of each
 //! stripe.
 
@@ -50,7 +96,7 @@ use crossbeam_epoch::Guard;
 use lanefs_store::CacheLine;
 
 use crate::dir::Slot;
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicBool, AtomicPtr, Ordering};
 
 /// Hash bits consumed per level (model builds: 1, so that a handful of
 /// inserts already splits, and the model checks explore it).
@@ -70,13 +116,159 @@ const MAX_DEPTH: u32 = 64 / FANOUT_BITS - 1;
 /// Low pointer bit marking a slot that holds a sub-level.
 const SUB_TAG: usize = 1;
 
-/// One entry; only `next` changes after it is linked, and only by the
-/// writer.
+/// One entry; only `next` and `pending` change after it is linked, and
+/// only by the writer.
 struct Node {
     hash: u64,
     name: Box<[u8]>,
     slot: Slot,
     next: AtomicPtr<Node>,
+    /// Null, or the [`Ticket`] of the rename in progress this node takes
+    /// part in, tagged with the node's role in it (the index into
+    /// `Ticket::roles`): set before the node is linked (a new node) or in
+    /// place (an old one, the name the rename removes), cleared or the
+    /// node removed by the rename's cleanup (module doc, "Renames").
+    pending: AtomicPtr<Ticket>,
+}
+
+// A node is one 64-byte allocation (the rename tag took the last word).
+#[cfg(all(
+    target_pointer_width = "64",
+    not(lanefs_shuttle),
+    not(feature = "audit")
+))]
+const _: () = assert!(std::mem::size_of::<Node>() == 64);
+
+impl Node {
+    fn new(hash: u64, name: Box<[u8]>, slot: Slot, pending: *mut Ticket) -> *mut Node {
+        Box::into_raw(Box::new(Node {
+            hash,
+            name,
+            slot,
+            next: AtomicPtr::new(ptr::null_mut()),
+            pending: AtomicPtr::new(pending),
+        }))
+    }
+
+    /// The node copied, for a split (its rename's part too).
+    fn copy(&self) -> *mut Node {
+        Node::new(
+            self.hash,
+            self.name.clone(),
+            self.slot,
+            self.pending.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A rename's switch: the one word whose store makes all of a rename's
+/// changes of names visible at once (module doc, "Renames"). Up to
+/// [`ROLES`] names take part, each node tagged with its role.
+pub(crate) struct Ticket {
+    committed: AtomicBool,
+    roles: [Role; ROLES],
+}
+
+/// Names one rename changes: the new name and the old one, or the two
+/// names of an exchange.
+pub(crate) const ROLES: usize = 2;
+/// Low bits of a tagged ticket pointer: the role's index.
+const ROLE_MASK: usize = 1;
+const _: () = assert!(ROLES <= ROLE_MASK + 1 && std::mem::align_of::<Ticket>() > ROLE_MASK);
+
+/// One name's part in a rename. Written by the renamer before the node
+/// it describes is linked or tagged (a Release store, which a reader's
+/// Acquire load of the link or tag orders after), read-only after.
+/// Plain `std` atomics: the audit sees the node's tag, which is read
+/// first and written with it.
+#[derive(Default)]
+struct Role {
+    /// An old node: its entry holds until the ticket commits, then the
+    /// name is gone.
+    old: std::sync::atomic::AtomicBool,
+    /// A new node: what held the name until the ticket commits — the
+    /// node it replaced (unlinked, freed by the cleanup), or null for a
+    /// name that did not exist.
+    replaces: std::sync::atomic::AtomicPtr<Node>,
+}
+
+impl Ticket {
+    /// A pending ticket, ours until its first node is published.
+    pub fn alloc() -> *mut Ticket {
+        Box::into_raw(Box::new(Ticket {
+            committed: AtomicBool::new(false),
+            roles: Default::default(),
+        }))
+    }
+
+    /// Commit: every new node holds its name from now on, every old one
+    /// none. One Release store (what readers Acquire-load).
+    pub fn commit(&self) {
+        self.committed.store(true, Ordering::Release);
+    }
+
+    /// Free `ticket` after every guard that could still reach it.
+    ///
+    /// # Safety
+    /// Every node tagged with it was untagged or unlinked (its names'
+    /// [`NameTable::finish`]); freed once.
+    pub unsafe fn retire(ticket: *mut Ticket, guard: &Guard) {
+        // SAFETY: the contract: only guards pinned now can reach it.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(ticket))) };
+    }
+}
+
+/// `t` tagged with role `i`.
+fn tag_role(t: *mut Ticket, i: usize) -> *mut Ticket {
+    debug_assert!(i < ROLES);
+    (t as usize | i) as *mut Ticket
+}
+
+/// A tagged ticket pointer's ticket and role.
+fn untag_role(p: *mut Ticket) -> (*mut Ticket, usize) {
+    (
+        (p as usize & !ROLE_MASK) as *mut Ticket,
+        p as usize & ROLE_MASK,
+    )
+}
+
+/// The node whose entry `name` is now, given `n`, the node linked as the
+/// name (a reader's view): `n` itself unless a rename in progress tags it
+/// — then `n` (a new node of a committed ticket, or an old node of a
+/// pending one), the node `n` replaced (a new node of a pending ticket),
+/// or nothing (an old node of a committed ticket; a new node of a pending
+/// one that replaced nothing). One load of the ticket's word decides it.
+///
+/// # Safety
+/// `n` was reached under `_guard`, which keeps what its tag leads to.
+#[inline]
+unsafe fn resolve<'g>(n: &'g Node, _guard: &'g Guard) -> Option<&'g Node> {
+    let p = n.pending.load(Ordering::Acquire);
+    if p.is_null() {
+        return Some(n);
+    }
+    resolve_pending(n, p)
+}
+
+#[cold]
+#[inline(never)]
+fn resolve_pending(n: &Node, p: *mut Ticket) -> Option<&Node> {
+    let (t, i) = untag_role(p);
+    // SAFETY: a ticket is freed through `defer` after every node that
+    // points at it was untagged or unlinked, so after the guard that
+    // reached `n` tagged.
+    let ticket = unsafe { &*t };
+    let role = &ticket.roles[i];
+    let committed = ticket.committed.load(Ordering::Acquire);
+    if role.old.load(Ordering::Relaxed) {
+        return (!committed).then_some(n);
+    }
+    if committed {
+        return Some(n);
+    }
+    // SAFETY: the replaced node is freed through `defer` only after `n`
+    // is untagged (the cleanup), so after the guard that reached `n`.
+    unsafe { role.replaces.load(Ordering::Relaxed).as_ref() }
 }
 
 struct Level {
@@ -119,6 +311,29 @@ fn tagged(level: *mut Level) -> *mut Node {
 #[inline]
 fn slot_index(hash: u64, depth: u32) -> usize {
     (hash >> (depth * FANOUT_BITS)) as usize & (FANOUT - 1)
+}
+
+/// Free `node`, unlinked, after every guard that could have reached it;
+/// its slot.
+///
+/// # Safety
+/// `node` is unlinked and reachable only by guards pinned now; freed once.
+unsafe fn defer_free(node: *mut Node, guard: &Guard) -> Slot {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let slot = (*node).slot;
+        guard.defer_unchecked(move || drop(Box::from_raw(node)));
+        slot
+    }
+}
+
+/// What [`NameTable::finish`] did for a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// A new node holding `new`, in place of `replaced` or of nothing.
+    Put { new: Slot, replaced: Option<Slot> },
+    /// An old node, removed: its slot.
+    Removed(Slot),
 }
 
 /// Free a chain nobody can reach any more.
@@ -250,9 +465,10 @@ impl<A> NameTable<A> {
         self.root.iter().map(|r| &r.aux.0)
     }
 
-    /// Find `name` and the link that points at it (a slot or a `next`).
+    /// Find the node linked as `name` and the link that points at it (a
+    /// slot or a `next`): the writer's view, whatever rename tags it.
     #[inline]
-    fn find<'g>(
+    fn find_linked<'g>(
         &'g self,
         hash: u64,
         name: &[u8],
@@ -288,11 +504,19 @@ impl<A> NameTable<A> {
         }
     }
 
+    /// The node whose entry `name` is now (a reader's view: [`resolve`]).
+    #[inline]
+    fn find<'g>(&'g self, hash: u64, name: &[u8], guard: &'g Guard) -> Option<&'g Node> {
+        let (_, n) = self.find_linked(hash, name, guard)?;
+        // SAFETY: `n` was reached under `guard`.
+        unsafe { resolve(n, guard) }
+    }
+
     /// The entry `name`, lock-free.
     #[inline]
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
-        self.find(hash, name, guard).map(|(_, n)| n.slot)
+        self.find(hash, name, guard).map(|n| n.slot)
     }
 
     /// The hash [`get_hashed`](Self::get_hashed) takes for `name`.
@@ -306,7 +530,7 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn get_hashed(&self, hash: u64, name: &[u8], guard: &Guard) -> Option<Slot> {
         debug_assert_eq!(hash, self.hash_of(name), "a hash of another name");
-        self.find(hash, name, guard).map(|(_, n)| n.slot)
+        self.find(hash, name, guard).map(|n| n.slot)
     }
 
     /// The entry `name` with the identity of the node that holds it, for
@@ -314,8 +538,7 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn get_entry<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<EntryRef<'g>> {
         let hash = self.hasher.hash_one(name);
-        self.find(hash, name, guard)
-            .map(|(_, node)| EntryRef { node })
+        self.find(hash, name, guard).map(|node| EntryRef { node })
     }
 
     /// Is `e` (found under `guard`) still the node linked as its name? A
@@ -328,34 +551,49 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
         self.find(e.node.hash, &e.node.name, guard)
-            .is_some_and(|(_, n)| ptr::eq(n, e.node))
+            .is_some_and(|n| ptr::eq(n, e.node))
     }
 
     /// Insert or replace `name`; the replaced slot, if any.
     ///
     /// # Safety
     /// The caller is the only writer of `name`'s stripe (holds the owning
-    /// directory's lock of that stripe, or owns the table).
+    /// directory's lock of that stripe, or owns the table), and no rename
+    /// of it is in progress (a rename holds the stripe until its cleanup).
     pub unsafe fn insert(&self, name: &[u8], slot: Slot, guard: &Guard) -> Option<Slot> {
+        // SAFETY: this function's contract.
+        let (old, _) = unsafe { self.link_new(name, slot, ptr::null_mut(), guard) };
+        // SAFETY: `old` is unlinked; readers that reached it hold a
+        // guard, and the free runs after all of them.
+        old.map(|old| unsafe { defer_free(old, guard) })
+    }
+
+    /// Link a new node for `name` with `pending`, in place of the node
+    /// linked as it (unlinked, not freed: returned) or as a new entry.
+    /// Also whether it was a new entry.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert).
+    unsafe fn link_new(
+        &self,
+        name: &[u8],
+        slot: Slot,
+        pending: *mut Ticket,
+        guard: &Guard,
+    ) -> (Option<*mut Node>, bool) {
         let hash = self.hasher.hash_one(name);
-        let node = Box::into_raw(Box::new(Node {
-            hash,
-            name: name.into(),
-            slot,
-            next: AtomicPtr::new(ptr::null_mut()),
-        }));
+        let node = Node::new(hash, name.into(), slot, pending);
         // SAFETY (all derefs of `node` below): it is ours until published.
-        if let Some((link, old)) = self.find(hash, name, guard) {
+        if let Some((link, old)) = self.find_linked(hash, name, guard) {
+            debug_assert!(
+                old.pending.load(Ordering::Relaxed).is_null(),
+                "a name of a rename in progress replaced"
+            );
             unsafe { &*node }
                 .next
                 .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
             link.store(node, Ordering::Release);
-            let old_slot = old.slot;
-            let old_ptr = old as *const Node as *mut Node;
-            // SAFETY: `old` is unlinked; readers that reached it hold a
-            // guard, and the free runs after all of them.
-            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
-            return Some(old_slot);
+            return (Some(old as *const Node as *mut Node), false);
         }
         let (leaf, depth) = self.leaf(hash);
         let head = leaf.load(Ordering::Relaxed);
@@ -365,24 +603,21 @@ impl<A> NameTable<A> {
             while !p.is_null() {
                 // SAFETY: the writer owns the chain's shape; nodes are live.
                 let n = unsafe { &*p };
-                nodes.push(Box::into_raw(Box::new(Node {
-                    hash: n.hash,
-                    name: n.name.clone(),
-                    slot: n.slot,
-                    next: AtomicPtr::new(ptr::null_mut()),
-                })));
+                nodes.push(n.copy());
                 p = n.next.load(Ordering::Relaxed);
             }
             let sub = build_level(nodes, depth + 1);
             leaf.store(tagged(Box::into_raw(sub)), Ordering::Release);
             // SAFETY: the old chain is unreachable from the table now;
             // readers on it hold guards, and the free runs after them.
+            // (Its nodes' tickets, and the nodes those replaced, are
+            // referenced by the copies: freed by the rename's cleanup.)
             unsafe { guard.defer_unchecked(move || free_chain(head)) };
         } else {
             unsafe { &*node }.next.store(head, Ordering::Relaxed);
             leaf.store(node, Ordering::Release);
         }
-        None
+        (None, true)
     }
 
     /// Remove `name`; its slot, if it was there.
@@ -391,13 +626,116 @@ impl<A> NameTable<A> {
     /// As [`insert`](Self::insert).
     pub unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
-        let (link, old) = self.find(hash, name, guard)?;
+        let (link, old) = self.find_linked(hash, name, guard)?;
+        debug_assert!(
+            old.pending.load(Ordering::Relaxed).is_null(),
+            "a name of a rename in progress removed"
+        );
+        // SAFETY: this function's contract.
+        Some(unsafe { self.unlink(link, old, guard) })
+    }
+
+    /// Unlink `old` from `link` and free it after every guard that saw it.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert); `link` points at `old`.
+    unsafe fn unlink(&self, link: &AtomicPtr<Node>, old: &Node, guard: &Guard) -> Slot {
         link.store(old.next.load(Ordering::Relaxed), Ordering::Release);
-        let slot = old.slot;
-        let old_ptr = old as *const Node as *mut Node;
         // SAFETY: unlinked above; freed after every guard that saw it.
-        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_ptr))) };
-        Some(slot)
+        unsafe { defer_free(old as *const Node as *mut Node, guard) }
+    }
+
+    /// Rename, first step, for a name that the rename (re)points: link a
+    /// new node for `name` holding `slot`, tagged with role `role` of
+    /// `ticket`, in place of the node linked as it, if any (which stays
+    /// the name's entry, unlinked, until the ticket commits). Nothing
+    /// changes for readers until the commit. Returns the replaced slot and
+    /// whether the name is new to the table.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert); `ticket` is pending, from
+    /// [`Ticket::alloc`], not freed before [`finish`](Self::finish), and its
+    /// role `role` is used for this name only.
+    pub unsafe fn stage_put(
+        &self,
+        name: &[u8],
+        slot: Slot,
+        ticket: *mut Ticket,
+        role: usize,
+        guard: &Guard,
+    ) -> (Option<Slot>, bool) {
+        // SAFETY: the contract. The role is written before the node is
+        // published (the Release store of its link).
+        unsafe {
+            let r = &(*ticket).roles[role];
+            let old = match self.find_linked(self.hasher.hash_one(name), name, guard) {
+                Some((_, old)) => old as *const Node as *mut Node,
+                None => ptr::null_mut(),
+            };
+            r.replaces.store(old, Ordering::Relaxed);
+            let (replaced, new) = self.link_new(name, slot, tag_role(ticket, role), guard);
+            debug_assert_eq!(replaced.unwrap_or(ptr::null_mut()), old);
+            (replaced.map(|o| (*o).slot), new)
+        }
+    }
+
+    /// Rename, first step, for the name that the rename removes: tag the
+    /// node linked as `name` with role `role` of `ticket` (it stays the
+    /// name's entry until the ticket commits). Its slot; `None` (nothing
+    /// tagged) when `name` is not there.
+    ///
+    /// # Safety
+    /// As [`stage_put`](Self::stage_put).
+    pub unsafe fn stage_remove(
+        &self,
+        name: &[u8],
+        ticket: *mut Ticket,
+        role: usize,
+        guard: &Guard,
+    ) -> Option<Slot> {
+        let (_, node) = self.find_linked(self.hasher.hash_one(name), name, guard)?;
+        debug_assert!(node.pending.load(Ordering::Relaxed).is_null());
+        // SAFETY: the contract; the role is written before the tag's
+        // Release store.
+        unsafe { (*ticket).roles[role].old.store(true, Ordering::Relaxed) };
+        node.pending
+            .store(tag_role(ticket, role), Ordering::Release);
+        Some(node.slot)
+    }
+
+    /// Rename, last step, once its ticket committed: a new node loses its
+    /// tag (the node it replaced is freed after every guard that could
+    /// reach it), an old one is unlinked. What changed: `Put(replaced)` or
+    /// `Removed(slot)`; `None` if `name` took no part.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert); the ticket that tags `name` is
+    /// committed. The caller frees the ticket through `defer` after the
+    /// last `finish` of its names.
+    pub unsafe fn finish(&self, name: &[u8], guard: &Guard) -> Option<Finished> {
+        let (link, node) = self.find_linked(self.hasher.hash_one(name), name, guard)?;
+        let p = node.pending.load(Ordering::Relaxed);
+        if p.is_null() {
+            return None;
+        }
+        let (t, i) = untag_role(p);
+        // SAFETY: tickets live until their renamer's last `finish`.
+        let role = unsafe { &(*t).roles[i] };
+        debug_assert!(unsafe { &*t }.committed.load(Ordering::Relaxed));
+        if role.old.load(Ordering::Relaxed) {
+            // SAFETY: the contract.
+            return Some(Finished::Removed(unsafe { self.unlink(link, node, guard) }));
+        }
+        node.pending.store(ptr::null_mut(), Ordering::Release);
+        let replaced = role.replaces.load(Ordering::Relaxed);
+        // SAFETY: unlinked by `stage_put`; reachable only through the
+        // tag cleared above (and tags of split nodes unlinked before), so
+        // only by guards pinned before this.
+        let replaced = (!replaced.is_null()).then(|| unsafe { defer_free(replaced, guard) });
+        Some(Finished::Put {
+            new: node.slot,
+            replaced,
+        })
     }
 
     /// The slot (never tagged when returned: only the writer splits) where
@@ -522,6 +860,76 @@ mod tests {
         for i in 0..n {
             let want = (i % 2 == 1).then(|| slot(i + n));
             assert_eq!(t.get(format!("f{i}").as_bytes(), &guard), want);
+        }
+    }
+
+    /// A rename's protocol at the table: staged changes are invisible
+    /// until the ticket commits, then all visible at once; a split that
+    /// copies a tagged node keeps its part in the rename; the cleanup
+    /// leaves plain nodes.
+    #[test]
+    fn staged_names_switch_at_the_commit_and_splits_keep_their_part() {
+        let t = NameTable::<()>::new();
+        let g = crossbeam_epoch::pin();
+        // SAFETY (every `unsafe` below): this test is the only writer; the
+        // ticket lives until `retire`, after the `finish`es.
+        unsafe {
+            assert_eq!(t.insert(b"a", slot(1), &g), None);
+            assert_eq!(t.insert(b"c", slot(3), &g), None);
+            let ticket = Ticket::alloc();
+            // Exchange-like: `c` re-pointed, `a` removed, `b` new.
+            assert_eq!(t.stage_remove(b"a", ticket, 0, &g), Some(slot(1)));
+            assert_eq!(
+                t.stage_put(b"c", slot(30), ticket, 1, &g),
+                (Some(slot(3)), false)
+            );
+            // Enough other names that every chain splits, copying the
+            // tagged nodes (with `SPLIT_AT` 4 and 16 slots).
+            for i in 100..400 {
+                t.insert(format!("f{i}").as_bytes(), slot(i), &g);
+            }
+            assert!(depth_of(&t, b"a") >= 1 && depth_of(&t, b"c") >= 1);
+            let before = |t: &NameTable<()>| {
+                assert_eq!(t.get(b"a", &g), Some(slot(1)));
+                assert_eq!(t.get(b"c", &g), Some(slot(3)));
+            };
+            before(&t);
+            let e = t.get_entry(b"c", &g).unwrap();
+            assert!(t.holds(&e, &g));
+            (*ticket).commit();
+            assert_eq!(t.get(b"a", &g), None);
+            assert_eq!(t.get(b"c", &g), Some(slot(30)));
+            // The entry seen before the commit is no longer the name's.
+            assert!(!t.holds(&e, &g));
+            assert_eq!(t.finish(b"a", &g), Some(Finished::Removed(slot(1))));
+            let put = Finished::Put {
+                new: slot(30),
+                replaced: Some(slot(3)),
+            };
+            assert_eq!(t.finish(b"c", &g), Some(put));
+            // Nothing tagged any more.
+            assert_eq!(t.finish(b"c", &g), None);
+            assert_eq!(t.finish(b"a", &g), None);
+            Ticket::retire(ticket, &g);
+            assert_eq!(t.get(b"a", &g), None);
+            assert_eq!(t.get(b"c", &g), Some(slot(30)));
+            let e = t.get_entry(b"c", &g).unwrap();
+            assert!(t.holds(&e, &g));
+            for i in 100..400 {
+                assert_eq!(t.get(format!("f{i}").as_bytes(), &g), Some(slot(i)));
+            }
+            // A staged new name is absent until the commit.
+            let ticket = Ticket::alloc();
+            assert_eq!(t.stage_put(b"n", slot(7), ticket, 0, &g), (None, true));
+            assert_eq!(t.get(b"n", &g), None);
+            (*ticket).commit();
+            assert_eq!(t.get(b"n", &g), Some(slot(7)));
+            let put = Finished::Put {
+                new: slot(7),
+                replaced: None,
+            };
+            assert_eq!(t.finish(b"n", &g), Some(put));
+            Ticket::retire(ticket, &g);
         }
     }
 

@@ -111,8 +111,9 @@ impl FsInner {
                 }
                 match child {
                     Ok(Some(child)) => return Ok(child),
-                    // Linked by its create, which marks it born before it
-                    // gives the name's stripe back: wait for that.
+                    // Linked by its create (or a rename's whiteout), which
+                    // marks it born before it gives the name's stripe
+                    // back: wait for that.
                     Ok(None) => {
                         drop(r);
                         backoff.wait();
@@ -1400,36 +1401,251 @@ mod model {
         );
     }
 
-    /// Two lookups, one after the other, racing a `RENAME_EXCHANGE` of
-    /// their names in one directory: they never find one inode under both
-    /// names (the exchange is atomic: before it `a` and `b` name different
-    /// files, after it too).
-    #[test]
-    #[ignore = "known: the exchange re-points its two entries one after the other"]
-    fn model_lookups_vs_exchange() {
+    /// Lookups one after the other racing one rename (run by a second
+    /// thread after `setup`, which returns the numbers the other steps
+    /// use). Each lookup is `(directory, name, before, after)`, `..`
+    /// understood: what it must answer before the rename and after it (an
+    /// inode number, or `None` for `ENOENT`). The rename is atomic for
+    /// lookups iff every answer is its lookup's `before` or `after`, and
+    /// once one lookup answered `after`, every later one does (a lookup
+    /// that saw the rename done is followed by none that sees it not
+    /// begun, or half done). The shape every `model_lookups_vs_*` shares.
+    fn lookups_vs_one_rename(
+        setup: fn(&Fs) -> Vec<u64>,
+        rename: fn(&Fs, &[u64]),
+        lookups: fn(&[u64]) -> Vec<Lookup>,
+    ) {
         crate::sync::check_pct(
-            || {
+            move || {
                 let fs = Fs::new_in_memory();
-                let r = Cred::root();
-                for n in [&b"a"[..], b"b"] {
-                    let f = fs.mknod(&r, ROOT_INO, n, 0o644, 0, 0).unwrap();
-                    fs.forget(f.ino, 1);
-                }
-                let swapper = {
+                let inos = setup(&fs);
+                let renamer = {
                     let fs = fs.clone();
-                    thread::spawn(move || {
-                        let r = Cred::root();
-                        fs.rename(&r, ROOT_INO, b"a", ROOT_INO, b"b", crate::RENAME_EXCHANGE)
-                            .unwrap();
-                    })
+                    let inos = inos.clone();
+                    thread::spawn(move || rename(&fs, &inos))
                 };
-                let a = fs.lookup(&r, ROOT_INO, b"a").unwrap();
-                let b = fs.lookup(&r, ROOT_INO, b"b").unwrap();
-                assert_ne!(a.ino, b.ino, "one inode under both names");
-                swapper.join().unwrap();
+                let r = Cred::root();
+                let mut done = false;
+                let mut seen = Vec::new();
+                for (dir, name, before, after) in lookups(&inos) {
+                    let got = match fs.lookup(&r, dir, name) {
+                        Ok(a) => Some(a.ino),
+                        Err(lanefs_store::Errno::ENOENT) => None,
+                        Err(e) => panic!("lookup of {name:?}: {e:?}"),
+                    };
+                    seen.push((String::from_utf8_lossy(name).into_owned(), got));
+                    assert_ne!(before, after, "a lookup the rename does not change");
+                    // `NEW`: a file the rename makes (a whiteout).
+                    let is_after = |g: Option<u64>| match after {
+                        NEW => g.is_some() && g != before,
+                        _ => g == after,
+                    };
+                    done |= is_after(got);
+                    let ok = if done { is_after(got) } else { got == before };
+                    assert!(
+                        ok,
+                        "{:?} neither before ({before:?}) nor after ({after:?}) the \
+                         rename, or before it after another lookup saw it done; \
+                         answers: {seen:?}",
+                        String::from_utf8_lossy(name),
+                    );
+                }
+                renamer.join().unwrap();
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
             },
             crate::sync::model_iterations(),
             3,
+        );
+    }
+
+    /// One step of [`lookups_vs_one_rename`]: directory, name, the answer
+    /// before the rename and after it.
+    type Lookup = (u64, &'static [u8], Option<u64>, Option<u64>);
+
+    /// An `after` of a [`Lookup`]: some file other than `before` (one the
+    /// rename makes, whose number the model cannot know).
+    const NEW: Option<u64> = Some(u64::MAX);
+
+    /// Files made in `dir` as root, their numbers.
+    fn files(fs: &Fs, dir: u64, names: &[&[u8]]) -> Vec<u64> {
+        let r = Cred::root();
+        names
+            .iter()
+            .map(|n| {
+                let f = fs.mknod(&r, dir, n, 0o644, 0, 0).unwrap();
+                fs.forget(f.ino, 1);
+                f.ino
+            })
+            .collect()
+    }
+
+    /// Directories made in `dir` as root, their numbers.
+    fn dirs(fs: &Fs, dir: u64, names: &[&[u8]]) -> Vec<u64> {
+        let r = Cred::root();
+        names
+            .iter()
+            .map(|n| {
+                let d = fs.mkdir(&r, dir, n, 0o755, 0).unwrap();
+                fs.forget(d.ino, 1);
+                d.ino
+            })
+            .collect()
+    }
+
+    /// Lookups of `b`, `a`, `b` racing `rename(a, b)` in one directory
+    /// (`b` absent before): a lookup that found the file at `b` is
+    /// followed by none that finds it at `a` (never both names at once),
+    /// and one that misses `a` by none that misses `b` (never neither).
+    /// Before, the new name was linked, then the old one removed: a
+    /// reader between the two saw both.
+    #[test]
+    fn model_lookups_vs_rename() {
+        lookups_vs_one_rename(
+            |fs| files(fs, ROOT_INO, &[b"a"]),
+            |fs, _| {
+                fs.rename(&Cred::root(), ROOT_INO, b"a", ROOT_INO, b"b", 0)
+                    .unwrap()
+            },
+            |i| {
+                let a = Some(i[0]);
+                let b = (ROOT_INO, &b"b"[..], None, a);
+                vec![b, (ROOT_INO, b"a", a, None), b]
+            },
+        );
+    }
+
+    /// The same with `RENAME_WHITEOUT`: `a` goes from the file to the
+    /// whiteout at the switch (never the file under both names, never a
+    /// missing `a`).
+    #[test]
+    fn model_lookups_vs_rename_whiteout() {
+        lookups_vs_one_rename(
+            |fs| files(fs, ROOT_INO, &[b"a"]),
+            |fs, _| {
+                let w = crate::RENAME_WHITEOUT;
+                fs.rename(&Cred::root(), ROOT_INO, b"a", ROOT_INO, b"b", w)
+                    .unwrap()
+            },
+            |i| {
+                let a = Some(i[0]);
+                let b = (ROOT_INO, &b"b"[..], None, a);
+                vec![b, (ROOT_INO, b"a", a, NEW), b]
+            },
+        );
+    }
+
+    /// The same with `RENAME_NOREPLACE`, across directories (`p/a` to
+    /// `q/b`): the move is atomic across the two directories' indexes.
+    #[test]
+    fn model_lookups_vs_cross_directory_rename() {
+        lookups_vs_one_rename(
+            |fs| {
+                let pq = dirs(fs, ROOT_INO, &[b"p", b"q"]);
+                let a = files(fs, pq[0], &[b"a"]);
+                vec![pq[0], pq[1], a[0]]
+            },
+            |fs, i| {
+                let (r, nr) = (Cred::root(), crate::RENAME_NOREPLACE);
+                fs.rename(&r, i[0], b"a", i[1], b"b", nr).unwrap()
+            },
+            |i| {
+                let a = Some(i[2]);
+                let b = (i[1], &b"b"[..], None, a);
+                vec![b, (i[0], b"a", a, None), b]
+            },
+        );
+    }
+
+    /// Lookups of `b`, `a`, `b` racing `rename(a, b)` over an existing
+    /// `b`: `b` is never `ENOENT` (POSIX: it stays visible throughout,
+    /// naming the old file or the new); once it names the new file `a`
+    /// is gone, and once `a` is gone it names the new file.
+    #[test]
+    fn model_lookups_vs_rename_over() {
+        lookups_vs_one_rename(
+            |fs| files(fs, ROOT_INO, &[b"a", b"b"]),
+            |fs, _| {
+                fs.rename(&Cred::root(), ROOT_INO, b"a", ROOT_INO, b"b", 0)
+                    .unwrap()
+            },
+            |i| {
+                let (a, b) = (Some(i[0]), Some(i[1]));
+                let at_b = (ROOT_INO, &b"b"[..], b, a);
+                vec![at_b, (ROOT_INO, b"a", a, None), at_b]
+            },
+        );
+    }
+
+    /// Lookups of `a`, `b`, `a` racing a `RENAME_EXCHANGE` of the two
+    /// names in one directory: once a lookup saw one name swapped, the
+    /// next sees the other swapped too (never one inode under both names
+    /// at one instant). Before, the exchange re-pointed its two entries
+    /// one after the other.
+    #[test]
+    fn model_lookups_vs_exchange() {
+        lookups_vs_one_rename(
+            |fs| files(fs, ROOT_INO, &[b"a", b"b"]),
+            |fs, _| {
+                let r = Cred::root();
+                fs.rename(&r, ROOT_INO, b"a", ROOT_INO, b"b", crate::RENAME_EXCHANGE)
+                    .unwrap()
+            },
+            |i| {
+                let (a, b) = (Some(i[0]), Some(i[1]));
+                let at_a = (ROOT_INO, &b"a"[..], a, b);
+                vec![at_a, (ROOT_INO, b"b", b, a), at_a]
+            },
+        );
+    }
+
+    /// The same for two directories exchanged across parents (`p/x` and
+    /// `q/y`), and `y`'s `..` last: it switches with the entries.
+    #[test]
+    fn model_lookups_vs_cross_directory_exchange_of_directories() {
+        lookups_vs_one_rename(
+            |fs| {
+                let pq = dirs(fs, ROOT_INO, &[b"p", b"q"]);
+                let x = dirs(fs, pq[0], &[b"x"]);
+                let y = dirs(fs, pq[1], &[b"y"]);
+                vec![pq[0], pq[1], x[0], y[0]]
+            },
+            |fs, i| {
+                let r = Cred::root();
+                fs.rename(&r, i[0], b"x", i[1], b"y", crate::RENAME_EXCHANGE)
+                    .unwrap()
+            },
+            |i| {
+                let (p, q, x, y) = (Some(i[0]), Some(i[1]), Some(i[2]), Some(i[3]));
+                let in_p = (i[0], &b"x"[..], x, y);
+                vec![in_p, (i[1], b"y", y, x), in_p, (i[3], b"..", q, p)]
+            },
+        );
+    }
+
+    /// A moved directory's `..` switches with its entries: lookups of
+    /// `q/d`, `d/..`, `p/d` racing `rename(p/d, q/d)`: once `q/d` is
+    /// found, `..` is `q`; once `..` is `q`, `p/d` is gone. Before, the
+    /// parent was set before either entry changed: `..` named `q` while
+    /// `d` was still in `p`.
+    #[test]
+    fn model_dotdot_switches_with_the_move() {
+        lookups_vs_one_rename(
+            |fs| {
+                let pq = dirs(fs, ROOT_INO, &[b"p", b"q"]);
+                let d = dirs(fs, pq[0], &[b"d"]);
+                vec![pq[0], pq[1], d[0]]
+            },
+            |fs, i| fs.rename(&Cred::root(), i[0], b"d", i[1], b"d", 0).unwrap(),
+            |i| {
+                let (p, q, d) = (Some(i[0]), Some(i[1]), Some(i[2]));
+                vec![
+                    (i[1], b"d", None, d),
+                    (i[2], b"..", p, q),
+                    (i[0], b"d", d, None),
+                ]
+            },
         );
     }
 

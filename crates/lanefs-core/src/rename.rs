@@ -21,6 +21,19 @@
 //! missing source is answered `ENOENT` before any of these, by a lock-free
 //! look (`FsInner::child_exists`).
 //!
+//! Atomic for lookups (`dir`, "Renames"): after its store transaction
+//! commits, a rename stages its names in the index against one switch
+//! (`RenameSwitch`) and commits it with one store — both names of a
+//! rename or an exchange, the source's whiteout — then finishes them, all
+//! under the names' stripes. The switch commits inside the `meta` sections
+//! held across the store commit: a moved directory's (whose parent, its
+//! `..`, changes in the same section, so a `..` lookup, which reads it
+//! under that `meta`, switches with the entries) and a replaced inode's
+//! (whose link count drops after the switch, so no lookup finds a name to
+//! an inode whose last link went). A whiteout is marked born after the
+//! switch, before its stripe is given back: a lookup that finds it in
+//! between waits (`lookup_child`), and the RCU-walk steps aside.
+//!
 //! Each rename is one [`Txn`]: the new entry (or both, exchanged), the
 //! removed one, the replaced inode's record and a moved directory's record
 //! — at most 4 operations; with `RENAME_WHITEOUT` the removed entry is
@@ -41,7 +54,7 @@
 //! names it finds nothing: `Inode::born`).
 
 use crate::attr_seq::{MetaGuard, PermSnapshot};
-use crate::dir::{DirWrite, Slot, Stripes};
+use crate::dir::{DirWrite, RenameSwitch, Slot, Stripes};
 use crate::fs::{
     check_name, ctime_at, is_dot_or_dotdot, reserve_subdir_link, touch_c, FsInner, IRef,
     NoLinkRoom, ParentAttrs,
@@ -441,6 +454,14 @@ impl Fs {
                 }
             }
             fs.commit(&txn)?;
+            // Both names re-pointed at once, by one switch (`dir`,
+            // "Renames"), inside the `meta` sections of the directories
+            // that move: a `..` lookup (under the directory's `meta`)
+            // sees the new parent exactly when lookups see the entries.
+            let mut switch = RenameSwitch::new();
+            oidx.stage_put(name, o_new, &switch);
+            nidx!().stage_put(newname, n_new, &switch);
+            switch.commit();
             for (m, inode, to) in [(&mut om, &*old, ndir), (&mut tm, &*t, odir)] {
                 if let Some(m) = m {
                     m.rec.parent = to.ino;
@@ -457,8 +478,9 @@ impl Fs {
                 let t = ctime_at(&m, now);
                 touch_c(inode, &mut m, t);
             }
-            oidx.insert(name, o_new);
-            nidx!().insert(newname, n_new);
+            oidx.finish(name, &switch);
+            nidx!().finish(newname, &switch);
+            switch.retire();
             // A directory swapped for a non-directory across parents: the
             // gaining one uses its reserved link, the other gives one back
             // (each in the stripe of its name).
@@ -515,6 +537,7 @@ impl Fs {
         // and a moved directory's new parent go with the entries. If both,
         // both are directories (kinds match without RENAME_EXCHANGE).
         let reparent = old_is_dir && cross;
+        let mut switch = RenameSwitch::new();
         {
             let (mut om, mut tm) = match (&target, reparent) {
                 (Some(t), true) => {
@@ -540,21 +563,33 @@ impl Fs {
                 fs.txn_record(&mut txn, || reparented(&m.rec, ndir.ino, ctime_at(m, now)))?;
             }
             fs.commit(&txn)?;
+            // `newname` re-pointed and `name` removed (or re-pointed at the
+            // whiteout) at once, by one switch (`dir`, "Renames"): a
+            // lookup never finds the inode under both names, nor under
+            // neither. A moved directory's new parent is published in the
+            // same `meta` section as the switch's commit, so a `..` lookup
+            // (under that `meta`) sees it exactly when lookups see the
+            // entries.
+            nidx!().stage_put(newname, moved, &switch);
+            match wslot {
+                Some(ws) => oidx.stage_put(name, ws, &switch),
+                None => oidx.stage_remove(name, &switch),
+            }
+            switch.commit();
             if let Some(m) = om.as_mut() {
                 m.rec.parent = ndir.ino;
                 old.parent.store(ndir.ino, Ordering::Release);
                 let t = ctime_at(m, now);
                 touch_c(&old, m, t);
             }
-            // `newname` re-pointed first, then the replaced inode's link
-            // count dropped, its `meta` held across both: while the old
-            // entry is visible a lookup can reach the inode and release
-            // it, and a release frees an unlinked inode nothing else
-            // keeps (`maybe_free`, under `meta`), so it must not see the
-            // count at 0 before the entry is gone (else the entry names a
-            // free number: `EUCLEAN` to the next lookup, or a number
-            // reused under a visible name).
-            nidx!().insert(newname, moved);
+            // The replaced inode's link count dropped after the switch,
+            // its `meta` held across both: while the old entry is visible
+            // a lookup can reach the inode and release it, and a release
+            // frees an unlinked inode nothing else keeps (`maybe_free`,
+            // under `meta`), so it must not see the count at 0 before the
+            // entry is gone (else the entry names a free number:
+            // `EUCLEAN` to the next lookup, or a number reused under a
+            // visible name).
             if let (Some(t), Some(m), Some(n)) = (&target, tm.as_mut(), t_nlink) {
                 m.rec.nlink = n;
                 let at = ctime_at(m, now);
@@ -590,23 +625,23 @@ impl Fs {
             now,
         );
         let o_subdirs = if old_is_dir && cross { -1 } else { 0 };
-        match (whiteout, wslot) {
-            (Some(w), Some(ws)) => {
-                // The store has exactly its record now (a volatile store
-                // gets it at writeback: the inode stays dirty).
-                let mut wm = w.inode.meta.lock();
-                wm.dirty &= !w_in_store;
-                // Named: found by number from now on.
-                w.inode.mark_born();
-                drop(wm);
-                w.linked.set(true);
-                oidx.insert(name, ws);
-                oidx.note(name, 0, o_subdirs, now);
-            }
-            _ => {
-                oidx.remove(name);
-                oidx.note(name, -1, o_subdirs, now);
-            }
+        if let Some(w) = whiteout {
+            // The store has exactly its record now (a volatile store gets
+            // it at writeback: the inode stays dirty). Named: found by
+            // number from now on. (A lookup that found its entry since
+            // the switch waits for this: `lookup_child`.)
+            let mut wm = w.inode.meta.lock();
+            wm.dirty &= !w_in_store;
+            w.inode.mark_born();
+            drop(wm);
+            w.linked.set(true);
+        }
+        nidx!().finish(newname, &switch);
+        oidx.finish(name, &switch);
+        switch.retire();
+        match wslot {
+            Some(_) => oidx.note(name, 0, o_subdirs, now),
+            None => oidx.note(name, -1, o_subdirs, now),
         }
         drop(t_idx);
         Ok(Ok(target))

@@ -28,7 +28,9 @@
 //!
 //! The guarantee (the same as the reference walk's): every step is one
 //! linearizable lookup — the entry it followed was present in the directory
-//! it stood in at some instant between that step's start and end, and the
+//! it stood in at some instant between that step's start and end
+//! (renames included: all of a rename's names switch at one instant,
+//! `dir`, "Renames"), and the
 //! attributes returned are one whole version of the final inode's that held
 //! while its entry was linked. The walk as a whole is not atomic against
 //! changes of *other* directories (neither is Linux's). It never returns,

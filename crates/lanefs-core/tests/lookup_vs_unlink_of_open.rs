@@ -17,9 +17,6 @@
 //! Knob: `LANEFS_LOOKUP_UNLINK_ROUNDS` (unlinks by the writer, default
 //! 100000).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use lanefs_core::*;
 
 mod common;
@@ -28,64 +25,56 @@ mod common;
 fn no_answer_by_name_has_a_link_count_of_0() {
     let rounds = common::knob("LANEFS_LOOKUP_UNLINK_ROUNDS", 100_000) as usize;
     let fs = Fs::new_in_memory();
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..3)
-        .map(|k| {
-            let fs = fs.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let r = Cred::root();
-                let mut found = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let got = match k {
-                        0 => fs.lookup_counted(&r, ROOT_INO, b"f").inspect(|a| {
-                            fs.forget(a.ino, 1);
-                        }),
-                        1 => fs.lookup(&r, ROOT_INO, b"f"),
-                        _ => {
-                            let flags = libc::O_CREAT | libc::O_RDWR;
-                            match fs.open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, true) {
-                                Ok((a, h, created)) => {
-                                    drop(h);
-                                    fs.forget(a.ino, 1);
-                                    if created {
-                                        // Its own file, not an answer for
-                                        // a name it found.
-                                        continue;
-                                    }
-                                    Ok(a)
-                                }
-                                Err(e) => Err(e),
-                            }
+    let reader_fs = fs.clone();
+    let read = move |k: usize| {
+        let (fs, r) = (&reader_fs, Cred::root());
+        let got = match k {
+            0 => fs.lookup_counted(&r, ROOT_INO, b"f").inspect(|a| {
+                fs.forget(a.ino, 1);
+            }),
+            1 => fs.lookup(&r, ROOT_INO, b"f"),
+            _ => {
+                let flags = libc::O_CREAT | libc::O_RDWR;
+                match fs.open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, true) {
+                    Ok((a, h, created)) => {
+                        drop(h);
+                        fs.forget(a.ino, 1);
+                        if created {
+                            // Its own file, not an answer for a name it
+                            // found.
+                            return false;
                         }
-                    };
-                    match got {
-                        Ok(a) => {
-                            assert!(a.nlink > 0, "reader {k} answered an unlinked inode: {a:?}");
-                            found += 1;
-                        }
-                        Err(Errno::ENOENT) if k != 2 => {}
-                        Err(e) => panic!("reader {k}: {e:?}"),
+                        Ok(a)
                     }
+                    Err(e) => Err(e),
                 }
-                found
-            })
-        })
-        .collect();
+            }
+        };
+        match got {
+            Ok(a) => {
+                assert!(a.nlink > 0, "reader {k} answered an unlinked inode: {a:?}");
+                true
+            }
+            Err(Errno::ENOENT) if k != 2 => false,
+            Err(e) => panic!("reader {k}: {e:?}"),
+        }
+    };
     let r = Cred::root();
     let flags = libc::O_CREAT | libc::O_RDWR;
-    for i in 0..rounds {
-        let (_, h, _) = fs
-            .open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, false)
-            .unwrap_or_else(|e| panic!("open {i}: {e:?}"));
-        match fs.unlink(&r, ROOT_INO, b"f") {
-            Ok(()) | Err(Errno::ENOENT) => {}
-            Err(e) => panic!("unlink {i}: {e:?}"),
+    let found: u64 = common::with_readers(3, read, || {
+        for i in 0..rounds {
+            let (_, h, _) = fs
+                .open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, false)
+                .unwrap_or_else(|e| panic!("open {i}: {e:?}"));
+            match fs.unlink(&r, ROOT_INO, b"f") {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => panic!("unlink {i}: {e:?}"),
+            }
+            drop(h);
         }
-        drop(h);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let found: u64 = readers.into_iter().map(|h| h.join().expect("reader")).sum();
+    })
+    .into_iter()
+    .sum();
     assert!(found > 0, "the readers never found the name");
     let _ = fs.unlink(&r, ROOT_INO, b"f");
     if let Err(bad) = fs.check() {

@@ -12,9 +12,6 @@
 //! Knob: `LANEFS_RENAME_OVER_ROUNDS` (renames by the writer, default
 //! 50000).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use lanefs_core::*;
 
 mod common;
@@ -26,50 +23,39 @@ fn a_name_renamed_over_is_never_enoent() {
     let r = Cred::root();
     let f = fs.mknod(&r, ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     fs.forget(f.ino, 1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..3)
-        .map(|k| {
-            let fs = fs.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let r = Cred::root();
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let got = match k {
-                        0 => fs
-                            .open_at(&r, ROOT_INO, b"f", libc::O_RDONLY, 0, 0, false)
-                            .map(|(a, h, _)| {
-                                drop(h);
-                                a
-                            }),
-                        1 => fs.lookup(&r, ROOT_INO, b"f"),
-                        _ => fs.lookup_counted(&r, ROOT_INO, b"f").inspect(|a| {
-                            fs.forget(a.ino, 1);
-                        }),
-                    };
-                    match got {
-                        // An open may find the old file and keep it: its
-                        // attributes, read after the open, may then show
-                        // it unlinked (as `fstat` would). A lookup's never.
-                        Ok(a) => assert!(k == 0 || a.nlink > 0, "reader {k}: {a:?}"),
-                        Err(e) => panic!("reader {k}, after {n} answers: {e:?}"),
-                    }
-                    n += 1;
-                }
-                n
-            })
-        })
-        .collect();
-    for i in 0..rounds {
-        let t = fs.mknod(&r, ROOT_INO, b"t", 0o644, 0, 0).unwrap();
-        fs.forget(t.ino, 1);
-        fs.rename(&r, ROOT_INO, b"t", ROOT_INO, b"f", 0)
-            .unwrap_or_else(|e| panic!("rename {i}: {e:?}"));
-    }
-    stop.store(true, Ordering::Relaxed);
-    for h in readers {
-        assert!(h.join().expect("reader") > 0);
-    }
+    let reader_fs = fs.clone();
+    let read = move |k: usize| {
+        let (fs, r) = (&reader_fs, Cred::root());
+        let got = match k {
+            0 => fs
+                .open_at(&r, ROOT_INO, b"f", libc::O_RDONLY, 0, 0, false)
+                .map(|(a, h, _)| {
+                    drop(h);
+                    a
+                }),
+            1 => fs.lookup(&r, ROOT_INO, b"f"),
+            _ => fs.lookup_counted(&r, ROOT_INO, b"f").inspect(|a| {
+                fs.forget(a.ino, 1);
+            }),
+        };
+        match got {
+            // An open may find the old file and keep it: its attributes,
+            // read after the open, may then show it unlinked (as `fstat`
+            // would). A lookup's never.
+            Ok(a) => assert!(k == 0 || a.nlink > 0, "reader {k}: {a:?}"),
+            Err(e) => panic!("reader {k}: {e:?}"),
+        }
+        true
+    };
+    let answers = common::with_readers(3, read, || {
+        for i in 0..rounds {
+            let t = fs.mknod(&r, ROOT_INO, b"t", 0o644, 0, 0).unwrap();
+            fs.forget(t.ino, 1);
+            fs.rename(&r, ROOT_INO, b"t", ROOT_INO, b"f", 0)
+                .unwrap_or_else(|e| panic!("rename {i}: {e:?}"));
+        }
+    });
+    assert!(answers.iter().all(|&n| n > 0), "a reader never answered");
     fs.unlink(&r, ROOT_INO, b"f").unwrap();
     if let Err(bad) = fs.check() {
         panic!("after the race: {bad:?}");

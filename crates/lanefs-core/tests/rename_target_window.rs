@@ -15,9 +15,6 @@
 //! Knob: `LANEFS_RENAME_WINDOW_ROUNDS` (renames per writer, default
 //! 20000).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use lanefs_core::*;
 
 mod common;
@@ -29,58 +26,52 @@ fn a_rename_target_stays_linked_until_its_name_moves() {
     let rounds = common::knob("LANEFS_RENAME_WINDOW_ROUNDS", 20_000) as usize;
     let fs = Fs::new_in_memory();
     let root = Cred::root();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..2)
-        .map(|w| {
-            let fs = fs.clone();
-            std::thread::spawn(move || {
-                let r = Cred::root();
-                let tmp = format!("tmp{w}");
-                for i in 0..rounds {
-                    let a = fs
-                        .symlink(&r, ROOT_INO, tmp.as_bytes(), b"target")
-                        .expect("symlink");
+    let reader_fs = fs.clone();
+    let read = move |k: usize| {
+        let (fs, r) = (&reader_fs, Cred::root());
+        let mut found = false;
+        for n in NAMES {
+            let got = if k == 0 {
+                fs.lookup_counted(&r, ROOT_INO, n).map(|a| {
+                    let _ = fs.readlink(a.ino);
                     fs.forget(a.ino, 1);
-                    let to = NAMES[i % NAMES.len()];
-                    fs.rename(&r, ROOT_INO, tmp.as_bytes(), ROOT_INO, to, 0)
-                        .expect("rename over");
-                }
-            })
-        })
-        .collect();
-    let readers: Vec<_> = (0..2)
-        .map(|k| {
-            let fs = fs.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let r = Cred::root();
-                let mut found = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for n in NAMES {
-                        let got = if k == 0 {
-                            fs.lookup_counted(&r, ROOT_INO, n).map(|a| {
-                                let _ = fs.readlink(a.ino);
-                                fs.forget(a.ino, 1);
-                            })
-                        } else {
-                            fs.lookup(&r, ROOT_INO, n).map(drop)
-                        };
-                        match got {
-                            Ok(()) => found += 1,
-                            Err(Errno::ENOENT) => {}
-                            Err(e) => panic!("lookup of {:?}: {e:?}", n),
-                        }
+                })
+            } else {
+                fs.lookup(&r, ROOT_INO, n).map(drop)
+            };
+            match got {
+                Ok(()) => found = true,
+                Err(Errno::ENOENT) => {}
+                Err(e) => panic!("lookup of {:?}: {e:?}", n),
+            }
+        }
+        found
+    };
+    let found: u64 = common::with_readers(2, read, || {
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let fs = fs.clone();
+                std::thread::spawn(move || {
+                    let r = Cred::root();
+                    let tmp = format!("tmp{w}");
+                    for i in 0..rounds {
+                        let a = fs
+                            .symlink(&r, ROOT_INO, tmp.as_bytes(), b"target")
+                            .expect("symlink");
+                        fs.forget(a.ino, 1);
+                        let to = NAMES[i % NAMES.len()];
+                        fs.rename(&r, ROOT_INO, tmp.as_bytes(), ROOT_INO, to, 0)
+                            .expect("rename over");
                     }
-                }
-                found
+                })
             })
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer");
-    }
-    stop.store(true, Ordering::Relaxed);
-    let found: u64 = readers.into_iter().map(|h| h.join().expect("reader")).sum();
+            .collect();
+        for w in writers {
+            w.join().expect("writer");
+        }
+    })
+    .into_iter()
+    .sum();
     assert!(found > 0, "the readers never found a name");
     for n in NAMES {
         fs.unlink(&root, ROOT_INO, n).expect("unlink");

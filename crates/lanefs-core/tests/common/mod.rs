@@ -6,6 +6,9 @@
 //!
 //! [`names_in_store`]: the names a store holds for a directory, sorted.
 //!
+//! [`with_readers`]: reader threads looping over lookups while this
+//! thread changes names (the race tests' scaffolding).
+//!
 //! [`HookedStore`]: a [`Store`] that forwards the trait's *required* calls
 //! to a [`MemoryStore`] and asks a hook first, which may fail the call. The
 //! optional calls (unwritten-extent records, range counts) are not
@@ -24,6 +27,50 @@ pub fn knob(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
+}
+
+/// Run `readers` threads, reader `k` calling `read(k)` again and again,
+/// while this thread runs `write`; stop them once it returns. What each
+/// reader's calls returned `true` for (its answers that count: the
+/// caller asserts there were some, so a test whose readers never got an
+/// answer does not pass by asserting nothing). A reader's panic fails
+/// the test.
+#[allow(dead_code)] // not every test binary races readers
+pub fn with_readers<R>(readers: usize, read: R, write: impl FnOnce()) -> Vec<u64>
+where
+    R: Fn(usize) -> bool + Send + Sync + 'static,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let read = Arc::new(read);
+    let handles: Vec<_> = (0..readers)
+        .map(|k| {
+            let (stop, read) = (stop.clone(), read.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += read(k) as u64;
+                }
+                n
+            })
+        })
+        .collect();
+    // Stop the readers even if the writer panics, so that the panic is
+    // reported instead of the test hanging.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stopper = StopOnDrop(stop);
+    write();
+    drop(stopper);
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        .collect()
 }
 
 /// The names `store` holds for directory `dir`, sorted.
