@@ -6,7 +6,9 @@
 //! wrote nor more than the file ever held, and data cut off by a truncate
 //! never comes back when the file grows again; concurrent `link`/`unlink`
 //! of one file leave `st_nlink` equal to its names; concurrent
-//! `mkdir`/`rmdir` of the same names leave a consistent tree. After each
+//! `mkdir`/`rmdir` of the same names leave a consistent tree; the core's
+//! `readdir` asked for one entry a call during churn lists every stable
+//! name once, and resumes at any cookie it returned. After each
 //! the engine's `Fs::check()` is clean (and on the image `lanefs fsck`).
 //!
 //! The same checks through a mount are in `lanefs-cli/tests/concurrency.rs`.
@@ -356,4 +358,98 @@ fn mkdir_rmdir_same_names(fs: &Filesystem) {
 #[test]
 fn concurrent_mkdir_rmdir_of_one_name_stay_consistent() {
     on_both(mkdir_rmdir_same_names);
+}
+
+// ---- listings of one entry a call, resumed and re-read -----------------
+
+/// The core's `readdir` (what FUSE's READDIR and the path layer call)
+/// asked for one entry a call, as `getdents64` with a buffer of one
+/// record, while two threads create and unlink other names: every name
+/// that exists throughout comes exactly once; and going back to a cookie
+/// the listing returned (`seekdir` to a `telldir` value) lists from there
+/// the same stable names again.
+fn one_entry_a_call_during_churn(fs: &Filesystem) {
+    const STABLE: usize = 200;
+    fs.create_dir("/rd").unwrap();
+    for i in 0..STABLE {
+        fs.write(format!("/rd/stable{i}"), b"").unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let churners: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (fs, stop) = (fs.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let n = format!("/rd/churn{t}-{}", i % 50);
+                    if i % 100 < 50 {
+                        fs.write(&n, b"").unwrap();
+                    } else {
+                        fs.remove_file(&n).unwrap();
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let stable_index = |name: &[u8]| -> Option<usize> {
+        std::str::from_utf8(name.strip_prefix(b"stable")?)
+            .ok()?
+            .parse()
+            .ok()
+    };
+    let deadline = Instant::now() + Duration::from_millis(800);
+    let mut rounds = 0;
+    while Instant::now() < deadline || rounds < 3 {
+        rounds += 1;
+        let dir = fs.open("/rd").unwrap();
+        let mut seen = vec![0u32; STABLE];
+        // (cookie before an entry, the stable names from there on)
+        let mut marks: Vec<(u64, usize)> = Vec::new();
+        let mut order: Vec<usize> = Vec::new();
+        let mut offset = 0;
+        loop {
+            let mut got = None;
+            fs.core()
+                .readdir(dir.handle(), offset, &mut |e| {
+                    got = Some((e.name.to_vec(), e.next_offset));
+                    true
+                })
+                .unwrap();
+            let Some((name, next)) = got else { break };
+            if let Some(k) = stable_index(&name) {
+                if order.len().is_multiple_of(37) {
+                    marks.push((offset, order.len()));
+                }
+                seen[k] += 1;
+                order.push(k);
+            }
+            offset = next;
+        }
+        for (k, &n) in seen.iter().enumerate() {
+            assert_eq!(n, 1, "stable{k} listed {n} times one entry a call");
+        }
+        for &(cookie, from) in &marks {
+            let mut again = Vec::new();
+            fs.core()
+                .readdir(dir.handle(), cookie, &mut |e| {
+                    if let Some(k) = stable_index(e.name) {
+                        again.push(k);
+                    }
+                    false
+                })
+                .unwrap();
+            assert_eq!(again, order[from..], "resumed at cookie {cookie}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in churners {
+        c.join().unwrap();
+    }
+    fs.remove_dir_all("/rd").unwrap();
+}
+
+#[test]
+fn listing_one_entry_a_call_during_churn() {
+    on_both(one_entry_a_call_during_churn);
 }
