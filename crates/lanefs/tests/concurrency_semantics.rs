@@ -8,7 +8,9 @@
 //! of one file leave `st_nlink` equal to its names; concurrent
 //! `mkdir`/`rmdir` of the same names leave a consistent tree; the core's
 //! `readdir` asked for one entry a call during churn lists every stable
-//! name once, and resumes at any cookie it returned. After each
+//! name once, and resumes at any cookie it returned; directories renamed
+//! into each other by four threads never end up in a detached cycle.
+//! After each
 //! the engine's `Fs::check()` is clean (and on the image `lanefs fsck`).
 //!
 //! The same checks through a mount are in `lanefs-cli/tests/concurrency.rs`.
@@ -452,4 +454,84 @@ fn one_entry_a_call_during_churn(fs: &Filesystem) {
 #[test]
 fn listing_one_entry_a_call_during_churn() {
     on_both(one_entry_a_call_during_churn);
+}
+
+// ---- directory renames into each other ------------------------------------
+
+/// Every directory below `p` (not `p` itself).
+fn dirs_below(fs: &Filesystem, p: &str) -> usize {
+    let mut n = 0;
+    for e in fs.read_dir(p).unwrap() {
+        let e = e.unwrap();
+        if e.kind() == lanefs::FileKind::Directory {
+            let child = format!(
+                "{}/{}",
+                p.trim_end_matches('/'),
+                e.file_name().to_string_lossy()
+            );
+            n += 1 + dirs_below(fs, &child);
+        }
+    }
+    n
+}
+
+/// Four threads rename random directories of a small tree into each
+/// other (`RENAME_NOREPLACE`, so none is replaced): a rename that would
+/// put a directory inside itself fails (`EINVAL`), whatever the others do
+/// at the same time, so every directory stays reachable from the root,
+/// none in a detached cycle.
+fn renames_never_detach_a_directory(fs: &Filesystem) {
+    const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    fs.create_dir("/rn").unwrap();
+    for n in NAMES {
+        fs.create_dir(format!("/rn/{n}")).unwrap();
+    }
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng(t * 7 + 1);
+                // A directory found by a random walk down from /rn.
+                let pick = |rng: &mut Rng| -> String {
+                    let mut p = String::from("/rn");
+                    loop {
+                        let Ok(it) = fs.read_dir(&p) else { return p };
+                        let names: Vec<String> = it
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect();
+                        if names.is_empty() || rng.below(3) == 0 {
+                            return p;
+                        }
+                        p = format!("{p}/{}", names[rng.below(names.len() as u64) as usize]);
+                    }
+                };
+                for _ in 0..3000 {
+                    let from = pick(&mut rng);
+                    let to = format!("{}/{}", pick(&mut rng), NAMES[rng.below(6) as usize]);
+                    if from == "/rn" {
+                        continue;
+                    }
+                    if let Err(e) = fs.rename_flags(&from, &to, libc::RENAME_NOREPLACE) {
+                        let ok = [libc::EINVAL, libc::ENOENT, libc::EEXIST, libc::ENOTDIR];
+                        assert!(
+                            ok.contains(&e.raw_os_error().unwrap_or(0)),
+                            "{from} -> {to}: {e}"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    check(fs);
+    assert_eq!(dirs_below(fs, "/rn"), NAMES.len(), "directories reachable");
+    fs.remove_dir_all("/rn").unwrap();
+}
+
+#[test]
+fn concurrent_directory_renames_never_detach_one() {
+    on_both(renames_never_detach_a_directory);
 }
