@@ -29,6 +29,11 @@
 //! nothing is allocated, through a descriptor (or `O_TRUNC`) always, and
 //! either way it gives back a `fallocate(KEEP_SIZE)` reservation past the
 //! end, as on tmpfs.
+//!
+//! A `write(2)` that does not fit returns a short count, as on tmpfs
+//! (the kernel sends a write that starts inside a page it does not cache
+//! as more than one WRITE, each all-or-nothing in the engine): docs/FUSE.md,
+//! "Known gaps".
 
 mod common;
 
@@ -551,7 +556,53 @@ fn same_size_truncate_matches_tmpfs() {
     assert_eq!(got, want, "lanefs (left) vs tmpfs (right)");
 }
 
+/// Fill the file system at `dir` page by page until `ENOSPC`, free two
+/// pages, then write three pages at offset 100 of a new file: what the
+/// write returned, and whether the file holds exactly those bytes.
+fn write_three_pages_with_two_free(dir: &Path) -> (std::io::Result<usize>, bool) {
+    use std::os::unix::fs::FileExt;
+    let fill = std::fs::File::create(dir.join("fill")).unwrap();
+    let page = vec![b'x'; 4096];
+    let mut pages = 0u64;
+    while fill.write_all_at(&page, pages * 4096).is_ok() {
+        pages += 1;
+        assert!(pages < 1 << 16, "never full");
+    }
+    fill.set_len((pages - 2) * 4096).unwrap();
+    let g = std::fs::File::create(dir.join("g")).unwrap();
+    let r = g.write_at(&[b'y'; 3 * 4096], 100);
+    let n = *r.as_ref().unwrap_or(&0);
+    let mut want = vec![0u8; 100];
+    want.resize(100 + n, b'y');
+    let held = std::fs::read(dir.join("g")).unwrap() == want;
+    (r, held)
+}
+
+/// A `write(2)` that does not fit, through a mount without the writeback
+/// cache: a short count with exactly that much written, as on tmpfs (whose
+/// count is what fits; lanefs's ends where the kernel split the call into
+/// WRITEs, docs/FUSE.md "Known gaps"), never data beyond the count and
+/// never an error after part of it landed.
+fn write_at_enospc_is_short_as_on_tmpfs() {
+    if writeback() {
+        eprintln!("SKIPPED: with the writeback cache the write succeeds and fsync reports ENOSPC (writeback.rs)");
+        return;
+    }
+    let m = TestMount::with("enospc-short", &["--capacity", "1M"], &[]);
+    let t = Tmpfs::with("enospc-short-tmpfs", "size=1M");
+    for (what, dir) in [("tmpfs", &t.0), ("lanefs", &m.mnt)] {
+        let (r, held) = write_three_pages_with_two_free(dir);
+        let n = r.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(n > 0 && n < 3 * 4096, "{what}: wrote {n} of 3 pages");
+        assert!(
+            held,
+            "{what}: the file does not hold exactly the {n} bytes written"
+        );
+    }
+}
+
 on_both_transports!(
+    write_at_enospc_is_short_as_on_tmpfs,
     rename_whiteout_matches_tmpfs,
     sticky_create_matches_tmpfs,
     noatime_follows_the_descriptor_not_the_open,

@@ -36,6 +36,13 @@ use lanefs_core::{
 use crate::handle::InnerRef;
 use crate::{Filesystem, Metadata};
 
+/// `fallocate(2)` modes Linux knows that lanefs does not do (as tmpfs).
+const FALLOC_FL_COLLAPSE_RANGE: i32 = libc::FALLOC_FL_COLLAPSE_RANGE;
+const FALLOC_FL_INSERT_RANGE: i32 = libc::FALLOC_FL_INSERT_RANGE;
+const FALLOC_FL_UNSHARE_RANGE: i32 = libc::FALLOC_FL_UNSHARE_RANGE;
+/// Linux 6.17's `FALLOC_FL_WRITE_ZEROES` (not in every libc yet).
+const FALLOC_FL_WRITE_ZEROES: i32 = 0x80;
+
 /// An open file of a [`Filesystem`]: implements [`Read`], [`Write`] and
 /// [`Seek`], also for `&File` as [`std::fs::File`] does, plus positional
 /// I/O.
@@ -394,20 +401,37 @@ impl File {
         Ok(self.core().fsync(&self.handle, true)?)
     }
 
-    /// `fallocate(2)` with Linux's checks: `EINVAL` for a negative offset or
-    /// a length ≤ 0, `EOPNOTSUPP` for unknown or contradictory modes (punch
-    /// without keep-size, punch with zero-range), `EBADF` unless open for
-    /// writing, `ESPIPE`/`EISDIR`/`ENODEV` by file type, `EFBIG` when the
-    /// range ends past `i64::MAX`.
+    /// `fallocate(2)` with Linux's checks, in `vfs_fallocate`'s order:
+    /// `EINVAL` for a negative offset or a length ≤ 0; `EOPNOTSUPP` for a
+    /// mode Linux does not know (unknown bits, two modes at once, punch
+    /// without keep-size, keep-size with collapse, insert or write-zeroes);
+    /// `EBADF` unless open for writing; `ESPIPE`/`EISDIR`/`ENODEV` by file
+    /// type; `EFBIG` when the range ends past `i64::MAX`; and only then
+    /// `EOPNOTSUPP` for the modes Linux knows that lanefs does not do, as
+    /// tmpfs (collapse, insert, unshare, write-zeroes).
     pub fn fallocate(&self, mode: i32, offset: i64, len: i64) -> io::Result<()> {
         self.not_path_only()?;
         if offset < 0 || len <= 0 {
             return Err(Errno::EINVAL.into());
         }
-        let known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
-        let punch = mode & FALLOC_FL_PUNCH_HOLE != 0;
-        let zero = mode & FALLOC_FL_ZERO_RANGE != 0;
-        if mode & !known != 0 || (punch && zero) || (punch && mode & FALLOC_FL_KEEP_SIZE == 0) {
+        let known = FALLOC_FL_KEEP_SIZE
+            | FALLOC_FL_PUNCH_HOLE
+            | FALLOC_FL_ZERO_RANGE
+            | FALLOC_FL_COLLAPSE_RANGE
+            | FALLOC_FL_INSERT_RANGE
+            | FALLOC_FL_UNSHARE_RANGE
+            | FALLOC_FL_WRITE_ZEROES;
+        if mode & !known != 0 {
+            return Err(Errno::EOPNOTSUPP.into());
+        }
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        let valid = match mode & !FALLOC_FL_KEEP_SIZE {
+            0 | FALLOC_FL_ZERO_RANGE | FALLOC_FL_UNSHARE_RANGE => true,
+            FALLOC_FL_PUNCH_HOLE => keep,
+            FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE | FALLOC_FL_WRITE_ZEROES => !keep,
+            _ => false,
+        };
+        if !valid {
             return Err(Errno::EOPNOTSUPP.into());
         }
         if !self.writable {
@@ -421,6 +445,10 @@ impl File {
         }
         if offset.checked_add(len).is_none() {
             return Err(Errno::EFBIG.into());
+        }
+        let done = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+        if mode & !done != 0 {
+            return Err(Errno::EOPNOTSUPP.into());
         }
         Ok(self.core().fallocate(&self.handle, mode, offset, len)?)
     }

@@ -18,6 +18,9 @@ use crate::{bytes, File, Filesystem, OpenOptions};
 /// The access-mode and open-time flags the core's `open` understands.
 const CORE_OPEN_FLAGS: i32 = libc::O_ACCMODE | libc::O_TRUNC | libc::O_APPEND | libc::O_NOATIME;
 
+/// Linux's `__O_TMPFILE`: `O_TMPFILE` less `O_DIRECTORY`.
+const O_TMPFILE_BIT: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
+
 impl Filesystem {
     /// Open `path` read-only.
     pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
@@ -49,11 +52,22 @@ impl Filesystem {
     /// the file, as Linux's: only `O_DIRECTORY` and `O_NOFOLLOW` count, any
     /// kind of file opens, only search permission on the path is needed,
     /// and the [`File`] allows `metadata` and [`link_file`](Self::link_file)
-    /// alone — every other call is `EBADF`); other flags are ignored.
+    /// alone — every other call is `EBADF`); `O_DIRECT` opens a regular
+    /// file (any alignment, as tmpfs) and is `EINVAL` for a directory;
+    /// `__O_TMPFILE` without `O_DIRECTORY`, or with `O_CREAT`, is `EINVAL`;
+    /// other flags are ignored.
     pub fn open_flags<P: AsRef<Path>>(&self, path: P, flags: i32, mode: u32) -> io::Result<File> {
         let path = bytes(&path);
         if flags & libc::O_PATH != 0 {
             return Ok(self.open_path(path, flags)?);
+        }
+        // build_open_flags: `__O_TMPFILE` is only `O_TMPFILE` with
+        // `O_DIRECTORY` and without `O_CREAT`; `O_CREAT | O_DIRECTORY` is
+        // refused (6.4+).
+        if flags & O_TMPFILE_BIT != 0
+            && flags & (libc::O_TMPFILE | libc::O_CREAT) != libc::O_TMPFILE
+        {
+            return Err(Errno::EINVAL.into());
         }
         if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
             return Err(Errno::EINVAL.into());
@@ -79,6 +93,12 @@ impl Filesystem {
         let handle = self
             .core()
             .open_checked(&self.cred, h.at(), flags & CORE_OPEN_FLAGS)?;
+        if h.kind == FileKind::Directory && flags & libc::O_DIRECT != 0 {
+            // do_dentry_open, after the permission checks: a directory
+            // cannot do direct I/O (no FMODE_CAN_ODIRECT), as on tmpfs and
+            // ext4 (the handle is closed again).
+            return Err(Errno::EINVAL.into());
+        }
         Ok(File::new(self, handle, h.kind, flags))
     }
 

@@ -110,6 +110,9 @@ fn open_options_matrix() {
     p.finish();
 }
 
+/// Linux's `__O_TMPFILE`: `O_TMPFILE` less `O_DIRECTORY`.
+const O_TMPFILE_BIT: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
+
 #[test]
 fn open_options_mode_and_custom_flags() {
     let Some(mut p) = pair() else { return };
@@ -194,6 +197,30 @@ fn open_options_mode_and_custom_flags() {
         ("/d/.", false, true, true, false, 0o600, 0),
         ("/d/.", false, true, false, true, 0o600, 0),
         ("/d/..", true, false, false, false, 0o600, libc::O_DIRECTORY),
+        // O_DIRECT: regular files open with it (tmpfs's rule: any
+        // alignment), a directory does not (EINVAL once the open passed
+        // its checks: do_dentry_open without FMODE_CAN_ODIRECT).
+        ("/f", true, true, false, false, 0o666, libc::O_DIRECT),
+        ("/m7", false, true, true, false, 0o600, libc::O_DIRECT),
+        ("/d", true, false, false, false, 0o666, libc::O_DIRECT),
+        (
+            "/d",
+            true,
+            false,
+            false,
+            false,
+            0o666,
+            libc::O_DIRECT | libc::O_DIRECTORY,
+        ),
+        ("/ld", true, false, false, false, 0o666, libc::O_DIRECT),
+        ("/d", false, true, false, false, 0o666, libc::O_DIRECT),
+        ("/d/", true, false, false, false, 0o666, libc::O_DIRECT),
+        // __O_TMPFILE without O_DIRECTORY is not O_TMPFILE: EINVAL
+        // (build_open_flags), whatever the path names.
+        ("/d", false, true, false, false, 0o600, O_TMPFILE_BIT),
+        ("/f", false, true, false, false, 0o600, O_TMPFILE_BIT),
+        ("/f", true, true, false, false, 0o600, O_TMPFILE_BIT),
+        ("/m8", false, true, false, false, 0o600, O_TMPFILE_BIT),
     ];
     for &(path, read, write, create, create_new, mode, flags) in cases {
         let what = format!(
