@@ -117,6 +117,12 @@ impl OpenFile {
         self.inode.ino
     }
 
+    /// The inode it holds (tests: the handle is on the cached object).
+    #[cfg(test)]
+    pub(crate) fn inode_ptr(&self) -> *const Inode {
+        &*self.inode
+    }
+
     /// The `open(2)` flags it was opened with.
     pub fn flags(&self) -> i32 {
         self.flags

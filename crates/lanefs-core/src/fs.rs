@@ -230,7 +230,7 @@ impl IRef<'_> {
     /// An *uncounted* `Arc` of the inode: it keeps the memory, not the cache
     /// entry (tests that stand for a cache walk's snapshot; handles hold
     /// inodes by their open count, `file::HeldInode`).
-    #[cfg(test)]
+    #[cfg(all(test, not(lanefs_shuttle)))]
     pub fn arc(&self) -> Arc<Inode> {
         match self {
             IRef::Root(r) => Arc::clone(r),
