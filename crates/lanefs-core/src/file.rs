@@ -117,8 +117,9 @@ impl OpenFile {
         self.inode.ino
     }
 
-    /// The inode it holds (tests: the handle is on the cached object).
-    #[cfg(test)]
+    /// The inode it holds (model checks: the handle is on the cached
+    /// object).
+    #[cfg(all(test, lanefs_shuttle))]
     pub(crate) fn inode_ptr(&self) -> *const Inode {
         &*self.inode
     }

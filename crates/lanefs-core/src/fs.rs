@@ -991,8 +991,9 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
-        // Whether it is open is asked last, by the seal below (exact, under
-        // `meta`): reading it costs a look at every used lane.
+        // Whether it is open is asked after the rest (a look at its slot in
+        // every used lane), and decided by the seal below (exact, under
+        // `meta`).
         let freeable =
             |m: &Meta| !m.freed && m.rec.nlink == 0 && m.lookups == 0 && inode.ino != ROOT_INO;
         {
@@ -1004,6 +1005,14 @@ impl FsInner {
                 if unlooked {
                     self.reoffer_to_lru(inode);
                 }
+                return;
+            }
+            // Open (looked at before the data lock is taken, which a write
+            // through the handle holds): its closes review, and the one
+            // that finds no handle left decides again. Unlinked and open:
+            // an orphan until then.
+            if !self.opens.review(inode) {
+                self.note_unlinked(inode, &m);
                 return;
             }
         }

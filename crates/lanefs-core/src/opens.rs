@@ -18,10 +18,11 @@
 //!   sealer, which reads its inode's slot in every used lane without a
 //!   lock, reads no line an open of another file writes. A slot's key (the
 //!   inode's address, or 0) and delta are written only under the lane's
-//!   lock; the key is stored SeqCst whenever it changes, and a slot whose
-//!   delta comes back to 0 is emptied, so that a key in a slot always means
-//!   a delta there. A collision flushes the old entry's delta into its
-//!   inode's `count` before the slot is reused (under the lane's lock).
+//!   lock; the key is stored SeqCst whenever it changes (an entry whose
+//!   delta comes back to 0 keeps its key: opening and closing a file on one
+//!   lane again and again stores no key). A collision flushes the old
+//!   entry's nonzero delta into its inode's `count` before the slot is
+//!   reused (under the lane's lock).
 //!   Keys never dangle: an inode leaves the cache (evicted or freed) only
 //!   after a seal, and once sealed no lane holds its key (below).
 //! * `used` (atomic, SeqCst, on a line of its own): one more than the
@@ -55,8 +56,10 @@
 //! −1s of closes that come after its read, of handles whose +1 it counted:
 //! its sum is never below the true count, and a seal never succeeds while
 //! a handle exists. A successful seal leaves no key of its inode in any
-//! lane: it emptied those it read, and a −1 it missed would need a +1 it
-//! counted, which a sum of 0 rules out.
+//! lane: it emptied the slots it saw holding it; an open that stored the
+//! key after that read backs out and empties the slot if that leaves it at
+//! 0; and a close that stored it would be a −1 the seal missed, which needs
+//! a +1 it counted, which a sum of 0 rules out.
 //!
 //! Zero detection: a plain close reads no other lane. A seal that fails,
 //! and a review that finds the file open ([`Opens::review`], by whoever
@@ -135,17 +138,17 @@ impl OpenCount {
     }
 }
 
-/// One entry of a lane's cache, on a line of its own.
+/// One entry of a lane's cache with its lock, on a line of its own.
 #[repr(align(64))]
 struct Slot {
+    lock: Mutex<()>,
     /// The inode's address; 0: empty.
     key: AtomicUsize,
     delta: AtomicI64,
 }
 
-/// One lane: its lock and its cache (module doc).
+/// One lane's cache (module doc).
 struct Lane {
-    lock: OwnLine<Mutex<()>>,
     slots: [Slot; SLOTS],
 }
 
@@ -157,60 +160,63 @@ fn slot_of(inode: &Inode) -> usize {
     (inode.ino % SLOTS as u64) as usize
 }
 
-impl Lane {
+impl Slot {
     /// Add `d` to `inode`'s delta, flushing a colliding entry into its own
-    /// inode's global count first. Under the lane's lock.
+    /// inode's global count first. Under the slot's lock.
     fn add(&self, inode: &Inode, d: i64) {
         let key = key_of(inode);
-        let s = &self.slots[slot_of(inode)];
-        let held = s.key.load(Ordering::Relaxed);
+        let held = self.key.load(Ordering::Relaxed);
         if held == key {
-            let now = s.delta.load(Ordering::Relaxed) + d;
-            if now == 0 {
-                s.key.store(0, Ordering::SeqCst);
-            }
-            s.delta.store(now, Ordering::Relaxed);
+            self.delta
+                .store(self.delta.load(Ordering::Relaxed) + d, Ordering::Relaxed);
             return;
         }
-        if held != 0 {
+        let old = self.delta.load(Ordering::Relaxed);
+        if held != 0 && old != 0 {
             // SAFETY: a key in a slot is a live inode's: an inode leaves
             // the cache (and later its memory) only sealed, and a seal
-            // leaves no key of its inode in any lane (module doc); this
-            // lane's lock is held, so no seal empties the slot meanwhile.
+            // leaves no key of its inode in any slot (module doc); this
+            // slot's lock is held, so no seal empties it meanwhile.
             let other = unsafe { &*(held as *const Inode) };
-            other
-                .opens
-                .count
-                .fetch_add(s.delta.load(Ordering::Relaxed), Ordering::SeqCst);
+            other.opens.count.fetch_add(old, Ordering::SeqCst);
         }
-        s.delta.store(d, Ordering::Relaxed);
-        s.key.store(key, Ordering::SeqCst);
+        self.delta.store(d, Ordering::Relaxed);
+        self.key.store(key, Ordering::SeqCst);
     }
 
-    /// Whether `inode`'s slot holds its key (read without the lock).
+    /// Take back an open's +1 that met a seal, emptying the slot if that
+    /// leaves it at 0: the sealer may have read the slot before the open
+    /// stored its key, and a key it did not see must not outlive the seal.
+    /// Under the slot's lock.
+    fn back_out(&self, inode: &Inode) {
+        self.add(inode, -1);
+        if self.delta.load(Ordering::Relaxed) == 0 {
+            self.key.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the slot holds `inode`'s key (read without the lock).
     fn holds(&self, inode: &Inode) -> bool {
-        self.slots[slot_of(inode)].key.load(Ordering::SeqCst) == key_of(inode)
+        self.key.load(Ordering::SeqCst) == key_of(inode)
     }
 
-    /// Move `inode`'s delta into its global count and empty its slot. Under
-    /// the lane's lock.
+    /// Move `inode`'s delta into its global count and empty the slot if it
+    /// holds it. Under the slot's lock.
     fn flush(&self, inode: &Inode) {
-        let s = &self.slots[slot_of(inode)];
-        if s.key.load(Ordering::Relaxed) == key_of(inode) {
+        if self.key.load(Ordering::Relaxed) == key_of(inode) {
             inode
                 .opens
                 .count
-                .fetch_add(s.delta.load(Ordering::Relaxed), Ordering::SeqCst);
-            s.delta.store(0, Ordering::Relaxed);
-            s.key.store(0, Ordering::SeqCst);
+                .fetch_add(self.delta.load(Ordering::Relaxed), Ordering::SeqCst);
+            self.delta.store(0, Ordering::Relaxed);
+            self.key.store(0, Ordering::SeqCst);
         }
     }
 
-    /// `inode`'s delta here. Under the lane's lock.
+    /// `inode`'s delta here. Under the slot's lock.
     fn delta(&self, inode: &Inode) -> i64 {
-        let s = &self.slots[slot_of(inode)];
-        if s.key.load(Ordering::Relaxed) == key_of(inode) {
-            s.delta.load(Ordering::Relaxed)
+        if self.key.load(Ordering::Relaxed) == key_of(inode) {
+            self.delta.load(Ordering::Relaxed)
         } else {
             0
         }
@@ -244,8 +250,8 @@ impl Opens {
         Opens {
             lanes: (0..OPEN_LANES)
                 .map(|_| Lane {
-                    lock: OwnLine(Mutex::new(())),
                     slots: std::array::from_fn(|_| Slot {
+                        lock: Mutex::new(()),
                         key: AtomicUsize::new(0),
                         delta: AtomicI64::new(0),
                     }),
@@ -255,20 +261,23 @@ impl Opens {
         }
     }
 
-    /// This thread's lane, counted as used (before its lock is taken: the
-    /// Dekker pair of the module doc needs the sealer to look at it).
-    fn my_lane(&self) -> &Lane {
+    /// `inode`'s slot in this thread's lane, the lane counted as used
+    /// (before the slot's lock is taken: the Dekker pair of the module doc
+    /// needs the sealer to look at it).
+    fn my_slot(&self, inode: &Inode) -> &Slot {
         let l = this_lane();
         if self.used.load(Ordering::SeqCst) <= l {
             self.used.fetch_max(l + 1, Ordering::SeqCst);
         }
-        &self.lanes[l]
+        &self.lanes[l].slots[slot_of(inode)]
     }
 
-    /// The lanes a sealer or reviewer looks at (read after it wrote
+    /// `inode`'s slot in every used lane (read after the caller wrote
     /// `state`).
-    fn used_lanes(&self) -> &[Lane] {
-        &self.lanes[..self.used.load(Ordering::SeqCst).min(OPEN_LANES)]
+    fn used_slots<'a>(&'a self, inode: &Inode) -> impl Iterator<Item = &'a Slot> {
+        let used = self.used.load(Ordering::SeqCst).min(OPEN_LANES);
+        let i = slot_of(inode);
+        self.lanes[..used].iter().map(move |l| &l.slots[i])
     }
 
     /// Make a handle: +1 on this lane unless a free or an eviction sealed
@@ -276,24 +285,24 @@ impl Opens {
     /// a counted reference, a handle, or an epoch guard over the inode
     /// found in the cache (`open_rcu`).
     pub fn raise(&self, inode: &Inode) -> bool {
-        let lane = self.my_lane();
+        let slot = self.my_slot(inode);
         let mut backoff = crate::icache::Backoff::new();
         loop {
             {
-                let _l = lane.lock.lock();
-                lane.add(inode, 1);
+                let _l = slot.lock.lock();
+                slot.add(inode, 1);
                 let st = inode.opens.state.load(Ordering::SeqCst);
                 if st & (SEALED | SEALING) == 0 {
                     return true;
                 }
                 // Back out before the lock goes: nobody that takes it sees
                 // this +1.
-                lane.add(inode, -1);
+                slot.back_out(inode);
                 if st & SEALED != 0 {
                     return false;
                 }
             }
-            // The sealer may need this lane's lock: wait outside it.
+            // The sealer may need this slot's lock: wait outside it.
             backoff.wait();
         }
     }
@@ -302,19 +311,20 @@ impl Opens {
     /// on the count ([`REVIEW`]): the caller, still pinning the inode's
     /// memory with an epoch guard, then reviews (`FsInner::review_closed`).
     pub fn lower(&self, inode: &Inode) -> bool {
-        let lane = self.my_lane();
-        let _l = lane.lock.lock();
-        lane.add(inode, -1);
+        let slot = self.my_slot(inode);
+        let _l = slot.lock.lock();
+        slot.add(inode, -1);
         inode.opens.state.load(Ordering::SeqCst) & REVIEW != 0
     }
 
     /// Move the inode's deltas into its global count from every used lane
-    /// that holds its key (after `state` was written); the count after.
+    /// whose slot holds its key (after `state` was written); the count
+    /// after.
     fn gather(&self, inode: &Inode) -> i64 {
-        for lane in self.used_lanes() {
-            if lane.holds(inode) {
-                let _l = lane.lock.lock();
-                lane.flush(inode);
+        for slot in self.used_slots(inode) {
+            if slot.holds(inode) {
+                let _l = slot.lock.lock();
+                slot.flush(inode);
             }
         }
         inode.opens.count.load(Ordering::SeqCst)
@@ -365,9 +375,9 @@ impl Opens {
     /// or close of the inode runs; `check`, tests).
     pub fn open_count(&self, inode: &Inode) -> i64 {
         let mut n = inode.opens.count.load(Ordering::SeqCst);
-        for lane in self.used_lanes() {
-            let _l = lane.lock.lock();
-            n += lane.delta(inode);
+        for slot in self.used_slots(inode) {
+            let _l = slot.lock.lock();
+            n += slot.delta(inode);
         }
         n
     }
@@ -378,13 +388,15 @@ impl Opens {
         self.used.load(Ordering::SeqCst)
     }
 
-    /// Whether any lane holds an entry for the inode at `key` (tests: no
-    /// key may outlive a seal).
+    /// Whether any slot holds the key `key` (tests: no key may outlive a
+    /// seal).
     #[cfg(test)]
     pub fn holds_key(&self, key: usize) -> bool {
         self.lanes.iter().any(|l| {
-            let _l = l.lock.lock();
-            l.slots.iter().any(|s| s.key.load(Ordering::Relaxed) == key)
+            l.slots.iter().any(|s| {
+                let _l = s.lock.lock();
+                s.key.load(Ordering::Relaxed) == key
+            })
         })
     }
 }
