@@ -10,47 +10,48 @@
 //! inode's [`OpenCount`] line (which neither writes).
 //!
 //! Locking rules:
-//! * `lanes[l].lock` (mutex, on a line of its own): taken by the opens and
-//!   closes of the threads of lane `l` (a leaf) and by a sealer or reviewer
-//!   (under the inode's `meta`) that finds the inode's key in the lane.
-//!   Each lane has a direct-mapped cache of [`SLOTS`] entries (an inode's
-//!   is slot `ino % SLOTS`), each slot on a line of its own so that a
-//!   sealer, which reads its inode's slot in every used lane without a
-//!   lock, reads no line an open of another file writes. A slot's key (the
-//!   inode's address, or 0) and delta are written only under the lane's
-//!   lock; the key is stored SeqCst whenever it changes (an entry whose
-//!   delta comes back to 0 keeps its key: opening and closing a file on one
-//!   lane again and again stores no key). A collision flushes the old
-//!   entry's nonzero delta into its inode's `count` before the slot is
-//!   reused (under the lane's lock).
-//!   Keys never dangle: an inode leaves the cache (evicted or freed) only
-//!   after a seal, and once sealed no lane holds its key (below).
+//! * Each lane has a direct-mapped cache of [`SLOTS`] slots (an inode's is
+//!   slot `ino % SLOTS`), each with its own lock, key (the inode's address,
+//!   or 0) and delta, on a line of its own: an open or close writes only
+//!   its inode's slot in its own lane, and a sealer of another file, which
+//!   reads its own inode's slot in every used lane without a lock, reads
+//!   no line that open writes (unless the two numbers share a slot).
+//!   `slot.lock` (mutex) is taken by the opens and closes of lane `l` (a
+//!   leaf) and by a sealer or reviewer (under the inode's `meta`) that
+//!   finds its inode's key there. Key and delta are written only under the
+//!   slot's lock; the key is stored SeqCst whenever it changes (an entry
+//!   whose delta comes back to 0 keeps its key: opening and closing a file
+//!   on one lane again and again stores no key). A collision flushes the
+//!   old entry's nonzero delta into its inode's `count` before the slot is
+//!   reused (under the slot's lock). Keys never dangle: an inode leaves the
+//!   cache (evicted or freed) only after a seal, and once sealed no slot
+//!   holds its key (below).
 //! * `used` (atomic, SeqCst, on a line of its own): one more than the
 //!   highest lane used (at least [`USED_FLOOR`]: the first lanes cost no
 //!   write of it), raised (`fetch_max`, only when it grows, so at most once
 //!   per lane and file system) by an open or close before it takes its
-//!   lane's lock; sealers and reviewers look at lanes `0..used` only, so
+//!   slot's lock; sealers and reviewers look at lanes `0..used` only, so
 //!   lanes nobody uses cost nothing.
 //! * `OpenCount::count` (atomic): the global part, changed by flushes
-//!   (under the flushing lane's lock: collisions, sealers, reviewers); set
+//!   (under the flushed slot's lock: collisions, sealers, reviewers); set
 //!   before the inode is hashed for a file born open (`NewNode::opens`).
 //! * `OpenCount::state` (atomic, SeqCst; written only under the inode's
 //!   `meta`, or by the evictor that holds its seal): [`SEALED`] (a free or
 //!   an eviction was decided: no handle may be made; an eviction given up
 //!   clears it), [`SEALING`] (a seal is reading the lanes: an open backs
-//!   out and waits outside its lane's lock) and [`REVIEW`] (a seal or a
+//!   out and waits outside its slot's lock) and [`REVIEW`] (a seal or a
 //!   review found the file open: its closes review, below).
 //!
 //! Sealing ([`Opens::seal`], under `meta`, by every decision that must not
 //! meet a new handle: a free, an eviction) is exact. It sets `SEALING`
 //! (SeqCst), reads `used` and then its inode's slot in each used lane
-//! (SeqCst, no lock); in each lane that holds its key it takes the lock
-//! and moves the delta into `count`; it seals iff `count` is then 0. An
-//! open raises `used` past its lane, takes its lane's lock, stores its +1
+//! (SeqCst, no lock); in each slot that holds its key it takes the slot's
+//! lock and moves the delta into `count`; it seals iff `count` is then 0.
+//! An open raises `used` past its lane, takes its slot's lock, stores its +1
 //! (the key SeqCst if it was not there), then reads `state` (SeqCst); if
 //! it finds `SEALING` or `SEALED` it takes the +1 back before it lets the
 //! lock go, and waits or fails. Store, then load, on both sides (a Dekker
-//! pair): either the sealer reads the key (and, taking that lane's lock,
+//! pair): either the sealer reads the key (and, taking that slot's lock,
 //! the exact delta) or the opener reads the seal and backs out. So a +1
 //! the sealer does not count is never kept, and what it misses is only
 //! −1s of closes that come after its read, of handles whose +1 it counted:
@@ -78,7 +79,7 @@
 //!
 //! Departures from sv6's Refcache: no epochs of deltas and no delayed zero
 //! detection — a decision that needs the count (free, eviction) reads its
-//! slot in every used lane at once (locking only the lanes that hold it),
+//! slot in every used lane at once (locking only the slots that hold it),
 //! which is exact; zero is detected synchronously by closes of inodes a
 //! decision is waiting on (`REVIEW`), not by a background review; and no
 //! dirty-inode list: a seal finds its inode's entries by reading one slot
