@@ -33,8 +33,10 @@
 //! * A counted reference ([`IRef`]) holds one count on `Inode::life`; its
 //!   drop gives it back and, when that was the last, puts the inode on the
 //!   LRU of unreferenced inodes. Lookup counts (`meta`) and open counts
-//!   (`Inode::opens`) pin an inode too; `maybe_free` re-offers it to the
-//!   LRU when the last goes.
+//!   (per lane: `Inode::opens` and `FsInner::opens`, see `opens`) pin an
+//!   inode too; the last forget (`maybe_free`) re-offers it to the LRU, or,
+//!   if it is still open, leaves the count's review bit, and the close
+//!   that finds no handle left does (`review_closed`).
 //! * Eviction (`evict_inodes`) pops LRU entries, claims an inode by CAS
 //!   (LIVE, 0 references) → FREEING, checks the pins under `meta`, writes it
 //!   back holding no cache lock (lookups of that number wait), then unhashes
@@ -75,7 +77,8 @@
 //!    being linked) in it; a non-directory's meta is always innermost.
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.
 //! 5. leaf locks: icache bucket locks and global lock, icache LRU shards,
-//!    orphan-table shards, the handles' lane slots (`handles`),
+//!    orphan-table shards, the handles' lane slots (`handles`), the open
+//!    counts' slot locks (`opens`: one at a time),
 //!    store-internal locks, counters' slow path, the
 //!    reclaim registry. (A create allocates and inserts its new inode
 //!    holding no lock at all, then links it under the directory's locks.)
