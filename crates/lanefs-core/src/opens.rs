@@ -26,6 +26,10 @@
 //!   reused (under the slot's lock). Keys never dangle: an inode leaves the
 //!   cache (evicted or freed) only after a seal, and once sealed no slot
 //!   holds its key (below).
+//! * `lanes[l]` (atomic pointer, SeqCst): lane `l`'s cache, made on the
+//!   lane's first use (by a CAS from null: a lane nobody uses costs a
+//!   pointer, not a kilobyte) after `used` covers it; a sealer that finds
+//!   it null skips the lane.
 //! * `used` (atomic, SeqCst, on a line of its own): one more than the
 //!   highest lane used (at least [`USED_FLOOR`]: the first lanes cost no
 //!   write of it), raised (`fetch_max`, only when it grows, so at most once
@@ -44,23 +48,27 @@
 //!
 //! Sealing ([`Opens::seal`], under `meta`, by every decision that must not
 //! meet a new handle: a free, an eviction) is exact. It sets `SEALING`
-//! (SeqCst), reads `used` and then its inode's slot in each used lane
-//! (SeqCst, no lock); in each slot that holds its key it takes the slot's
-//! lock and moves the delta into `count`; it seals iff `count` is then 0.
-//! An open raises `used` past its lane, takes its slot's lock, stores its +1
-//! (the key SeqCst if it was not there), then reads `state` (SeqCst); if
-//! it finds `SEALING` or `SEALED` it takes the +1 back before it lets the
-//! lock go, and waits or fails. Store, then load, on both sides (a Dekker
-//! pair): either the sealer reads the key (and, taking that slot's lock,
-//! the exact delta) or the opener reads the seal and backs out. So a +1
-//! the sealer does not count is never kept, and what it misses is only
-//! −1s of closes that come after its read, of handles whose +1 it counted:
-//! its sum is never below the true count, and a seal never succeeds while
-//! a handle exists. A successful seal leaves no key of its inode in any
-//! lane: it emptied the slots it saw holding it; an open that stored the
-//! key after that read backs out and empties the slot if that leaves it at
-//! 0; and a close that stored it would be a −1 the seal missed, which needs
-//! a +1 it counted, which a sum of 0 rules out.
+//! (SeqCst), reads `used`, then each used lane's pointer and its inode's
+//! slot there (SeqCst, no lock); in each slot that holds its key it takes
+//! the slot's lock and moves the delta into `count`; it seals iff `count`
+//! is then 0. An open raises `used` past its lane, makes the lane if it
+//! has none, takes its slot's lock, stores its +1 (the key SeqCst if it
+//! was not there), then reads `state` (SeqCst); if it finds `SEALING` or
+//! `SEALED` it takes the +1 back before it lets the lock go, and waits or
+//! fails. Store, then load, on both sides (a Dekker pair: each load of the
+//! sealer's that could miss the open — `used`, the lane's pointer, the
+//! key — would read before a store the opener makes before it reads
+//! `state`, so in the SeqCst order the sealer's `SEALING` comes before the
+//! opener's read of `state`): either the sealer reads the key (and, taking
+//! that slot's lock, the exact delta) or the opener reads the seal and
+//! backs out. So a +1 the sealer does not count is never kept, and what it
+//! misses is only −1s of closes that come after its read, of handles whose
+//! +1 it counted: its sum is never below the true count, and a seal never
+//! succeeds while a handle exists. A successful seal leaves no key of its
+//! inode in any lane: it emptied the slots it saw holding it; an open that
+//! stored the key after that read backs out and empties the slot if that
+//! leaves it at 0; and a close that stored it would be a −1 the seal
+//! missed, which needs a +1 it counted, which a sum of 0 rules out.
 //!
 //! Zero detection: a plain close reads no other lane. A seal that fails,
 //! and a review that finds the file open ([`Opens::review`], by whoever
@@ -88,7 +96,7 @@
 //! `icache`).
 
 use crate::inode::{Inode, OwnLine};
-use crate::sync::{AtomicI64, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicI64, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// Lanes with a cache of their own (more lanes share them).
 pub(crate) const OPEN_LANES: usize = 64;
@@ -226,8 +234,36 @@ impl Slot {
 
 /// The lanes' caches of one file system (module doc).
 pub(crate) struct Opens {
-    lanes: Box<[Lane]>,
+    /// Each lane's cache, from `Box::into_raw`, or null until the lane is
+    /// first used (the first [`USED_FLOOR`] are made with the file
+    /// system): a lane nobody uses costs a pointer. Set once, by a CAS
+    /// from null (SeqCst: part of the Dekker pair), freed at drop.
+    lanes: Box<[AtomicPtr<Lane>]>,
     used: OwnLine<AtomicUsize>,
+}
+
+impl Drop for Opens {
+    fn drop(&mut self) {
+        for l in self.lanes.iter() {
+            let p = l.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: a non-null pointer came from `Box::into_raw`
+                // (`new_lane`) and was published once; `&mut self` means
+                // nobody can reach it any more.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+fn new_lane() -> *mut Lane {
+    Box::into_raw(Box::new(Lane {
+        slots: std::array::from_fn(|_| Slot {
+            lock: Mutex::new(()),
+            key: AtomicUsize::new(0),
+            delta: AtomicI64::new(0),
+        }),
+    }))
 }
 
 impl Default for Opens {
@@ -250,15 +286,46 @@ impl Opens {
     pub fn new() -> Self {
         Opens {
             lanes: (0..OPEN_LANES)
-                .map(|_| Lane {
-                    slots: std::array::from_fn(|_| Slot {
-                        lock: Mutex::new(()),
-                        key: AtomicUsize::new(0),
-                        delta: AtomicI64::new(0),
-                    }),
+                .map(|l| {
+                    AtomicPtr::new(if l < USED_FLOOR {
+                        new_lane()
+                    } else {
+                        std::ptr::null_mut()
+                    })
                 })
                 .collect(),
             used: OwnLine(AtomicUsize::new(USED_FLOOR)),
+        }
+    }
+
+    /// Lane `l`'s cache, if it was ever used (SeqCst).
+    fn lane(&self, l: usize) -> Option<&Lane> {
+        let p = self.lanes[l].load(Ordering::SeqCst);
+        // SAFETY: a non-null pointer came from `Box::into_raw` and stays
+        // until `self` is dropped.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Lane `l`'s cache, made on its first use.
+    fn lane_or_new(&self, l: usize) -> &Lane {
+        if let Some(lane) = self.lane(l) {
+            return lane;
+        }
+        let mine = new_lane();
+        match self.lanes[l].compare_exchange(
+            std::ptr::null_mut(),
+            mine,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            // SAFETY: published just now; stays until `self` is dropped.
+            Ok(_) => unsafe { &*mine },
+            Err(theirs) => {
+                // SAFETY: `mine` was never published: this call owns it.
+                drop(unsafe { Box::from_raw(mine) });
+                // SAFETY: as in `lane`.
+                unsafe { &*theirs }
+            }
         }
     }
 
@@ -270,7 +337,7 @@ impl Opens {
         if self.used.load(Ordering::SeqCst) <= l {
             self.used.fetch_max(l + 1, Ordering::SeqCst);
         }
-        &self.lanes[l].slots[slot_of(inode)]
+        &self.lane_or_new(l).slots[slot_of(inode)]
     }
 
     /// `inode`'s slot in every used lane (read after the caller wrote
@@ -278,7 +345,7 @@ impl Opens {
     fn used_slots<'a>(&'a self, inode: &Inode) -> impl Iterator<Item = &'a Slot> {
         let used = self.used.load(Ordering::SeqCst).min(OPEN_LANES);
         let i = slot_of(inode);
-        self.lanes[..used].iter().map(move |l| &l.slots[i])
+        (0..used).filter_map(move |l| self.lane(l).map(|lane| &lane.slots[i]))
     }
 
     /// Make a handle: +1 on this lane unless a free or an eviction sealed
@@ -393,7 +460,7 @@ impl Opens {
     /// seal).
     #[cfg(test)]
     pub fn holds_key(&self, key: usize) -> bool {
-        self.lanes.iter().any(|l| {
+        (0..OPEN_LANES).filter_map(|l| self.lane(l)).any(|l| {
             l.slots.iter().any(|s| {
                 let _l = s.lock.lock();
                 s.key.load(Ordering::Relaxed) == key
