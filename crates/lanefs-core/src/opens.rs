@@ -632,6 +632,69 @@ mod tests {
     }
 }
 
+/// The protocol on the whole engine with real threads.
+#[cfg(all(test, not(lanefs_shuttle)))]
+mod engine_tests {
+    use crate::{Cred, Fs};
+    use lanefs_store::ROOT_INO;
+
+    /// Threads on many lanes (past `OPEN_LANES`, so two share one, and
+    /// each new lane made while others run) open and close one file, each
+    /// closing some handles another thread opened, while it is unlinked
+    /// and the cache is evicted: it is freed exactly once, after the last
+    /// handle, and the engine's check (which sums the lanes) passes.
+    #[test]
+    fn many_lanes_open_and_close_one_file_while_it_is_unlinked() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        let files_free = || fs.statfs().unwrap().files_free;
+        let free_before = files_free();
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let (attr, keep, _) = fs
+            .open_at(&r, ROOT_INO, b"f", flags, 0o644, 0, false)
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let rx = std::sync::Mutex::new(rx);
+        std::thread::scope(|s| {
+            for t in 0..24 {
+                let (fs, tx, rx, keep) = (&fs, tx.clone(), &rx, &keep);
+                s.spawn(move || {
+                    lanefs_store::set_lane(t * 3);
+                    for i in 0..200 {
+                        let h = keep.reopen_unchecked(libc::O_RDONLY).unwrap();
+                        if i % 3 == 0 {
+                            tx.send(h).unwrap();
+                        } else {
+                            drop(h);
+                        }
+                        if let Ok(other) = rx.lock().unwrap().try_recv() {
+                            drop(other);
+                        }
+                        if i % 50 == 0 {
+                            fs.inner.evict_inodes(8);
+                        }
+                    }
+                });
+            }
+            fs.unlink(&Cred::root(), ROOT_INO, b"f").unwrap();
+        });
+        drop(tx);
+        let rest: Vec<_> = rx.into_inner().unwrap().into_iter().collect();
+        assert_eq!(files_free(), free_before - 1, "freed while open");
+        let inode = fs
+            .inner
+            .iget(attr.ino)
+            .expect("an open orphan left the cache");
+        assert_eq!(fs.inner.opens.open_count(&inode) as usize, rest.len() + 1);
+        drop(inode);
+        drop(rest);
+        fs.check().unwrap();
+        drop(keep);
+        assert_eq!(files_free(), free_before, "not freed once");
+        fs.check().unwrap();
+    }
+}
+
 /// Model checks of the protocol on the whole engine (module doc): each
 /// thread is its own lane here (`this_lane`).
 #[cfg(all(test, lanefs_shuttle))]
