@@ -48,7 +48,8 @@
 //!   handle: `FsInner::open_inode`'s `born_open`), so that it is open before
 //!   its name (or, unnamed, its number) is visible.
 //!   Sealed at 0 ([`Opens::seal`](crate::opens::Opens::seal), exact: it
-//!   sums the used lanes under their locks) under `meta` by every decision
+//!   reads the inode's slot in every used lane and gathers the deltas it
+//!   finds) under `meta` by every decision
 //!   that must not meet a new handle: a free (`note_unlinked` when the last
 //!   link goes, or `maybe_free`) and an eviction (`evict_claimed`, which
 //!   unseals if it gives the inode back). An open that raised the count
