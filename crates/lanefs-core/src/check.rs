@@ -49,7 +49,16 @@ fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
                 inode.ino, m.rec.parent
             ));
         }
-        let opens = inode.open_count();
+        let opens = fs.opens.open_count(inode);
+        if opens < 0 {
+            bad.push(format!("inode {}: open count {opens}", inode.ino));
+        }
+        if !m.freed && m.rec.nlink == 0 && m.lookups == 0 && opens == 0 {
+            bad.push(format!(
+                "inode {}: unlinked, neither looked up nor open, but not freed (leaked)",
+                inode.ino
+            ));
+        }
         let pinned = m.lookups != 0 || opens != 0 || m.rec.nlink == 0;
         if life.on_lru() {
             on_lru += 1;

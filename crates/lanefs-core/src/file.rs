@@ -49,7 +49,7 @@ use crate::{
 /// close of an unlinked file frees it.
 pub struct OpenFile {
     fs: FsRef,
-    inode: Arc<Inode>,
+    inode: HeldInode,
     flags: i32,
     cred: Cred,
     /// A directory's listing bound, taken when a call of a listing stops
@@ -65,6 +65,43 @@ pub struct OpenFile {
 /// `FsInner::handles`, not by `Arc` (the `handles` module says why).
 type FsRef = HandleRef<FsInner>;
 
+/// The inode as a handle holds it: a pointer, kept valid by the open count
+/// the handle holds (`opens`), not an `Arc` whose count every open and
+/// close of the file would write. An inode is unhashed — its cache `Arc`
+/// dropped, through the epoch — only once a seal found no handle open
+/// (`Opens::seal`), and the root lives as long as the engine.
+struct HeldInode(std::ptr::NonNull<Inode>);
+
+// SAFETY: a `HeldInode` only hands out `&Inode` (`Deref`), and `Inode` is
+// `Sync`; it is as safe to send or share as the `&Inode` it stands for.
+unsafe impl Send for HeldInode {}
+// SAFETY: as for `Send` above.
+unsafe impl Sync for HeldInode {}
+
+impl HeldInode {
+    /// Point at `inode`, whose open count the caller has just raised (or
+    /// adopted) for the handle this will be part of: the count keeps it
+    /// hashed, and so its memory alive, until that handle's close.
+    fn counted(inode: &Inode) -> HeldInode {
+        HeldInode(std::ptr::NonNull::from(inode))
+    }
+}
+
+impl std::ops::Deref for HeldInode {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: made by `counted` for a handle that holds one open count
+        // of the inode; the count is given back only by the handle's close
+        // (`OpenFile::close_inode`), which uses the inode afterwards only
+        // through a pointer it re-borrows under an epoch guard pinned from
+        // before the count went down, and nothing uses this one after the
+        // close. Until then no seal succeeds (`Opens::seal`), so the cache
+        // keeps the inode hashed and its `Arc` alive (or it is the root,
+        // kept by the engine, which the handle keeps).
+        unsafe { self.0.as_ref() }
+    }
+}
+
 /// Count a new handle of `fs`.
 fn fs_ref(fs: &FsInner) -> FsRef {
     // SAFETY: every `FsInner` is made in `Fs::new`, inside an `Arc` given
@@ -78,6 +115,13 @@ impl OpenFile {
     /// The inode this handle refers to.
     pub fn ino(&self) -> Ino {
         self.inode.ino
+    }
+
+    /// The inode it holds (model checks: the handle is on the cached
+    /// object).
+    #[cfg(all(test, lanefs_shuttle))]
+    pub(crate) fn inode_ptr(&self) -> *const Inode {
+        &*self.inode
     }
 
     /// The `open(2)` flags it was opened with.
@@ -111,13 +155,12 @@ impl OpenFile {
     pub fn reopen_unchecked(&self, flags: i32) -> Result<OpenFile> {
         // This handle pins the inode (no free can seal it), so the count
         // can be raised without `meta` and without a check.
-        if !self.inode.raise_opens() {
+        if !self.fs.opens.raise(&self.inode) {
             return Err(Errno::ENOENT);
         }
-        crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         Ok(OpenFile::new(
             &self.fs,
-            self.inode.clone(),
+            &self.inode,
             flags,
             self.cred.clone(),
         ))
@@ -186,11 +229,12 @@ impl OpenFile {
         matches!(&self.inode.body, Body::File(d) if d.atime_stale())
     }
 
-    /// A new handle of `inode` in `fs` (counted on this lane).
-    fn new(fs: &FsInner, inode: Arc<Inode>, flags: i32, cred: Cred) -> OpenFile {
+    /// A new handle of `inode` in `fs` (counted on this lane), whose open
+    /// count the caller raised (or adopted, born open) for it.
+    fn new(fs: &FsInner, inode: &Inode, flags: i32, cred: Cred) -> OpenFile {
         OpenFile {
             fs: fs_ref(fs),
-            inode,
+            inode: HeldInode::counted(inode),
             flags,
             cred,
             list_bound: AtomicPtr::new(std::ptr::null_mut()),
@@ -222,14 +266,13 @@ impl OpenFile {
 }
 
 impl Drop for OpenFile {
-    /// A close that leaves other handles open only lowers the open count,
-    /// without `meta`: two closes of one file, or a close beside a write or
-    /// a rename of it, share only that count. The last close decides under
-    /// `meta` (the inode doc says why a count lowered before it is safe):
-    /// an unlinked inode is freed (`maybe_free`), any other goes back to
-    /// the LRU when nothing else pins it.
+    /// A close lowers the open count on its lane only (`Opens::lower`): two
+    /// closes of one file, or a close beside a write or a rename of it,
+    /// share no written line. Only when a decision waits on the count (a
+    /// free or an eviction that found the file open) does it review, under
+    /// `meta` (`FsInner::review_closed`): the close that finds no handle
+    /// left frees an unlinked inode or offers a linked one to the LRU.
     fn drop(&mut self) {
-        crate::sync::note_arc_count(Arc::as_ptr(&self.inode));
         drop(self.take_bound());
         self.close_inode();
         // Then the fields: `fs` uncounts the handle (`HandleRef::drop`), after
@@ -239,22 +282,22 @@ impl Drop for OpenFile {
 
 impl OpenFile {
     fn close_inode(&self) {
-        let before = self.inode.opens.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(before > 0, "open count underflow");
-        if before != 1 {
+        // Pinned before the count goes down: from then on another thread
+        // may seal and unhash the inode, whose memory the epoch keeps
+        // until this guard goes.
+        let guard = crossbeam_epoch::pin();
+        let inode: *const Inode = &*self.inode;
+        if !self.fs.opens.lower(&self.inode) {
             return;
         }
-        let (freeable, unpinned) = {
-            let m = self.inode.meta.lock();
-            let unopened = self.inode.open_count() == 0;
-            let unpinned = !m.freed && m.lookups == 0 && unopened;
-            (unpinned && m.rec.nlink == 0, unpinned)
-        };
-        if freeable {
-            self.fs.maybe_free(&self.inode);
-        } else if unpinned {
-            self.fs.reoffer_to_lru(&self.inode);
-        }
+        // SAFETY: the inode was alive when `guard` was pinned (this
+        // handle's count held it hashed); its cache `Arc` is dropped only by
+        // a hash node's destruction deferred past every guard pinned before
+        // its removal (`icache`), or it is the root, kept by the engine
+        // (which `self.fs` keeps). So it stays valid while `guard` is.
+        let inode = unsafe { &*inode };
+        self.fs.review_closed(inode);
+        drop(guard);
     }
 }
 
@@ -336,8 +379,8 @@ impl FsInner {
     /// epoch guard: the open count is raised first, which fails once a free
     /// or an eviction sealed it (inode doc) — so a raise that succeeds
     /// pins a hashed, current inode, and the checks that follow read its
-    /// mirror. Writes only the file's open count and its `Arc` count, not
-    /// the `life` word every counted reference to the file writes. `None`:
+    /// mirror. Writes only this lane's open-count cache (`opens`), not the
+    /// `life` word every counted reference to the file writes. `None`:
     /// not cached, sealed, another generation, or an open that truncates
     /// — the caller takes the counted path.
     fn open_rcu(self: &Arc<Self>, cred: &Cred, at: DirAt, flags: i32) -> Option<Result<OpenFile>> {
@@ -346,21 +389,14 @@ impl FsInner {
         }
         let guard = crossbeam_epoch::pin();
         let found = self.iget_rcu(at.ino, &guard)?;
-        if !at.matches(found.generation) || !found.raise_opens() {
+        if !at.matches(found.generation) || !self.opens.raise(found) {
             return None;
         }
-        // SAFETY: `found` came from `iget_rcu` under `guard`, which is still
-        // pinned: it is the root (held by `self.root`) or the data of an
-        // `Arc` the cache holds until a destruction deferred past `guard`,
-        // so its strong count is at least 1 and may be raised.
-        let inode = unsafe {
-            let p: *const Inode = found;
-            Arc::increment_strong_count(p);
-            Arc::from_raw(p)
-        };
+        // `found` came from `iget_rcu` under `guard`: the count raised while
+        // it was pinned (and so before any removal of its node) keeps it
+        // hashed from here, and so alive past the guard (`HeldInode`).
+        let file = OpenFile::new(self, found, flags, cred.clone());
         drop(guard);
-        crate::sync::note_arc_count(Arc::as_ptr(&inode));
-        let file = OpenFile::new(self, inode, flags, cred.clone());
         // Refused: dropping the handle closes it (the last close decides
         // as any other).
         Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
@@ -394,16 +430,15 @@ impl FsInner {
         born_open: bool,
         counted: bool,
     ) -> Result<(OpenFile, Option<Attr>)> {
-        let inode = found.arc();
+        let inode: &Inode = found;
         if !born_open {
-            open_checks(&inode, cred, flags, false)?;
-            if !inode.raise_opens() {
+            open_checks(inode, cred, flags, false)?;
+            if !self.opens.raise(inode) {
                 return Err(Errno::ENOENT);
             }
         }
-        // A handle holds the inode by `Arc` (a count shared by the handles
-        // of one file, beside `opens`) and the engine by a per-lane count.
-        crate::sync::note_arc_count(Arc::as_ptr(&inode));
+        // A handle holds the inode by pointer and the engine by a per-lane
+        // count: neither writes a line shared with other handles.
         let file = OpenFile::new(self, inode, flags, cred.clone());
         // From here a refusal drops the handle, which closes it (the last
         // close decides as any other: a file made unlinked is freed).
@@ -603,14 +638,12 @@ impl Fs {
             return Err(Errno::ENOENT);
         }
         // The counted reference is held until the open count pins it.
-        let inode = found.arc();
-        if !inode.raise_opens() {
+        if !self.inner.opens.raise(&found) {
             return Err(Errno::ENOENT);
         }
-        crate::sync::note_arc_count(Arc::as_ptr(&inode));
         Ok(OpenFile::new(
             &self.inner,
-            inode,
+            &found,
             libc::O_PATH,
             cred.clone(),
         ))

@@ -33,8 +33,10 @@
 //! * A counted reference ([`IRef`]) holds one count on `Inode::life`; its
 //!   drop gives it back and, when that was the last, puts the inode on the
 //!   LRU of unreferenced inodes. Lookup counts (`meta`) and open counts
-//!   (`Inode::opens`) pin an inode too; `maybe_free` re-offers it to the
-//!   LRU when the last goes.
+//!   (per lane: `Inode::opens` and `FsInner::opens`, see `opens`) pin an
+//!   inode too; the last forget (`maybe_free`) re-offers it to the LRU, or,
+//!   if it is still open, leaves the count's review bit, and the close
+//!   that finds no handle left does (`review_closed`).
 //! * Eviction (`evict_inodes`) pops LRU entries, claims an inode by CAS
 //!   (LIVE, 0 references) → FREEING, checks the pins under `meta`, writes it
 //!   back holding no cache lock (lookups of that number wait), then unhashes
@@ -75,7 +77,8 @@
 //!    being linked) in it; a non-directory's meta is always innermost.
 //!    Eviction takes a FREEING inode's `meta` holding no cache lock.
 //! 5. leaf locks: icache bucket locks and global lock, icache LRU shards,
-//!    orphan-table shards, the handles' lane slots (`handles`),
+//!    orphan-table shards, the handles' lane slots (`handles`), the open
+//!    counts' slot locks (`opens`: one at a time),
 //!    store-internal locks, counters' slow path, the
 //!    reclaim registry. (A create allocates and inserts its new inode
 //!    holding no lock at all, then links it under the directory's locks.)
@@ -95,6 +98,7 @@ use crate::handles::{HandleOwner, HandleUsers, Handles};
 use crate::icache::{self, Claim, InodeCache, InodeLru};
 use crate::inode::{Body, Inode, Meta};
 use crate::namei::NewNode;
+use crate::opens::Opens;
 use crate::orphan::{new_orphan_table, OrphanTable};
 use crate::pcache::{page_cache, PageCache, PagesMut};
 use crate::perm::{self, S_ISGID, S_IXGRP};
@@ -180,6 +184,8 @@ pub(crate) struct FsInner {
     /// Open handles' references to the engine, per lane, and the engine's
     /// reference to itself while any is open (`handles`).
     pub handles: Handles<FsInner>,
+    /// The lanes' parts of every inode's open count (`opens`).
+    pub opens: Opens,
     pub totals: Superblock,
     shrinker: Mutex<Option<ShrinkerId>>,
     /// This mount's flusher (`flusher.rs`), if its store persists and a
@@ -225,8 +231,9 @@ impl std::ops::Deref for IRef<'_> {
 
 impl IRef<'_> {
     /// An *uncounted* `Arc` of the inode: it keeps the memory, not the cache
-    /// entry. Whoever keeps it past this `IRef` must pin the inode first
-    /// (an open or lookup count under `meta`), as `open_inode` does.
+    /// entry (tests that stand for a cache walk's snapshot; handles hold
+    /// inodes by their open count, `file::HeldInode`).
+    #[cfg(all(test, not(lanefs_shuttle)))]
     pub fn arc(&self) -> Arc<Inode> {
         match self {
             IRef::Root(r) => Arc::clone(r),
@@ -514,6 +521,7 @@ impl Fs {
             page_cache: page_cache(v.read),
             rename_lock: Mutex::new(()),
             handles: Handles::new(),
+            opens: Opens::new(),
             totals: sb,
             config,
             shrinker: Mutex::new(None),
@@ -948,7 +956,7 @@ impl FsInner {
         {
             let mut m = inode.meta.lock();
             m.lookups = n.lookups;
-            inode.opens.store(n.opens, Ordering::Relaxed);
+            inode.opens.set_born(n.opens);
         }
         debug_assert_eq!(
             crate::attr_seq::metas_held(),
@@ -967,9 +975,7 @@ impl FsInner {
         inode.mark_freed(&mut inode.meta.lock());
         // No handle was made (a new inode's creator gets its handle only
         // after the link); none may be made from the cache now.
-        inode
-            .opens
-            .store(crate::inode::OPENS_SEALED, Ordering::Release);
+        inode.opens.seal_unused();
         inode.life.kill();
         let freed = self.store.free_ino(inode.ino);
         // The store never had its record: once unhashed, lookups miss.
@@ -988,11 +994,11 @@ impl FsInner {
     /// Free `inode` if nothing keeps it: no links, lookups or opens. Must be
     /// called with none of the inode's locks held.
     pub fn maybe_free(&self, inode: &Inode) {
-        // Read under `meta`; the decision below seals it at 0.
-        let unopened = || inode.open_count() == 0;
-        let freeable = |m: &Meta| {
-            !m.freed && m.rec.nlink == 0 && m.lookups == 0 && unopened() && inode.ino != ROOT_INO
-        };
+        // Whether it is open is asked after the rest (a look at its slot in
+        // every used lane), and decided by the seal below (exact, under
+        // `meta`).
+        let freeable =
+            |m: &Meta| !m.freed && m.rec.nlink == 0 && m.lookups == 0 && inode.ino != ROOT_INO;
         {
             let m = inode.meta.lock();
             if !freeable(&m) {
@@ -1002,6 +1008,14 @@ impl FsInner {
                 if unlooked {
                     self.reoffer_to_lru(inode);
                 }
+                return;
+            }
+            // Open (looked at before the data lock is taken, which a write
+            // through the handle holds): its closes review, and the one
+            // that finds no handle left decides again. Unlinked and open:
+            // an orphan until then.
+            if !self.opens.review(inode) {
+                self.note_unlinked(inode, &m);
                 return;
             }
         }
@@ -1016,9 +1030,10 @@ impl FsInner {
             if !freeable(&m) {
                 return;
             }
-            if !inode.seal_unopened() {
-                // An open raced in; its last close decides again. Unlinked
-                // and open: an orphan until then.
+            if !self.opens.seal(inode) {
+                // Open: its closes review (`review_closed`), and the one
+                // that finds no handle left decides again. Unlinked and
+                // open: an orphan until then.
                 self.note_unlinked(inode, &m);
                 return;
             }
@@ -1063,23 +1078,59 @@ impl FsInner {
         // nothing.
     }
 
-    /// The last lookup or open count of a linked inode went: if nothing
-    /// references it, put it back on the LRU (eviction took it off while it
-    /// was pinned). Called with no lock held. The open count is read last
-    /// (a forget beside a close of one file then reads it only for an inode
-    /// off the LRU); read without `meta`, it may be stale, which only offers
-    /// an inode that eviction finds pinned under `meta` and takes off again.
+    /// The last lookup count of a linked inode went, or eviction took it
+    /// off the LRU while it was pinned: if nothing references it, put it
+    /// back on the LRU. Called with no lock held. Whether it is open is
+    /// asked last, under `meta` ([`Opens::review`], which sums the used
+    /// lanes): if it is, the review bit stays set and the close that finds
+    /// no handle left offers it (`review_closed`).
     pub(crate) fn reoffer_to_lru(&self, inode: &Inode) {
         if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
             return;
         }
-        if inode.open_count() != 0 {
+        {
+            let m = inode.meta.lock();
+            if m.freed || m.lookups != 0 || !self.opens.review(inode) {
+                return;
+            }
+        }
+        self.offer_to_lru(inode);
+    }
+
+    /// Put an unpinned inode back on the LRU unless it is there or
+    /// referenced. A counted reference's drop does the offer (`iput`). The
+    /// number may have been reused meanwhile; offering that inode is
+    /// harmless.
+    fn offer_to_lru(&self, inode: &Inode) {
+        if inode.ino == ROOT_INO || inode.life.on_lru() || inode.life.refs() != 0 {
             return;
         }
-        // A counted reference's drop does the offer (`iput`). The number may
-        // have been reused meanwhile; offering that inode is harmless.
         if let Some(i) = self.icache.get(inode.ino) {
             drop(self.counted(i, false));
+        }
+    }
+
+    /// A close lowered the count of an inode a decision waits on (its
+    /// review bit: `Opens::lower`), holding an epoch guard from before
+    /// that (the inode may be sealed and unhashed by another thread from
+    /// then on; its memory stays until the guard goes). Under `meta`, sum
+    /// the lanes: with no handle left, free the inode if nothing else keeps
+    /// it and it is unlinked (`maybe_free`, which seals), or offer it back
+    /// to the LRU if linked and unpinned.
+    pub(crate) fn review_closed(&self, inode: &Inode) {
+        let (orphan, unpinned) = {
+            let m = inode.meta.lock();
+            if m.freed || !self.opens.review(inode) {
+                return;
+            }
+            (m.rec.nlink == 0, m.lookups == 0)
+        };
+        if !unpinned {
+            // Its last forget decides (`maybe_free`, `reoffer_to_lru`).
+        } else if orphan {
+            self.maybe_free(inode);
+        } else {
+            self.offer_to_lru(inode);
         }
     }
 
@@ -1091,7 +1142,7 @@ impl FsInner {
     pub fn note_unlinked(&self, inode: &Inode, m: &Meta) {
         if m.rec.nlink == 0
             && m.orphan_slot.get().is_none()
-            && (m.lookups > 0 || !inode.seal_unopened())
+            && (m.lookups > 0 || !self.opens.seal(inode))
         {
             m.orphan_slot.set(Some(self.orphans.add(inode.ino)));
         }
@@ -1267,7 +1318,7 @@ impl FsInner {
             // is sealed at 0 (its raise then fails and it takes the
             // counted path, which waits for the claim); unsealed if the
             // eviction is given up.
-            if m.lookups != 0 || m.freed || m.rec.nlink == 0 || !inode.seal_unopened() {
+            if m.lookups != 0 || m.freed || m.rec.nlink == 0 || !self.opens.seal(inode) {
                 inode.life.unclaim();
                 return false;
             }
@@ -1330,7 +1381,7 @@ impl FsInner {
     /// Give back a claimed, unpinned inode that could not be evicted now:
     /// LIVE again and back on the LRU for a later pass.
     fn unclaim_to_lru(&self, inode: &Arc<Inode>) {
-        inode.unseal_opens();
+        self.opens.unseal(inode);
         inode.life.unclaim();
         if inode.life.mark_on_lru() {
             self.lru.push(Arc::clone(inode));

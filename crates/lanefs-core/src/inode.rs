@@ -36,32 +36,40 @@
 //!   (`dir_attr`), and a listing compares atime with them lock-free
 //!   instead.
 //!
-//! * `opens` (atomic, on a line of its own): open handles, and the bit
-//!   [`OPENS_SEALED`]. Raised without any lock ([`Inode::raise_opens`], a
-//!   compare-and-swap that fails once sealed), either by a caller that
-//!   holds a counted reference or another handle, or by an open from the
-//!   cache under an epoch guard with no reference at all (`open_rcu`); or
-//!   set before the inode is hashed for a creating or `O_TMPFILE` open
-//!   (`NewNode::opens`, adopted by its handle: `FsInner::open_inode`'s
-//!   `born_open`), so that it is open before its name (or, unnamed, its
-//!   number) is visible.
-//!   Lowered by a close without `meta` while other handles remain; the last
-//!   close takes it to 0 and then decides under `meta` (free the inode if
-//!   unlinked, re-offer it to the LRU). Sealed at 0 ([`Inode::seal_unopened`])
-//!   under `meta` by every decision that must not meet a new handle: a free
-//!   (`note_unlinked` when the last link goes, or `maybe_free`) and an
-//!   eviction (`evict_claimed`, which unseals with
-//!   [`Inode::unseal_opens`] if it gives the inode back). An open that
-//!   raised the count first makes the seal fail (its close decides again);
-//!   one that comes after fails, with `ENOENT` on the counted path, or by
-//!   falling back to it from the cache (which waits out the eviction and
-//!   loads the file again). So no handle is ever made to a freed or evicted
-//!   inode, and opens of one file, or an open beside a write, a rename, a
-//!   link or a truncate of it, share only this line (and the `Arc` count).
+//! * `opens` (on a line of its own): the global part of the open count and
+//!   its state (sealed, sealing, review), see `opens`: the rest of the count
+//!   is in the file system's per-lane caches (`FsInner::opens`), where an
+//!   open adds +1 on its lane ([`Opens::raise`](crate::opens::Opens::raise),
+//!   which fails once sealed) and a close −1 on its own, writing nothing
+//!   shared. An open is made by a caller that holds a counted reference or
+//!   another handle, or from the cache under an epoch guard with no
+//!   reference at all (`open_rcu`); a creating or `O_TMPFILE` open sets the
+//!   count before the inode is hashed (`NewNode::opens`, adopted by its
+//!   handle: `FsInner::open_inode`'s `born_open`), so that it is open before
+//!   its name (or, unnamed, its number) is visible.
+//!   Sealed at 0 ([`Opens::seal`](crate::opens::Opens::seal), exact: it
+//!   reads the inode's slot in every used lane and gathers the deltas it
+//!   finds) under `meta` by every decision
+//!   that must not meet a new handle: a free (`note_unlinked` when the last
+//!   link goes, or `maybe_free`) and an eviction (`evict_claimed`, which
+//!   unseals if it gives the inode back). An open that raised the count
+//!   first makes the seal fail; one that comes after fails, with `ENOENT`
+//!   on the counted path, or by falling back to it from the cache (which
+//!   waits out the eviction and loads the file again). So no handle is ever
+//!   made to a freed or evicted inode. A seal that fails leaves the count's
+//!   review bit set, and the closes review under `meta`
+//!   (`FsInner::review_closed`): the one that finds the sum 0 frees the
+//!   inode if unlinked, or offers it back to the LRU. Opens and closes of
+//!   one file, or an open beside a write, a rename, a link or a truncate of
+//!   it, so share no written line.
 //!   An unlinked inode is sealed or recorded as an orphan in the section
 //!   that took its last link (`note_unlinked`); an `O_TMPFILE` inode,
 //!   born open with no link, is recorded in the section that commits its
 //!   record, before it is born (`tmpfile_in`).
+//!   A handle holds its inode by pointer, not by `Arc`: an inode is
+//!   unhashed (and its cache `Arc` dropped through the epoch) only once
+//!   sealed, so the count keeps the memory; a close pins the epoch before
+//!   it lowers the count and uses the inode after it only under that pin.
 //!
 //! * `life` (the icache's state word, see `icache::life`): cache state
 //!   LIVE/FREEING/DEAD, counted references and LRU membership; lock-free.
@@ -84,6 +92,7 @@ use crate::Attr;
 
 use crate::dir::DirState;
 use crate::icache::Life;
+use crate::opens::OpenCount;
 use crate::orphan::OrphanSlot;
 use crate::pcache::FileData;
 
@@ -211,16 +220,12 @@ pub(crate) struct Inode {
     pub meta: MetaLock,
     pub body: Body,
     pub atime_stale: OwnLine<AtomicBool>,
-    /// Open handles and [`OPENS_SEALED`] (module doc); read the count
-    /// with [`Inode::open_count`].
-    pub opens: OwnLine<AtomicU64>,
+    /// The global part of the open count and its seal (module doc,
+    /// `opens`); the rest is in the lanes' caches (`FsInner::opens`).
+    pub opens: OwnLine<OpenCount>,
     /// Cache life cycle: state, counted references, LRU membership.
     pub life: OwnLine<Life>,
 }
-
-/// `Inode::opens` bit: a free or an eviction was decided; no handle may be
-/// made (an eviction given up clears it).
-pub(crate) const OPENS_SEALED: u64 = 1 << 63;
 
 impl Inode {
     /// Whether the inode's creator has named it (see `born`).
@@ -266,52 +271,11 @@ impl Inode {
         self.referenced.load(Ordering::Relaxed) && self.referenced.swap(false, Ordering::Relaxed)
     }
 
-    /// Open handles now.
+    /// Sealed: a free or an eviction was decided, no handle may be made
+    /// (`opens`).
     #[inline]
-    pub fn open_count(&self) -> u64 {
-        self.opens.load(Ordering::Acquire) & !OPENS_SEALED
-    }
-
-    /// Make a handle: raise the open count unless a free or an eviction
-    /// sealed it (`false`). The caller holds a counted reference, a handle,
-    /// or an epoch guard over the inode found in the cache (`open_rcu`).
-    #[inline]
-    pub fn raise_opens(&self) -> bool {
-        let mut cur = self.opens.load(Ordering::Relaxed);
-        loop {
-            if cur & OPENS_SEALED != 0 {
-                return false;
-            }
-            match self.opens.compare_exchange_weak(
-                cur,
-                cur + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-    }
-
-    /// For a decision to free or evict, under `meta`: seal the count at 0
-    /// so that no handle is made from now on. `false` if a handle is open (an open
-    /// raced in: its last close decides again). Sealing twice is allowed.
-    pub fn seal_unopened(&self) -> bool {
-        match self
-            .opens
-            .compare_exchange(0, OPENS_SEALED, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => true,
-            Err(now) => now == OPENS_SEALED,
-        }
-    }
-
-    /// Undo an eviction's seal (`seal_unopened` by an evictor that then
-    /// gave the inode back): no handle could be made meanwhile.
-    pub fn unseal_opens(&self) {
-        debug_assert_eq!(self.opens.load(Ordering::Relaxed), OPENS_SEALED);
-        self.opens.store(0, Ordering::Release);
+    pub fn opens_sealed(&self) -> bool {
+        self.opens.is_sealed()
     }
 
     /// An inode for `rec`; `dirty` when the store does not have `rec` yet.
@@ -350,7 +314,7 @@ impl Inode {
             }),
             body,
             atime_stale: OwnLine(AtomicBool::new(atime_stale)),
-            opens: OwnLine(AtomicU64::new(0)),
+            opens: OwnLine(OpenCount::new(0)),
             // The loader's or creator's reference.
             life: OwnLine(Life::new_live(1)),
         }

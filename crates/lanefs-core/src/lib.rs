@@ -40,6 +40,7 @@ mod icache;
 mod inode;
 mod lane;
 mod namei;
+mod opens;
 mod orphan;
 mod pcache;
 mod perm;

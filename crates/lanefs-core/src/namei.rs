@@ -192,7 +192,7 @@ impl FsInner {
             match dir.life.state() {
                 State::Live => break self.store.dir_take(dir.ino)?,
                 State::Dead => return Err(Errno::ENOENT),
-                State::Freeing if dir.open_count() == 0 => return Err(Errno::ESTALE),
+                State::Freeing if dir.opens_sealed() => return Err(Errno::ESTALE),
                 State::Freeing => crate::sync::yield_now(),
             }
         };
