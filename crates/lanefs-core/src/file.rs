@@ -1271,6 +1271,9 @@ impl Fs {
         want_attr: bool,
     ) -> Result<Option<Attr>> {
         let fs = &self.inner;
+        if !ch.times_valid() {
+            return Err(Errno::EINVAL);
+        }
         if handle.is_some_and(OpenFile::is_path) {
             // An `O_PATH` handle changes nothing (Linux: `EBADF`).
             return Err(Errno::EBADF);

@@ -589,7 +589,11 @@ impl Fs {
     /// `access(2)`: `mask` of [`MAY_READ`](crate::MAY_READ),
     /// [`MAY_WRITE`](crate::MAY_WRITE), [`MAY_EXEC`](crate::MAY_EXEC)
     /// (0 = exists).
+    /// Other bits in `mask` are `EINVAL`, as `faccessat(2)`'s.
     pub fn access(&self, cred: &Cred, ino: Ino, mask: u32) -> Result<()> {
+        if mask & !(crate::MAY_READ | crate::MAY_WRITE | crate::MAY_EXEC) != 0 {
+            return Err(Errno::EINVAL);
+        }
         {
             let guard = crossbeam_epoch::pin();
             if let Some(inode) = self.inner.iget_rcu(ino, &guard) {

@@ -696,6 +696,11 @@ impl Fs {
         umask: u32,
         rdev: u64,
     ) -> Result<Attr> {
+        // The kernel's device number is 32 bits: glibc's `mknod` refuses a
+        // `dev_t` that does not fit with `EINVAL` before the call.
+        if rdev > u64::from(u32::MAX) {
+            return Err(Errno::EINVAL);
+        }
         let kind = match mode & libc::S_IFMT {
             0 => FileKind::Regular,
             libc::S_IFDIR => return Err(Errno::EPERM),

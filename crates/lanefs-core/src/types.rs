@@ -211,6 +211,19 @@ pub struct SetAttr {
     pub ctime: Option<Timespec>,
 }
 
+impl SetAttr {
+    /// Every explicit time has `nsec` below 10⁹ (`utimensat(2)` refuses
+    /// any other with `EINVAL` before it looks at the file).
+    pub fn times_valid(&self) -> bool {
+        let ok = |t: Timespec| t.nsec < 1_000_000_000;
+        let set_ok = |t: Option<TimeSet>| match t {
+            Some(TimeSet::At(t)) => ok(t),
+            _ => true,
+        };
+        set_ok(self.atime) && set_ok(self.mtime) && self.ctime.is_none_or(ok)
+    }
+}
+
 /// One entry produced by `readdir`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirEntry<'a> {
