@@ -45,9 +45,17 @@ fn times_with_a_second_or_more_of_nanoseconds_are_einval() {
             ..SetAttr::default()
         },
     ] {
-        assert_eq!(fs.setattr(&root, a.ino, &ch, None), Err(Errno::EINVAL), "{ch:?}");
+        assert_eq!(
+            fs.setattr(&root, a.ino, &ch, None),
+            Err(Errno::EINVAL),
+            "{ch:?}"
+        );
     }
-    assert_eq!(fs.getattr(a.ino).unwrap(), a, "a refused setattr changes nothing");
+    assert_eq!(
+        fs.getattr(a.ino).unwrap(),
+        a,
+        "a refused setattr changes nothing"
+    );
     let good = Timespec {
         sec: 5,
         nsec: 999_999_999,
@@ -67,7 +75,11 @@ fn access_masks_beyond_rwx_are_einval() {
         assert_eq!(fs.access(&root, ROOT_INO, mask), Ok(()), "{mask:#o}");
     }
     for mask in [8, 0o10 | MAY_READ, u32::MAX] {
-        assert_eq!(fs.access(&root, ROOT_INO, mask), Err(Errno::EINVAL), "{mask:#o}");
+        assert_eq!(
+            fs.access(&root, ROOT_INO, mask),
+            Err(Errno::EINVAL),
+            "{mask:#o}"
+        );
     }
 }
 
@@ -76,7 +88,11 @@ fn device_numbers_past_32_bits_are_einval() {
     let fs = fresh();
     let root = Cred::root();
     let far = u64::from(u32::MAX) + 1;
-    for mode in [libc::S_IFCHR | 0o600, libc::S_IFBLK | 0o600, libc::S_IFIFO | 0o600] {
+    for mode in [
+        libc::S_IFCHR | 0o600,
+        libc::S_IFBLK | 0o600,
+        libc::S_IFIFO | 0o600,
+    ] {
         assert_eq!(
             fs.mknod(&root, ROOT_INO, b"dev", mode, 0, far),
             Err(Errno::EINVAL),
@@ -85,7 +101,14 @@ fn device_numbers_past_32_bits_are_einval() {
         assert_eq!(fs.lookup(&root, ROOT_INO, b"dev"), Err(Errno::ENOENT));
     }
     let a = fs
-        .mknod(&root, ROOT_INO, b"dev", libc::S_IFCHR | 0o600, 0, u64::from(u32::MAX))
+        .mknod(
+            &root,
+            ROOT_INO,
+            b"dev",
+            libc::S_IFCHR | 0o600,
+            0,
+            u64::from(u32::MAX),
+        )
         .unwrap();
     assert_eq!(a.rdev, u64::from(u32::MAX));
 }
