@@ -49,12 +49,17 @@ fn stamp(fs: &Fs, f: &OpenFile) {
 }
 
 fn verify(fs: &Fs, f: &OpenFile) {
-    if f.flags() & libc::O_ACCMODE == libc::O_WRONLY {
+    if f.is_path() || f.flags() & libc::O_ACCMODE == libc::O_WRONLY {
         return;
     }
     let mut buf = [0u8; 8];
     let n = fs.read(f, 0, &mut buf).unwrap();
-    assert_eq!(n, 8, "ino {}: the data went while a handle was open", f.ino());
+    assert_eq!(
+        n,
+        8,
+        "ino {}: the data went while a handle was open",
+        f.ino()
+    );
     assert_eq!(
         u64::from_le_bytes(buf),
         f.ino(),
@@ -67,7 +72,9 @@ fn verify(fs: &Fs, f: &OpenFile) {
 fn replace(fs: &Fs, sh: &Shared, rng: &mut Rng, tmp: &[u8], name: &[u8]) {
     let r = Cred::root();
     let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
-    let (attr, f, _) = fs.open_at(&r, ROOT_INO, tmp, flags, 0o644, 0, false).unwrap();
+    let (attr, f, _) = fs
+        .open_at(&r, ROOT_INO, tmp, flags, 0o644, 0, false)
+        .unwrap();
     stamp(fs, &f);
     fs.rename(&r, ROOT_INO, tmp, ROOT_INO, name, 0).unwrap();
     sh.inos.lock().unwrap().push(attr.ino);
@@ -141,6 +148,14 @@ fn worker(fs: &Fs, sh: &Shared, seed: u64, ops: usize) {
                     (!inos.is_empty()).then(|| inos[rng.below(inos.len())])
                 };
                 if let Some(ino) = ino {
+                    if rng.below(3) == 0 {
+                        match fs.open_path(&r, ino.into()) {
+                            Ok(f) => mine.push(f),
+                            Err(Errno::ENOENT) => {}
+                            Err(e) => panic!("O_PATH open by number: {e:?}"),
+                        }
+                        continue;
+                    }
                     match fs.open(&r, ino, libc::O_RDONLY) {
                         Ok(f) => {
                             // A number reused by a file not stamped yet
@@ -187,12 +202,20 @@ fn worker(fs: &Fs, sh: &Shared, seed: u64, ops: usize) {
                 for f in &mine {
                     verify(fs, f);
                 }
+                if rng.below(4) == 0 {
+                    // Move to another lane (maybe one past the 64 caches,
+                    // or one another thread uses): the handles opened on
+                    // the old one are closed on the new one.
+                    lanefs_store::set_lane(rng.below(200));
+                }
             }
         }
     }
     // Half of what is left goes to threads of later waves.
     for f in mine {
-        if rng.below(2) == 0 {
+        // (An `O_PATH` handle by number may be on a file not stamped yet:
+        // not one to clone for reading.)
+        if !f.is_path() && rng.below(2) == 0 {
             sh.pool.lock().unwrap().push(f);
         }
     }
