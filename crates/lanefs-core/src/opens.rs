@@ -693,6 +693,87 @@ mod engine_tests {
         assert_eq!(files_free(), free_before, "not freed once");
         fs.check().unwrap();
     }
+
+    /// Opens and closes of files on lanes 0..70 (lanes 64.. share the
+    /// caches of 0..6) leave entries with a delta of 0 in many lanes; a
+    /// handle opened on one lane and closed on another leaves a +1 and a
+    /// −1. An eviction, a free by unlink and a free by the last close of
+    /// an orphan must each leave no key of the inode in any lane (the
+    /// memory is held here by an `Arc`, so the address is not reused by
+    /// another inode meanwhile), and a seal must count the deltas of
+    /// every lane: a file kept open is neither evicted nor freed.
+    #[test]
+    fn no_key_outlives_an_eviction_or_a_free() {
+        let fs = Fs::new_in_memory();
+        let r = Cred::root();
+        // Pinned throughout: no inode's memory (so no key) is reused.
+        let guard = crossbeam_epoch::pin();
+        let cached = |ino| fs.inner.iget_rcu(ino, &guard).map(super::test_key);
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let names: [&[u8]; 4] = [b"evicted", b"unlinked", b"orphan", b"kept"];
+        let mut inodes = Vec::new();
+        for name in names {
+            let (a, f, _) = fs
+                .open_at(&r, ROOT_INO, name, flags, 0o644, 0, false)
+                .unwrap();
+            drop(f);
+            inodes.push((a.ino, cached(a.ino).unwrap()));
+        }
+        let (orphan_ino, kept_ino) = (inodes[2].0, inodes[3].0);
+        let mut held = Vec::new();
+        for l in 0..70 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    lanefs_store::set_lane(l);
+                    for (ino, _) in &inodes {
+                        drop(fs.open(&r, *ino, libc::O_RDONLY).unwrap());
+                    }
+                    // Opened here, closed on another lane.
+                    if l % 10 == 9 {
+                        held.push(fs.open(&r, orphan_ino, libc::O_RDONLY).unwrap());
+                        held.push(fs.open(&r, kept_ino, libc::O_RDONLY).unwrap());
+                    }
+                });
+            });
+            if l % 10 == 0 && l > 0 {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        lanefs_store::set_lane(l + 1);
+                        held.drain(..2).for_each(drop);
+                    });
+                });
+            }
+        }
+        assert_eq!(held.len(), 2, "one orphan and one kept handle left");
+        let holds = |i: usize| fs.inner.opens.holds_key(inodes[i].1);
+        assert!((0..4).all(holds), "the opens left entries");
+        fs.unlink(&r, ROOT_INO, b"unlinked").unwrap();
+        assert_eq!(cached(inodes[1].0), None, "not freed");
+        assert!(!holds(1), "a key outlived a free");
+        fs.unlink(&r, ROOT_INO, b"orphan").unwrap();
+        fs.shrink();
+        assert_eq!(cached(inodes[0].0), None, "not evicted");
+        assert!(!holds(0), "a key outlived an eviction");
+        assert_eq!(cached(kept_ino), Some(inodes[3].1), "evicted while open");
+        assert_eq!(cached(orphan_ino), Some(inodes[2].1), "freed while open");
+        fs.check().unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                lanefs_store::set_lane(200);
+                held.drain(..).for_each(drop);
+            });
+        });
+        assert_eq!(
+            cached(orphan_ino),
+            None,
+            "an orphan outlived its last close"
+        );
+        assert!(!holds(2), "a key outlived a last close");
+        fs.shrink();
+        assert_eq!(cached(kept_ino), None, "not offered back to the LRU");
+        assert!(!holds(3), "a key outlived an eviction");
+        fs.check().unwrap();
+    }
 }
 
 /// Model checks of the protocol on the whole engine (module doc): each
