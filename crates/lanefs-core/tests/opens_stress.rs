@@ -16,21 +16,10 @@ use std::sync::{Arc, Mutex};
 use lanefs_core::{Cred, Fs, FsConfig, MemoryStore, OpenFile};
 use lanefs_store::{Errno, Ino, ROOT_INO};
 
+mod common;
+use common::Rng;
+
 const NAMES: [&[u8]; 3] = [b"f0", b"f1", b"f2"];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Shared between the waves: handles anyone may clone or close, numbers
 /// anyone may open, lookup counts anyone may forget.

@@ -11,20 +11,10 @@ use std::sync::Arc;
 
 use lanefs_core::*;
 
-const NAMES: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
+mod common;
+use common::Rng;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
+const NAMES: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
 
 fn dir_inos(fs: &Fs) -> Vec<Ino> {
     let r = Cred::root();

@@ -102,6 +102,19 @@ fn dir(fs: &Fs, parent: Ino, name: &[u8]) -> Ino {
     d.ino
 }
 
+/// `rename(a{i}, b{i}, flags)` in the root.
+fn rename_ab(fs: &Fs, i: usize, flags: u32) {
+    fs.rename(
+        &Cred::root(),
+        ROOT_INO,
+        &name("a", i),
+        ROOT_INO,
+        &name("b", i),
+        flags,
+    )
+    .unwrap()
+}
+
 /// `rename(a, b)` in one directory, `b` absent: looked up `b`, `a`, `b`,
 /// never the file under both names, never under neither.
 #[test]
@@ -114,17 +127,7 @@ fn rename_is_atomic_for_lookups() {
             let b = (ROOT_INO, name("b", i), None, a);
             vec![b.clone(), (ROOT_INO, name("a", i), a, None), b]
         },
-        |i| {
-            fs.rename(
-                &Cred::root(),
-                ROOT_INO,
-                &name("a", i),
-                ROOT_INO,
-                &name("b", i),
-                0,
-            )
-            .unwrap()
-        },
+        |i| rename_ab(&fs, i, 0),
     );
 }
 
@@ -140,18 +143,7 @@ fn rename_whiteout_is_atomic_for_lookups() {
             let b = (ROOT_INO, name("b", i), None, a);
             vec![b.clone(), (ROOT_INO, name("a", i), a, NEW), b]
         },
-        |i| {
-            let w = RENAME_WHITEOUT;
-            fs.rename(
-                &Cred::root(),
-                ROOT_INO,
-                &name("a", i),
-                ROOT_INO,
-                &name("b", i),
-                w,
-            )
-            .unwrap()
-        },
+        |i| rename_ab(&fs, i, RENAME_WHITEOUT),
     );
 }
 
@@ -168,17 +160,7 @@ fn rename_over_is_atomic_for_lookups() {
             let at_b = (ROOT_INO, name("b", i), b, a);
             vec![at_b.clone(), (ROOT_INO, name("a", i), a, None), at_b]
         },
-        |i| {
-            fs.rename(
-                &Cred::root(),
-                ROOT_INO,
-                &name("a", i),
-                ROOT_INO,
-                &name("b", i),
-                0,
-            )
-            .unwrap()
-        },
+        |i| rename_ab(&fs, i, 0),
     );
 }
 
@@ -216,18 +198,7 @@ fn exchange_is_atomic_for_lookups() {
             let at_a = (ROOT_INO, name("a", i), a, b);
             vec![at_a.clone(), (ROOT_INO, name("b", i), b, a), at_a]
         },
-        |i| {
-            let x = RENAME_EXCHANGE;
-            fs.rename(
-                &Cred::root(),
-                ROOT_INO,
-                &name("a", i),
-                ROOT_INO,
-                &name("b", i),
-                x,
-            )
-            .unwrap()
-        },
+        |i| rename_ab(&fs, i, RENAME_EXCHANGE),
     );
 }
 

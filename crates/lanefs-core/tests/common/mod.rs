@@ -6,6 +6,8 @@
 //!
 //! [`names_in_store`]: the names a store holds for a directory, sorted.
 //!
+//! [`Rng`]: a seeded xorshift for the random-operation races.
+//!
 //! [`with_readers`]: reader threads looping over lookups while this
 //! thread changes names (the race tests' scaffolding).
 //!
@@ -18,6 +20,30 @@
 
 use lanefs_core::*;
 use lanefs_store::{DirEntryRecord, InodeRecord, Page, Superblock, Txn, TxnOp};
+
+/// A seeded xorshift64 (seed not 0): the random-operation races draw
+/// from it, so a failing seed replays.
+#[allow(dead_code)] // not every test binary draws
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform-ish in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+}
 
 /// A test's length knob: the environment variable `name` as a number
 /// (soak runs set it), else `default`.
