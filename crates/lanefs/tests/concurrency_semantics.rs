@@ -25,18 +25,7 @@ use std::time::{Duration, Instant};
 
 use lanefs::{Filesystem, FsConfig, OpenOptions};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use common::Rng;
 
 fn check(fs: &Filesystem) {
     if let Err(p) = fs.core().check() {
@@ -503,7 +492,7 @@ fn renames_never_detach_a_directory(fs: &Filesystem) {
                         if names.is_empty() || rng.below(3) == 0 {
                             return p;
                         }
-                        p = format!("{p}/{}", names[rng.below(names.len() as u64) as usize]);
+                        p = format!("{p}/{}", names[rng.index(names.len())]);
                     }
                 };
                 for _ in 0..3000 {

@@ -20,18 +20,7 @@ use lanefs::{File, Filesystem, FsConfig, MemoryStoreConfig};
 
 const NAMES: [&str; 3] = ["/a", "/b", "/c"];
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use common::Rng;
 
 fn verify(f: &File) {
     let mut buf = [0u8; 8];
@@ -58,8 +47,8 @@ fn worker(fs: &Filesystem, pool: &Mutex<Vec<File>>, seed: u64, ops: usize) {
     let tmp = format!("/tmp{seed}");
     let mut mine = Vec::new();
     for _ in 0..ops {
-        let name = NAMES[rng.below(NAMES.len())];
-        match rng.below(8) {
+        let name = NAMES[rng.index(NAMES.len())];
+        match rng.index(8) {
             0 | 1 => match fs.open(name) {
                 Ok(f) => {
                     verify(&f);
@@ -71,7 +60,7 @@ fn worker(fs: &Filesystem, pool: &Mutex<Vec<File>>, seed: u64, ops: usize) {
             2 => {
                 let pool = pool.lock().unwrap();
                 if !pool.is_empty() {
-                    let g = pool[rng.below(pool.len())].try_clone().unwrap();
+                    let g = pool[rng.index(pool.len())].try_clone().unwrap();
                     drop(pool);
                     verify(&g);
                     mine.push(g);
@@ -83,8 +72,8 @@ fn worker(fs: &Filesystem, pool: &Mutex<Vec<File>>, seed: u64, ops: usize) {
                     verify(&f);
                 }
                 if !mine.is_empty() {
-                    let f = mine.swap_remove(rng.below(mine.len()));
-                    if rng.below(2) == 0 {
+                    let f = mine.swap_remove(rng.index(mine.len()));
+                    if rng.index(2) == 0 {
                         pool.lock().unwrap().push(f);
                     }
                 }

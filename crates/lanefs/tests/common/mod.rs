@@ -15,6 +15,31 @@ pub mod parity;
 #[allow(dead_code)] // only the std_parity_* binaries that run std on a thread
 pub mod std_thread;
 
+/// A seeded xorshift64 (seed not 0) for the random-operation tests, so a
+/// failing seed replays.
+#[allow(dead_code)] // only the binaries that draw
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// In `0..n` (`n > 0`): offsets and lengths.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// In `0..n` (`n > 0`): an index into a slice of length `n`.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
+
 /// The engine's own check of `fs`, then, once `fs` is dropped (the caller
 /// has dropped its other handles of the image), `lanefs fsck` of the image
 /// at `img`, which must be clean.
