@@ -1712,6 +1712,83 @@ mod model {
         );
     }
 
+    /// Removals leave their nodes linked, dead, and the chain's next writer
+    /// unlinks them (`dir_hash`, "Removals"): lookups racing removals,
+    /// re-inserts that sweep dead nodes out of chains other lookups stand
+    /// on, and a split copying a swept chain (model builds: 2 slots per
+    /// level, splitting past 4 nodes) — a name present throughout is always
+    /// found, a removed one is gone once the removal is seen, an entry
+    /// found before a removal never validates after it, and a re-inserted
+    /// name is found with its new slot.
+    #[test]
+    fn model_lookups_vs_lazy_removals_and_sweeps() {
+        crate::sync::check_random(
+            || {
+                let d = Arc::new(DirState::default());
+                {
+                    let mut w = d.lock_load();
+                    w.install(DirIndex::from_records(Vec::new(), 0));
+                }
+                for i in 0..6u64 {
+                    wr(&d).insert(format!("x{i}").as_bytes(), slot(20 + i, 3 + i));
+                }
+                wr(&d).insert(b"stay", slot(10, 30));
+                // 0: nothing yet; 1: x1 removed; 2: x0 back with a new slot.
+                let phase = Arc::new(AtomicU64::new(0));
+                let writer = {
+                    let d = d.clone();
+                    let phase = phase.clone();
+                    thread::spawn(move || {
+                        assert!(wr(&d).remove(b"x0").is_some());
+                        assert!(wr(&d).remove(b"x1").is_some());
+                        phase.store(1, Ordering::Release);
+                        // Sweeps x0's chain (and x1's, if the same).
+                        wr(&d).insert(b"x0", slot(40, 50));
+                        phase.store(2, Ordering::Release);
+                        for i in 2..6u64 {
+                            assert!(wr(&d).remove(format!("x{i}").as_bytes()).is_some());
+                        }
+                        // Enough inserts to split chains holding dead nodes.
+                        for i in 6..12u64 {
+                            wr(&d).insert(format!("x{i}").as_bytes(), slot(20 + i, 3 + i));
+                        }
+                    })
+                };
+                for _ in 0..4 {
+                    let seen = phase.load(Ordering::Acquire);
+                    let g = crossbeam_epoch::pin();
+                    let idx = d.index(&g).expect("never taken in this model");
+                    let x1 = idx.get_entry(b"x1", &g);
+                    assert_eq!(idx.get(b"stay", &g), Some(slot(10, 30)));
+                    if seen >= 1 {
+                        assert_eq!(idx.get(b"x1", &g), None);
+                    }
+                    if seen >= 2 {
+                        assert_eq!(idx.get(b"x0", &g), Some(slot(40, 50)));
+                    }
+                    thread::yield_now();
+                    if let Some(e) = x1 {
+                        if phase.load(Ordering::Acquire) >= 1 {
+                            assert!(!d.still_holds(idx, &e, &g), "a removed entry validated");
+                        }
+                    }
+                }
+                writer.join().unwrap();
+                let g = crossbeam_epoch::pin();
+                let idx = d.index(&g).unwrap();
+                assert_eq!(idx.get(b"x0", &g), Some(slot(40, 50)));
+                for i in 1..6u64 {
+                    assert_eq!(idx.get(format!("x{i}").as_bytes(), &g), None);
+                }
+                for i in 6..12u64 {
+                    let got = idx.get(format!("x{i}").as_bytes(), &g);
+                    assert_eq!(got, Some(slot(20 + i, 3 + i)));
+                }
+            },
+            crate::sync::model_iterations(),
+        );
+    }
+
     /// Writers of different names under their own stripes (model builds:
     /// 2 stripes, so pairs share a stripe or not, and chains split), with a
     /// take-out and reload of the index between them, and a reader: every

@@ -10,10 +10,14 @@
 //! line: a lookup in one stripe shares nothing with a change in another.
 //! Within a stripe, a lookup reads the slot's line and not the state's, so
 //! it shares a line with a change of another name only where that change
-//! writes the slot itself (a chain starting there). Cost: two lines per
+//! writes a link it reads: an insert links its node at the head of its
+//! chain (the slot), a removal writes only its own node (below), and the
+//! next writer of the chain unlinks what was removed. Cost: two lines per
 //! stripe, 2 KiB per loaded directory index.
 //! Each slot holds either a chain of
-//! nodes (immutable but for `next`) or, tagged by the pointer's low bit, a
+//! nodes (immutable but for `next` and `pending`; two lines each, `head`
+//! what a lookup passing over the node reads and `body` what only a lookup
+//! of its own name reads) or, tagged by the pointer's low bit, a
 //! sub-level of [`FANOUT`] slots indexed by the next [`FANOUT_BITS`] bits of
 //! the name's hash. An insert that would make a chain longer than
 //! [`SPLIT_AT`] replaces it by a sub-level holding copies of its nodes
@@ -40,12 +44,32 @@
 //!   Sub-levels are never unlinked; they are freed with the table, which
 //!   needs `&mut` (nobody can reach it).
 //!
-//! * `Node::pending` (`AtomicPtr<Ticket>`, tagged with a role index): null
-//!   but for the names of a rename in progress (below). Written by the
-//!   writer only — before a new node is linked, or with a Release store on
-//!   a linked node the rename removes, and cleared (Release) by the
+//! * `Node::pending` (`AtomicPtr<Ticket>`, tagged with a role index, on
+//!   the node's body line): null but for the names of a rename in progress
+//!   (below), and [`dead`] for a removed name. Written by the writer only
+//!   — before a new node is linked, or with a Release store on a linked
+//!   node the rename or a removal removes, and cleared (Release) by the
 //!   rename's cleanup; a reader loads it (Acquire) only on a node whose
-//!   name it matched. `Ticket::committed` (`AtomicBool`): stored once,
+//!   name it matched. `Aux::dead` (per stripe, beside the owner's state):
+//!   the stripe's dead nodes still linked, written by its writer only.
+//!
+//! Removals: removing a name marks its node dead (one Release store to
+//! `pending`, on the node's body line) and leaves it linked; a reader that
+//! matches a dead node finds no entry. The next writer of the node's chain
+//! (an insert, removal or rename stage of any name hashing there) first
+//! unlinks the chain's dead nodes ([`NameTable::sweep`]) and frees them
+//! through `defer`, so a writer never meets a dead node and each name has
+//! at most one linked node. Unlinking at once would write the link the
+//! node hangs from — the slot or the previous node's `next`, which a
+//! lookup of another name of the chain reads — so two operations on two
+//! names that share a chain (1 in 16 pairs of names in a small
+//! directory) would share a line: a removal marked instead writes only its
+//! node's body, which a lookup passing over the node does not read. A
+//! stripe keeps at most [`DEAD_MAX`] dead nodes (beyond, a removal unlinks
+//! at once): whatever is removed, a directory holds at most 64 of them
+//! until its chains are written again or its index is dropped. A reader
+//! standing on a dead node that is then unlinked follows its frozen `next`
+//! as for any unlinked node. `Ticket::committed` (`AtomicBool`): stored once,
 //!   Release, by the renamer; loaded Acquire by readers that found a
 //!   tagged node. `Role`'s fields: written before the node they describe
 //!   is published or tagged, read-only after.
@@ -65,7 +89,8 @@
 //! once. Then the renamer *finishes* each name under the same stripes
 //! ([`NameTable::finish`]): it clears a new node's tag (the entry it
 //! already was) and frees the node it replaced through `defer`, and
-//! unlinks an old node; then it frees the ticket through `defer`. So at
+//! removes an old node as a removal does (marks it dead in place of its
+//! tag); then it frees the ticket through `defer`. So at
 //! any instant each name has at most one linked node, a chain looks the
 //! same to a writer as before (only the renamer, under its stripes, sees
 //! tags), and a split copies a tagged node with its tag.
@@ -96,7 +121,7 @@ use crossbeam_epoch::Guard;
 use lanefs_store::CacheLine;
 
 use crate::dir::Slot;
-use crate::sync::{AtomicBool, AtomicPtr, Ordering};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 /// Hash bits consumed per level (model builds: 1, so that a handful of
 /// inserts already splits, and the model checks explore it).
@@ -117,47 +142,76 @@ const MAX_DEPTH: u32 = 64 / FANOUT_BITS - 1;
 const SUB_TAG: usize = 1;
 
 /// One entry; only `next` and `pending` change after it is linked, and
-/// only by the writer.
+/// only by the writer. Two lines: `head`, what a lookup that passes over
+/// the node reads (its hash, and its name on a hash match, and the link
+/// on), and `body`, what only a lookup that matched it reads and what a
+/// removal of its name writes (module doc, "Removals"): so removing one
+/// name writes nothing that a lookup of another name of its chain reads.
 struct Node {
+    head: CacheLine<NodeHead>,
+    body: CacheLine<NodeBody>,
+}
+
+struct NodeHead {
     hash: u64,
     name: Box<[u8]>,
-    slot: Slot,
     next: AtomicPtr<Node>,
-    /// Null, or the [`Ticket`] of the rename in progress this node takes
-    /// part in, tagged with the node's role in it (the index into
-    /// `Ticket::roles`): set before the node is linked (a new node) or in
-    /// place (an old one, the name the rename removes), cleared or the
-    /// node removed by the rename's cleanup (module doc, "Renames").
+}
+
+struct NodeBody {
+    slot: Slot,
+    /// Null; or [`DEAD`], the name removed (the node waits, linked, for
+    /// its chain's next writer to unlink it); or the [`Ticket`] of the
+    /// rename in progress this node takes part in, tagged with the node's
+    /// role in it (the index into `Ticket::roles`): set before the node is
+    /// linked (a new node) or in place (an old one, the name the rename
+    /// removes), cleared or set to `DEAD` by the rename's cleanup (module
+    /// doc, "Renames").
     pending: AtomicPtr<Ticket>,
 }
 
-// A node is one 64-byte allocation (the rename tag took the last word).
+// A node is one 128-byte allocation: two lines.
 #[cfg(all(
     target_pointer_width = "64",
     not(lanefs_shuttle),
     not(feature = "audit")
 ))]
-const _: () = assert!(std::mem::size_of::<Node>() == 64);
+const _: () = assert!(std::mem::size_of::<Node>() == 128);
+
+/// `NodeBody::pending` of a removed name's node: no ticket's address (those
+/// are aligned to 8, tagged with a role of 0 or 1).
+fn dead() -> *mut Ticket {
+    ptr::without_provenance_mut(2)
+}
 
 impl Node {
     fn new(hash: u64, name: Box<[u8]>, slot: Slot, pending: *mut Ticket) -> *mut Node {
         Box::into_raw(Box::new(Node {
-            hash,
-            name,
-            slot,
-            next: AtomicPtr::new(ptr::null_mut()),
-            pending: AtomicPtr::new(pending),
+            head: CacheLine(NodeHead {
+                hash,
+                name,
+                next: AtomicPtr::new(ptr::null_mut()),
+            }),
+            body: CacheLine(NodeBody {
+                slot,
+                pending: AtomicPtr::new(pending),
+            }),
         }))
     }
 
     /// The node copied, for a split (its rename's part too).
     fn copy(&self) -> *mut Node {
         Node::new(
-            self.hash,
-            self.name.clone(),
-            self.slot,
-            self.pending.load(Ordering::Relaxed),
+            self.head.hash,
+            self.head.name.clone(),
+            self.body.slot,
+            self.body.pending.load(Ordering::Relaxed),
         )
+    }
+
+    /// Removed, waiting to be unlinked (writer's view).
+    fn is_dead(&self) -> bool {
+        self.body.pending.load(Ordering::Relaxed) == dead()
     }
 }
 
@@ -233,19 +287,24 @@ fn untag_role(p: *mut Ticket) -> (*mut Ticket, usize) {
 }
 
 /// The node whose entry `name` is now, given `n`, the node linked as the
-/// name (a reader's view): `n` itself unless a rename in progress tags it
-/// — then `n` (a new node of a committed ticket, or an old node of a
-/// pending one), the node `n` replaced (a new node of a pending ticket),
-/// or nothing (an old node of a committed ticket; a new node of a pending
-/// one that replaced nothing). One load of the ticket's word decides it.
+/// name (a reader's view): nothing if `n` is [`dead`] (removed); `n`
+/// itself unless a rename in progress tags it — then `n` (a new node of a
+/// committed ticket, or an old node of a pending one), the node `n`
+/// replaced (a new node of a pending ticket: never a dead one, since a
+/// stage sweeps its chain first), or nothing (an old node of a committed
+/// ticket; a new node of a pending one that replaced nothing). One load
+/// of the ticket's word decides it.
 ///
 /// # Safety
 /// `n` was reached under `_guard`, which keeps what its tag leads to.
 #[inline]
 unsafe fn resolve<'g>(n: &'g Node, _guard: &'g Guard) -> Option<&'g Node> {
-    let p = n.pending.load(Ordering::Acquire);
+    let p = n.body.pending.load(Ordering::Acquire);
     if p.is_null() {
         return Some(n);
+    }
+    if p == dead() {
+        return None;
     }
     resolve_pending(n, p)
 }
@@ -282,8 +341,21 @@ struct Level {
 /// share a line with every change of the names it shares a stripe with.
 pub(crate) struct RootSlot<A> {
     slot: CacheLine<AtomicPtr<Node>>,
-    aux: CacheLine<A>,
+    aux: CacheLine<Aux<A>>,
 }
+
+/// A stripe's state: the owner's, and the table's count of removed nodes
+/// still linked in the stripe (written by the stripe's writer only, so
+/// Relaxed; at most [`DEAD_MAX`]).
+struct Aux<A> {
+    owner: A,
+    dead: AtomicU32,
+}
+
+/// The most removed nodes a stripe leaves linked: past it, a removal
+/// unlinks its node at once. So a directory holds at most `FANOUT *
+/// DEAD_MAX` of them, whatever was removed from it.
+const DEAD_MAX: u32 = 4;
 
 impl Level {
     fn new() -> Box<Level> {
@@ -321,7 +393,7 @@ fn slot_index(hash: u64, depth: u32) -> usize {
 unsafe fn defer_free(node: *mut Node, guard: &Guard) -> Slot {
     // SAFETY: the caller's contract.
     unsafe {
-        let slot = (*node).slot;
+        let slot = (&(*node).body).slot;
         guard.defer_unchecked(move || drop(Box::from_raw(node)));
         slot
     }
@@ -345,7 +417,7 @@ unsafe fn free_chain(mut p: *mut Node) {
     while !p.is_null() {
         // SAFETY: the caller's contract; each node is freed once.
         let node = unsafe { Box::from_raw(p) };
-        p = node.next.load(Ordering::Relaxed);
+        p = node.head.next.load(Ordering::Relaxed);
     }
 }
 
@@ -402,7 +474,7 @@ pub(crate) struct EntryRef<'g> {
 
 impl EntryRef<'_> {
     pub fn slot(&self) -> Slot {
-        self.node.slot
+        self.node.body.slot
     }
 }
 
@@ -442,7 +514,10 @@ impl<A: Default> NameTable<A> {
         NameTable {
             root: std::array::from_fn(|_| RootSlot {
                 slot: CacheLine(AtomicPtr::new(ptr::null_mut())),
-                aux: CacheLine(A::default()),
+                aux: CacheLine(Aux {
+                    owner: A::default(),
+                    dead: AtomicU32::new(0),
+                }),
             }),
             hasher: name_hasher(),
         }
@@ -457,12 +532,12 @@ impl<A> NameTable<A> {
 
     /// The owner's state of stripe `s` (`s < FANOUT`).
     pub fn aux(&self, s: usize) -> &A {
-        &self.root[s].aux.0
+        &self.root[s].aux.owner
     }
 
     /// Every stripe's owner state, in stripe order.
     pub fn stripes(&self) -> impl Iterator<Item = &A> {
-        self.root.iter().map(|r| &r.aux.0)
+        self.root.iter().map(|r| &r.aux.owner)
     }
 
     /// Find the node linked as `name` and the link that points at it (a
@@ -492,15 +567,15 @@ impl<A> NameTable<A> {
             // through `defer` after being unlinked, after `_guard`.
             let node = unsafe { &*p };
             // The node's fields are plain (fixed once it is linked): tell
-            // the conflict audit what this lookup reads of its line, which
-            // a removal's store to `next` writes (other builds: nothing).
-            crate::sync::note_opaque(&node.hash, false);
-            if node.hash == hash && same_name(&node.name, name) {
-                crate::sync::note_opaque(&node.name, false);
-                crate::sync::note_opaque(&node.slot, false);
+            // the conflict audit what this lookup reads of its lines, which
+            // an unlink's store to `next` writes (other builds: nothing).
+            crate::sync::note_opaque(&node.head.hash, false);
+            if node.head.hash == hash && same_name(&node.head.name, name) {
+                crate::sync::note_opaque(&node.head.name, false);
+                crate::sync::note_opaque(&node.body.slot, false);
                 return Some((link, node));
             }
-            link = &node.next;
+            link = &node.head.next;
         }
     }
 
@@ -516,7 +591,7 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn get(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
-        self.find(hash, name, guard).map(|n| n.slot)
+        self.find(hash, name, guard).map(|n| n.body.slot)
     }
 
     /// The hash [`get_hashed`](Self::get_hashed) takes for `name`.
@@ -530,7 +605,7 @@ impl<A> NameTable<A> {
     #[inline]
     pub fn get_hashed(&self, hash: u64, name: &[u8], guard: &Guard) -> Option<Slot> {
         debug_assert_eq!(hash, self.hash_of(name), "a hash of another name");
-        self.find(hash, name, guard).map(|n| n.slot)
+        self.find(hash, name, guard).map(|n| n.body.slot)
     }
 
     /// The entry `name` with the identity of the node that holds it, for
@@ -550,7 +625,7 @@ impl<A> NameTable<A> {
     /// disturb this reader).
     #[inline]
     pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
-        self.find(e.node.hash, &e.node.name, guard)
+        self.find(e.node.head.hash, &e.node.head.name, guard)
             .is_some_and(|n| ptr::eq(n, e.node))
     }
 
@@ -582,16 +657,19 @@ impl<A> NameTable<A> {
         guard: &Guard,
     ) -> (Option<*mut Node>, bool) {
         let hash = self.hasher.hash_one(name);
+        // SAFETY: this function's contract.
+        unsafe { self.sweep(hash, guard) };
         let node = Node::new(hash, name.into(), slot, pending);
         // SAFETY (all derefs of `node` below): it is ours until published.
         if let Some((link, old)) = self.find_linked(hash, name, guard) {
             debug_assert!(
-                old.pending.load(Ordering::Relaxed).is_null(),
+                old.body.pending.load(Ordering::Relaxed).is_null(),
                 "a name of a rename in progress replaced"
             );
             unsafe { &*node }
+                .head
                 .next
-                .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
+                .store(old.head.next.load(Ordering::Relaxed), Ordering::Relaxed);
             link.store(node, Ordering::Release);
             return (Some(old as *const Node as *mut Node), false);
         }
@@ -604,7 +682,7 @@ impl<A> NameTable<A> {
                 // SAFETY: the writer owns the chain's shape; nodes are live.
                 let n = unsafe { &*p };
                 nodes.push(n.copy());
-                p = n.next.load(Ordering::Relaxed);
+                p = n.head.next.load(Ordering::Relaxed);
             }
             let sub = build_level(nodes, depth + 1);
             leaf.store(tagged(Box::into_raw(sub)), Ordering::Release);
@@ -614,7 +692,7 @@ impl<A> NameTable<A> {
             // referenced by the copies: freed by the rename's cleanup.)
             unsafe { guard.defer_unchecked(move || free_chain(head)) };
         } else {
-            unsafe { &*node }.next.store(head, Ordering::Relaxed);
+            unsafe { &*node }.head.next.store(head, Ordering::Relaxed);
             leaf.store(node, Ordering::Release);
         }
         (None, true)
@@ -626,13 +704,71 @@ impl<A> NameTable<A> {
     /// As [`insert`](Self::insert).
     pub unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
+        // SAFETY: this function's contract.
+        unsafe { self.sweep(hash, guard) };
         let (link, old) = self.find_linked(hash, name, guard)?;
         debug_assert!(
-            old.pending.load(Ordering::Relaxed).is_null(),
+            old.body.pending.load(Ordering::Relaxed).is_null(),
             "a name of a rename in progress removed"
         );
         // SAFETY: this function's contract.
-        Some(unsafe { self.unlink(link, old, guard) })
+        Some(unsafe { self.take_out(hash, link, old, guard) })
+    }
+
+    /// Remove `old`, linked at `link` and live: mark it [`dead`] (one
+    /// Release store to its body; it stays linked for its chain's next
+    /// writer to unlink) while its stripe holds fewer than [`DEAD_MAX`]
+    /// such nodes, else unlink it now. Its slot.
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert); `link` points at `old`, which `hash`
+    /// is the hash of.
+    unsafe fn take_out(
+        &self,
+        hash: u64,
+        link: &AtomicPtr<Node>,
+        old: &Node,
+        guard: &Guard,
+    ) -> Slot {
+        let dead_here = &self.root[slot_index(hash, 0)].aux.dead;
+        let n = dead_here.load(Ordering::Relaxed);
+        if n < DEAD_MAX {
+            dead_here.store(n + 1, Ordering::Relaxed);
+            old.body.pending.store(dead(), Ordering::Release);
+            return old.body.slot;
+        }
+        // SAFETY: the contract.
+        unsafe { self.unlink(link, old, guard) }
+    }
+
+    /// Unlink the removed nodes of the chain where `hash` lives (so that a
+    /// writer never meets one: each name has one linked node, live).
+    ///
+    /// # Safety
+    /// As [`insert`](Self::insert), for `hash`'s stripe.
+    unsafe fn sweep(&self, hash: u64, guard: &Guard) {
+        let dead_here = &self.root[slot_index(hash, 0)].aux.dead;
+        let mut left = dead_here.load(Ordering::Relaxed);
+        if left == 0 {
+            return;
+        }
+        let (mut link, _) = self.leaf(hash);
+        loop {
+            let p = link.load(Ordering::Relaxed);
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: the writer owns the chain's shape; nodes are live.
+            let n = unsafe { &*p };
+            if n.is_dead() {
+                left -= 1;
+                // SAFETY: the contract; `link` points at `n`.
+                unsafe { self.unlink(link, n, guard) };
+            } else {
+                link = &n.head.next;
+            }
+        }
+        dead_here.store(left, Ordering::Relaxed);
     }
 
     /// Unlink `old` from `link` and free it after every guard that saw it.
@@ -640,7 +776,7 @@ impl<A> NameTable<A> {
     /// # Safety
     /// As [`insert`](Self::insert); `link` points at `old`.
     unsafe fn unlink(&self, link: &AtomicPtr<Node>, old: &Node, guard: &Guard) -> Slot {
-        link.store(old.next.load(Ordering::Relaxed), Ordering::Release);
+        link.store(old.head.next.load(Ordering::Relaxed), Ordering::Release);
         // SAFETY: unlinked above; freed after every guard that saw it.
         unsafe { defer_free(old as *const Node as *mut Node, guard) }
     }
@@ -668,6 +804,7 @@ impl<A> NameTable<A> {
         // published (the Release store of its link).
         unsafe {
             let r = &(*ticket).roles[role];
+            self.sweep(self.hasher.hash_one(name), guard);
             let old = match self.find_linked(self.hasher.hash_one(name), name, guard) {
                 Some((_, old)) => old as *const Node as *mut Node,
                 None => ptr::null_mut(),
@@ -675,7 +812,7 @@ impl<A> NameTable<A> {
             r.replaces.store(old, Ordering::Relaxed);
             let (replaced, new) = self.link_new(name, slot, tag_role(ticket, role), guard);
             debug_assert_eq!(replaced.unwrap_or(ptr::null_mut()), old);
-            (replaced.map(|o| (*o).slot), new)
+            (replaced.map(|o| (&(*o).body).slot), new)
         }
     }
 
@@ -693,19 +830,24 @@ impl<A> NameTable<A> {
         role: usize,
         guard: &Guard,
     ) -> Option<Slot> {
-        let (_, node) = self.find_linked(self.hasher.hash_one(name), name, guard)?;
-        debug_assert!(node.pending.load(Ordering::Relaxed).is_null());
+        let hash = self.hasher.hash_one(name);
+        // SAFETY: the contract.
+        unsafe { self.sweep(hash, guard) };
+        let (_, node) = self.find_linked(hash, name, guard)?;
+        debug_assert!(node.body.pending.load(Ordering::Relaxed).is_null());
         // SAFETY: the contract; the role is written before the tag's
         // Release store.
         unsafe { (*ticket).roles[role].old.store(true, Ordering::Relaxed) };
-        node.pending
+        node.body
+            .pending
             .store(tag_role(ticket, role), Ordering::Release);
-        Some(node.slot)
+        Some(node.body.slot)
     }
 
     /// Rename, last step, once its ticket committed: a new node loses its
     /// tag (the node it replaced is freed after every guard that could
-    /// reach it), an old one is unlinked. What changed: `Put(replaced)` or
+    /// reach it), an old one is removed (marked dead, or unlinked: as
+    /// [`remove`](Self::remove)). What changed: `Put(replaced)` or
     /// `Removed(slot)`; `None` if `name` took no part.
     ///
     /// # Safety
@@ -713,9 +855,10 @@ impl<A> NameTable<A> {
     /// committed. The caller frees the ticket through `defer` after the
     /// last `finish` of its names.
     pub unsafe fn finish(&self, name: &[u8], guard: &Guard) -> Option<Finished> {
-        let (link, node) = self.find_linked(self.hasher.hash_one(name), name, guard)?;
-        let p = node.pending.load(Ordering::Relaxed);
-        if p.is_null() {
+        let hash = self.hasher.hash_one(name);
+        let (link, node) = self.find_linked(hash, name, guard)?;
+        let p = node.body.pending.load(Ordering::Relaxed);
+        if p.is_null() || p == dead() {
             return None;
         }
         let (t, i) = untag_role(p);
@@ -724,16 +867,18 @@ impl<A> NameTable<A> {
         debug_assert!(unsafe { &*t }.committed.load(Ordering::Relaxed));
         if role.old.load(Ordering::Relaxed) {
             // SAFETY: the contract.
-            return Some(Finished::Removed(unsafe { self.unlink(link, node, guard) }));
+            return Some(Finished::Removed(unsafe {
+                self.take_out(hash, link, node, guard)
+            }));
         }
-        node.pending.store(ptr::null_mut(), Ordering::Release);
+        node.body.pending.store(ptr::null_mut(), Ordering::Release);
         let replaced = role.replaces.load(Ordering::Relaxed);
         // SAFETY: unlinked by `stage_put`; reachable only through the
         // tag cleared above (and tags of split nodes unlinked before), so
         // only by guards pinned before this.
         let replaced = (!replaced.is_null()).then(|| unsafe { defer_free(replaced, guard) });
         Some(Finished::Put {
-            new: node.slot,
+            new: node.body.slot,
             replaced,
         })
     }
@@ -769,7 +914,7 @@ fn chain_len(mut p: *mut Node) -> usize {
     while !p.is_null() {
         n += 1;
         // SAFETY: the writer owns the chain's shape; nodes are live.
-        p = unsafe { &*p }.next.load(Ordering::Relaxed);
+        p = unsafe { &*p }.head.next.load(Ordering::Relaxed);
     }
     n
 }
@@ -783,7 +928,7 @@ fn build_level(nodes: Vec<*mut Node>, depth: u32) -> Box<Level> {
     let mut groups: [Vec<*mut Node>; FANOUT] = std::array::from_fn(|_| Vec::new());
     for n in nodes {
         // SAFETY: unpublished nodes, owned by this thread.
-        let hash = unsafe { &*n }.hash;
+        let hash = unsafe { &*n }.head.hash;
         groups[slot_index(hash, depth)].push(n);
     }
     for (slot, group) in level.slots.iter().zip(groups) {
@@ -804,8 +949,9 @@ fn build_level(nodes: Vec<*mut Node>, depth: u32) -> Box<Level> {
 fn push_unpublished(level: &Level, depth: u32, node: *mut Node) {
     // SAFETY: `node` and `level` are unpublished: this thread owns both.
     let n = unsafe { &*node };
-    let slot = &level.slots[slot_index(n.hash, depth)];
-    n.next
+    let slot = &level.slots[slot_index(n.head.hash, depth)];
+    n.head
+        .next
         .store(slot.load(Ordering::Relaxed), Ordering::Relaxed);
     slot.store(node, Ordering::Relaxed);
 }
@@ -930,6 +1076,91 @@ mod tests {
             };
             assert_eq!(t.finish(b"n", &g), Some(put));
             Ticket::retire(ticket, &g);
+        }
+    }
+
+    /// Nodes linked under `slot` (every level), and how many are dead.
+    fn linked(slot: &AtomicPtr<Node>) -> (usize, usize) {
+        match sub_level(slot.load(Ordering::Relaxed)) {
+            // SAFETY: sub-levels live as long as the table.
+            Some(sub) => unsafe { &*sub }
+                .slots
+                .iter()
+                .map(linked)
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+            None => {
+                let (mut all, mut dead) = (0, 0);
+                let mut p = slot.load(Ordering::Relaxed);
+                while !p.is_null() {
+                    // SAFETY: the test owns the table; nodes are live.
+                    let n = unsafe { &*p };
+                    all += 1;
+                    dead += usize::from(n.is_dead());
+                    p = n.head.next.load(Ordering::Relaxed);
+                }
+                (all, dead)
+            }
+        }
+    }
+
+    /// A removal leaves its node linked, dead, for the chain's next writer
+    /// (so that it writes nothing a lookup of another name reads): the
+    /// name is gone for lookups and `holds` at once, comes back with a
+    /// new insert, and no stripe keeps more than `DEAD_MAX` dead nodes,
+    /// whatever is removed; the stripe's count is exact.
+    #[test]
+    fn removals_leave_at_most_dead_max_nodes_per_stripe() {
+        let t = NameTable::<()>::new();
+        let g = crossbeam_epoch::pin();
+        let n = 3000u64;
+        let name = |i: u64| format!("f{i}").into_bytes();
+        // SAFETY (every `unsafe` below): this test is the only writer.
+        unsafe {
+            for i in 0..n {
+                t.insert(&name(i), slot(i), &g);
+            }
+            let e = t.get_entry(&name(7), &g).unwrap();
+            assert_eq!(t.remove(&name(7), &g), Some(slot(7)));
+            assert_eq!(t.get(&name(7), &g), None);
+            assert!(!t.holds(&e, &g));
+            assert_eq!(t.remove(&name(7), &g), None);
+            assert_eq!(t.insert(&name(7), slot(77), &g), None);
+            assert_eq!(t.get(&name(7), &g), Some(slot(77)));
+            for i in (0..n).filter(|i| i % 3 != 0) {
+                let want = (i != 7).then(|| slot(i)).unwrap_or(slot(77));
+                assert_eq!(t.remove(&name(i), &g), Some(want), "f{i}");
+            }
+            for s in 0..FANOUT {
+                let (all, dead) = linked(&t.root[s].slot.0);
+                assert!(dead <= DEAD_MAX as usize, "stripe {s}: {dead} dead");
+                assert_eq!(dead, t.root[s].aux.dead.load(Ordering::Relaxed) as usize);
+                assert!(all >= dead);
+            }
+            for i in 0..n {
+                let want = (i % 3 == 0).then(|| slot(i));
+                assert_eq!(t.get(&name(i), &g), want, "f{i}");
+            }
+            // Inserts sweep the chains they write: every name back.
+            for i in (0..n).filter(|i| i % 3 != 0) {
+                assert_eq!(t.insert(&name(i), slot(i + n), &g), None, "f{i}");
+            }
+            let (all, dead) = t
+                .root
+                .iter()
+                .map(|r| linked(&r.slot.0))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            assert_eq!(all - dead, n as usize);
+            // Renames: a removed old name is marked dead too.
+            let ticket = Ticket::alloc();
+            assert_eq!(t.stage_remove(&name(3), ticket, 0, &g), Some(slot(3)));
+            (*ticket).commit();
+            assert_eq!(t.get(&name(3), &g), None);
+            assert_eq!(t.finish(&name(3), &g), Some(Finished::Removed(slot(3))));
+            assert_eq!(t.finish(&name(3), &g), None);
+            Ticket::retire(ticket, &g);
+            assert_eq!(t.get(&name(3), &g), None);
+            assert_eq!(t.insert(&name(3), slot(33), &g), None);
+            assert_eq!(t.get(&name(3), &g), Some(slot(33)));
         }
     }
 
