@@ -393,7 +393,7 @@ fn slot_index(hash: u64, depth: u32) -> usize {
 unsafe fn defer_free(node: *mut Node, guard: &Guard) -> Slot {
     // SAFETY: the caller's contract.
     unsafe {
-        let slot = (&(*node).body).slot;
+        let slot = (*node).body.0.slot;
         guard.defer_unchecked(move || drop(Box::from_raw(node)));
         slot
     }
@@ -812,7 +812,7 @@ impl<A> NameTable<A> {
             r.replaces.store(old, Ordering::Relaxed);
             let (replaced, new) = self.link_new(name, slot, tag_role(ticket, role), guard);
             debug_assert_eq!(replaced.unwrap_or(ptr::null_mut()), old);
-            (replaced.map(|o| (&(*o).body).slot), new)
+            (replaced.map(|o| (*o).body.0.slot), new)
         }
     }
 
@@ -1127,7 +1127,7 @@ mod tests {
             assert_eq!(t.insert(&name(7), slot(77), &g), None);
             assert_eq!(t.get(&name(7), &g), Some(slot(77)));
             for i in (0..n).filter(|i| i % 3 != 0) {
-                let want = (i != 7).then(|| slot(i)).unwrap_or(slot(77));
+                let want = if i != 7 { slot(i) } else { slot(77) };
                 assert_eq!(t.remove(&name(i), &g), Some(want), "f{i}");
             }
             for s in 0..FANOUT {
