@@ -67,7 +67,9 @@
 //! node's body, which a lookup passing over the node does not read. A
 //! stripe keeps at most [`DEAD_MAX`] dead nodes (beyond, a removal unlinks
 //! at once): whatever is removed, a directory holds at most 64 of them
-//! until its chains are written again or its index is dropped. A reader
+//! until its chains are written again or its index is dropped. Cost: a
+//! node is two lines, 128 bytes (it was one line plus an allocation for
+//! its name; names of up to 46 bytes now live in the head line). A reader
 //! standing on a dead node that is then unlinked follows its frozen `next`
 //! as for any unlinked node. `Ticket::committed` (`AtomicBool`): stored once,
 //!   Release, by the renamer; loaded Acquire by readers that found a
@@ -154,8 +156,43 @@ struct Node {
 
 struct NodeHead {
     hash: u64,
-    name: Box<[u8]>,
     next: AtomicPtr<Node>,
+    name: NodeName,
+}
+
+/// Bytes of a name kept in the node's head line itself.
+const INLINE_NAME: usize = 46;
+
+/// A node's name: in the head line up to [`INLINE_NAME`] bytes (most
+/// names: no allocation of its own, and no second line to read on a hash
+/// match), else boxed.
+#[derive(Clone)]
+enum NodeName {
+    Inline { len: u8, bytes: [u8; INLINE_NAME] },
+    Boxed(Box<[u8]>),
+}
+
+impl NodeName {
+    fn new(name: &[u8]) -> NodeName {
+        if name.len() <= INLINE_NAME {
+            let mut bytes = [0u8; INLINE_NAME];
+            bytes[..name.len()].copy_from_slice(name);
+            NodeName::Inline {
+                len: name.len() as u8,
+                bytes,
+            }
+        } else {
+            NodeName::Boxed(name.into())
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> &[u8] {
+        match self {
+            NodeName::Inline { len, bytes } => &bytes[..*len as usize],
+            NodeName::Boxed(b) => b,
+        }
+    }
 }
 
 struct NodeBody {
@@ -185,7 +222,7 @@ fn dead() -> *mut Ticket {
 }
 
 impl Node {
-    fn new(hash: u64, name: Box<[u8]>, slot: Slot, pending: *mut Ticket) -> *mut Node {
+    fn new(hash: u64, name: NodeName, slot: Slot, pending: *mut Ticket) -> *mut Node {
         Box::into_raw(Box::new(Node {
             head: CacheLine(NodeHead {
                 hash,
@@ -570,7 +607,7 @@ impl<A> NameTable<A> {
             // the conflict audit what this lookup reads of its lines, which
             // an unlink's store to `next` writes (other builds: nothing).
             crate::sync::note_opaque(&node.head.hash, false);
-            if node.head.hash == hash && same_name(&node.head.name, name) {
+            if node.head.hash == hash && same_name(node.head.name.get(), name) {
                 crate::sync::note_opaque(&node.head.name, false);
                 crate::sync::note_opaque(&node.body.slot, false);
                 return Some((link, node));
@@ -625,7 +662,7 @@ impl<A> NameTable<A> {
     /// disturb this reader).
     #[inline]
     pub fn holds(&self, e: &EntryRef<'_>, guard: &Guard) -> bool {
-        self.find(e.node.head.hash, &e.node.head.name, guard)
+        self.find(e.node.head.hash, e.node.head.name.get(), guard)
             .is_some_and(|n| ptr::eq(n, e.node))
     }
 
@@ -659,7 +696,7 @@ impl<A> NameTable<A> {
         let hash = self.hasher.hash_one(name);
         // SAFETY: this function's contract.
         unsafe { self.sweep(hash, guard) };
-        let node = Node::new(hash, name.into(), slot, pending);
+        let node = Node::new(hash, NodeName::new(name), slot, pending);
         // SAFETY (all derefs of `node` below): it is ours until published.
         if let Some((link, old)) = self.find_linked(hash, name, guard) {
             debug_assert!(
@@ -1161,6 +1198,52 @@ mod tests {
             assert_eq!(t.get(&name(3), &g), None);
             assert_eq!(t.insert(&name(3), slot(33), &g), None);
             assert_eq!(t.get(&name(3), &g), Some(slot(33)));
+        }
+    }
+
+    /// Names kept in the node's head and boxed ones, around the boundary:
+    /// each found by itself only, removed and found again.
+    #[test]
+    fn inline_and_boxed_names() {
+        let t = NameTable::<()>::new();
+        let g = crossbeam_epoch::pin();
+        let names: Vec<Vec<u8>> = (0..=255usize)
+            .filter(|n| *n <= 50 || *n % 37 == 0 || *n == 255)
+            .flat_map(|n| {
+                [
+                    vec![b'a'; n],
+                    (0..n).map(|i| b'a' + (i % 26) as u8).collect(),
+                ]
+            })
+            .collect();
+        // SAFETY (every `unsafe` below): this test is the only writer.
+        for (i, n) in names.iter().enumerate() {
+            let old = unsafe { t.insert(n, slot(i as u64), &g) };
+            // Names of length 0 and 1 are the same in both forms.
+            assert!(old.is_none() || n.len() <= 1, "len {}", n.len());
+        }
+        for (i, n) in names.iter().enumerate() {
+            let want = names.iter().rposition(|m| m == n).unwrap();
+            assert_eq!(
+                t.get(n, &g),
+                Some(slot(want as u64)),
+                "len {} #{i}",
+                n.len()
+            );
+        }
+        let mut longer = vec![b'a'; INLINE_NAME];
+        longer.push(b'b');
+        assert_eq!(t.get(&longer, &g), None);
+        for n in &names {
+            unsafe { t.remove(n, &g) };
+            assert_eq!(t.get(n, &g), None, "len {}", n.len());
+        }
+        for (i, n) in names.iter().enumerate() {
+            unsafe { t.insert(n, slot(i as u64 + 1000), &g) };
+        }
+        for n in &names {
+            let want = names.iter().rposition(|m| m == n).unwrap();
+            assert_eq!(t.get(n, &g), Some(slot(want as u64 + 1000)));
         }
     }
 
