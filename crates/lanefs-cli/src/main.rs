@@ -354,6 +354,10 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
 type ServeError = (String, Option<std::fs::File>);
 
 fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result<(), ServeError> {
+    // Before any thread starts (the log writer, the image store's commit
+    // thread, the engine's): each inherits the mask, so a SIGTERM always
+    // reaches the thread that unmounts.
+    daemon::block_shutdown_signals();
     if let Err(e) = init_logging(a.log_file.as_deref(), ready.is_some()) {
         return Err((e, ready));
     }
