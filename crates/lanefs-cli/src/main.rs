@@ -441,6 +441,18 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         // the last reference to the store then checkpoints it.
         if let Err(e) = handler.fs().sync() {
             tracing::error!(error = %e, "final sync of the image failed");
+            // What was not committed before is lost: never exit 0 for
+            // that (a failed store, the image's host file system full).
+            // The image recovers to its last commit at the next mount.
+            if result.is_ok() {
+                return Err((
+                    format!(
+                        "final write-back to the image failed ({e}): changes since the last \
+                         commit are lost; the next mount recovers the image"
+                    ),
+                    None,
+                ));
+            }
         }
     }
     result

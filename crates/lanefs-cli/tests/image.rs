@@ -614,7 +614,100 @@ fn sigterm_unmounts_whichever_thread_takes_it() {
     m.unmount();
 }
 
+/// A small tmpfs for an image to live on, unmounted on drop.
+struct HostTmpfs(PathBuf);
+
+impl HostTmpfs {
+    fn new(dir: PathBuf, size: &str) -> HostTmpfs {
+        std::fs::create_dir(&dir).unwrap();
+        let out = run_timeout(
+            30,
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "none"])
+                .arg(&dir),
+        );
+        assert!(out.status.success(), "mount tmpfs: {}", show(&out));
+        HostTmpfs(dir)
+    }
+}
+
+impl Drop for HostTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The image's host file system runs out of room under a sparse image
+/// (the image bigger than the host's free space: lanefs thinks it has
+/// room). What fails is the write-back, and the store fails (calls then
+/// answer `EIO`; docs/FORMAT.md, "Errors"): the unmount's final write-back
+/// cannot land, and the daemon says so and exits non-zero (until 2026-11
+/// it logged the error and exited 0, as if nothing was lost). The image
+/// stays recoverable: fsck is clean, a mount fails with one line while the
+/// host is full (recovery's checkpoint needs room), and once there is room
+/// it mounts with every fsynced file intact.
+fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
+    let s = Scene::new("img-host-full");
+    let host = HostTmpfs::new(s.base.join("host"), "24m");
+    let img = host.0.join("fs.img");
+    mkfs(&img);
+    let m = ImageMount::new(&img, &s.mnt, &["--commit-interval", "0"]);
+    let synced = populate(&s.mnt);
+    for dir in [
+        "d0/sub0", "d0/sub1", "d1/sub0", "d1/sub1", "d2/sub0", "d2/sub1", "d0", "d1", "d2", ".",
+    ] {
+        std::fs::File::open(s.mnt.join(dir))
+            .unwrap()
+            .sync_all()
+            .unwrap();
+    }
+    // Fill the host beside the image, then write through the mount what
+    // the image has room for but its host has not.
+    let mut filler = std::fs::File::create(host.0.join("filler")).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    while filler.write_all(&chunk).is_ok() {}
+    while filler.write_all(&chunk[..4096]).is_ok() {}
+    drop(filler);
+    write_file(&s.mnt.join("unsynced"), &vec![7u8; 4 << 20], false);
+
+    // SIGTERM rather than `lanefs umount`: the kernel may still hold the
+    // file just closed (its RELEASE in flight, or a child of a parallel
+    // test between fork and exec) and answer EBUSY; the daemon then
+    // detaches lazily.
+    let mut m = m;
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let d = m.daemon.as_mut().unwrap();
+    assert!(
+        wait_until(DAEMON_WAIT_SECS, || d.try_wait().ok().flatten().is_some()),
+        "daemon did not exit after SIGTERM"
+    );
+    assert!(!is_fuse_mounted(&s.mnt), "SIGTERM left the mount behind");
+    let text = m.take_output();
+    assert!(
+        !text.starts_with("exit status: 0")
+            && text.contains("final write-back to the image failed"),
+        "the final write-back failed and the daemon did not say so: {text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    assert_fsck(&img, false, FSCK_CLEAN);
+    let out = lanefs(&["mount", img.to_str().unwrap(), s.mnt.to_str().unwrap()]);
+    assert_one_line_error(&out, None, "No space left on device");
+    assert!(!is_fuse_mounted(&s.mnt), "mounted on a full host");
+
+    std::fs::remove_file(host.0.join("filler")).unwrap();
+    assert_fsck(&img, false, FSCK_CLEAN);
+    let m = ImageMount::new(&img, &s.mnt, &[]);
+    for &i in &synced {
+        check_file(&s.mnt, i);
+    }
+    m.unmount();
+    assert_fsck(&img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
+    host_full_under_a_sparse_image_loses_only_what_was_not_fsynced,
     sigterm_unmounts_whichever_thread_takes_it,
     a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
