@@ -65,7 +65,7 @@ pub(crate) fn spawn_daemon() -> Result<(), String> {
     if let Some(report) = msg.strip_prefix(READY_OK) {
         let report = report.trim();
         if !report.is_empty() {
-            eprintln!("lanefs mount: {report}");
+            say!("lanefs mount: {report}");
         }
         // Under systemd we are the main process: hand the service over to
         // the daemon (`MAINPID`) as we say it is ready. (The daemon does

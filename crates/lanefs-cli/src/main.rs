@@ -20,6 +20,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// One line to stderr, as `eprintln!` but never a panic: `eprintln!`
+/// panics when stderr is a closed pipe (the reader of a foreground
+/// daemon's stderr gone), and neither a daemon nor a command must die, or
+/// exit 101, for a line nobody reads.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod audit;
 mod daemon;
 mod helper;
@@ -174,7 +185,7 @@ fn main() -> ExitCode {
             Cli::parse_from(std::iter::once(OsString::from("lanefs")).chain(mount_args))
         }
         Some(Err(msg)) => {
-            eprintln!("lanefs: {msg}");
+            say!("lanefs: {msg}");
             return ExitCode::FAILURE;
         }
     };
@@ -182,7 +193,7 @@ fn main() -> ExitCode {
         Cmd::Mkfs(a) => match image::cmd_mkfs(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs mkfs: {msg}");
+                say!("lanefs mkfs: {msg}");
                 ExitCode::FAILURE
             }
         },
@@ -190,28 +201,28 @@ fn main() -> ExitCode {
         Cmd::Mount(a) => match cmd_mount(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs mount: {msg}");
+                say!("lanefs mount: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Umount(a) => match cmd_umount(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs umount: {msg}");
+                say!("lanefs umount: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Stats(a) => match cmd_stats(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs stats: {msg}");
+                say!("lanefs stats: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Sync(a) => match lanefs_core::sync_mount(&a.mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!(
+                say!(
                     "lanefs sync: {}: not a lanefs mount, or the sync failed ({e})",
                     a.mountpoint.display()
                 );
@@ -223,7 +234,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("{msg}");
+                say!("{msg}");
                 ExitCode::FAILURE
             }
         },
@@ -411,7 +422,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
             let line = image::recovery_line(img, store.recovery_report());
             tracing::info!("{line}");
             if ready.is_none() {
-                eprintln!("lanefs mount: {line}");
+                say!("lanefs mount: {line}");
             }
             ready_line = format!("{READY_OK} {line}");
             commit_every = every;

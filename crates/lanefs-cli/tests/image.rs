@@ -838,3 +838,84 @@ fn bad_input_gives_one_line_errors() {
     let err = lanefs::Filesystem::open_image(p("foreign.img")).unwrap_err();
     assert!(err.to_string().contains("not a lanefs image"), "{err}");
 }
+
+/// A foreground daemon whose stderr is a pipe nobody reads any more (a
+/// supervisor gone, `lanefs mount -f … 2>&1 | head -0`) mounts, serves and
+/// unmounts on SIGTERM; a command's error there exits as it would with
+/// its stderr open (mount 1, fsck 8). Until 2026-11 the
+/// daemon's `eprintln!` of the recovery line panicked ("failed printing to
+/// stderr: Broken pipe"): no mount, exit 101, as did every error line.
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let s = Scene::new("img-stderr");
+    mkfs(&s.img);
+    let closed_stderr = || {
+        let mut fds = [0i32; 2];
+        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: pipe2 just returned both fds; nothing else owns them.
+        let (r, w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        drop(r);
+        Stdio::from(w)
+    };
+    let mut m = ImageMount {
+        mnt: s.mnt.clone(),
+        log: s.base.join("daemon.log"),
+        daemon: Some(
+            Command::new(BIN)
+                .args(["mount", "--foreground", "--log-file"])
+                .arg(s.base.join("daemon.log"))
+                .arg(&s.img)
+                .arg(&s.mnt)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(closed_stderr())
+                .spawn()
+                .unwrap(),
+        ),
+    };
+    let up = wait_until(DAEMON_WAIT_SECS, || {
+        is_fuse_mounted(&s.mnt) || m.daemon_exited()
+    });
+    assert!(
+        up && is_fuse_mounted(&s.mnt),
+        "no mount: {}",
+        m.take_output()
+    );
+    write_file(&s.mnt.join("f"), b"kept", false);
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let status = m.daemon.take().unwrap().wait().unwrap();
+    assert!(status.success(), "daemon: {status}");
+    assert!(!is_fuse_mounted(&s.mnt));
+
+    let status = Command::new(BIN)
+        .args(["mount", "--foreground"])
+        .arg(s.base.join("missing.img"))
+        .arg(&s.mnt)
+        .stderr(closed_stderr())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "mount of a missing image: {status}");
+    let status = Command::new(BIN)
+        .arg("fsck")
+        .arg(s.base.join("missing.img"))
+        .stderr(closed_stderr())
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(FSCK_OPERATIONAL_ERROR),
+        "fsck of a missing image: {status}"
+    );
+    let m = s.mount();
+    assert_eq!(std::fs::read(s.mnt.join("f")).unwrap(), b"kept");
+    m.unmount();
+}
