@@ -402,6 +402,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     }
     let mut ready_line = READY_OK.to_string();
     let mut commit_every = None;
+    let mut image_store = None;
     let store: Arc<dyn lanefs_core::Store> = match &plan.image {
         None => Arc::new(MemoryStore::new(store_cfg)),
         Some(img) => {
@@ -426,6 +427,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
             }
             ready_line = format!("{READY_OK} {line}");
             commit_every = every;
+            image_store = Some(store.clone());
             store
         }
     };
@@ -451,15 +453,22 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         // Everything the engine still caches goes to the image; dropping
         // the last reference to the store then checkpoints it.
         if let Err(e) = handler.fs().sync() {
-            tracing::error!(error = %e, "final sync of the image failed");
+            // The calls after a store failure answer EIO: say what failed
+            // it (the host's ENOSPC under a sparse image, say).
+            let cause = image_store
+                .as_ref()
+                .and_then(|s| s.failure())
+                .map(|f| format!("; the image store failed on {f}"))
+                .unwrap_or_default();
+            tracing::error!(error = %e, "final sync of the image failed{cause}");
             // What was not committed before is lost: never exit 0 for
             // that (a failed store, the image's host file system full).
             // The image recovers to its last commit at the next mount.
             if result.is_ok() {
                 return Err((
                     format!(
-                        "final write-back to the image failed ({e}): changes since the last \
-                         commit are lost; the next mount recovers the image"
+                        "final write-back to the image failed ({e}{cause}): changes since \
+                         the last commit are lost; the next mount recovers the image"
                     ),
                     None,
                 ));

@@ -690,6 +690,12 @@ fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
             && text.contains("final write-back to the image failed"),
         "the final write-back failed and the daemon did not say so: {text}"
     );
+    // And why: every call after the failure answers EIO, but the daemon
+    // names the error that failed the store.
+    assert!(
+        text.contains("the image store failed on ENOSPC"),
+        "the daemon did not say the host is full: {text}"
+    );
     assert!(!text.contains("panicked"), "{text}");
     assert_fsck(&img, false, FSCK_CLEAN);
     let out = lanefs(&["mount", img.to_str().unwrap(), s.mnt.to_str().unwrap()]);
