@@ -334,6 +334,11 @@ def load_main(argv):
                    "--loadfile=/usr/share/dbench/client.txt"]
             cmd += rng.choice([[], ["--sync"], ["--fsync"]])
         elif tool == "fs_mark":
+            st = os.statvfs(mnt)
+            if st.f_bavail < st.f_blocks // 4 or st.f_favail < st.f_files // 4:
+                for e in os.listdir(mnt):
+                    if e.startswith("fsm"):
+                        shutil.rmtree(f"{mnt}/{e}")
             d = f"{mnt}/fsm{rnd}"
             os.makedirs(d, exist_ok=True)
             cmd = ["fs_mark", "-d", d, "-n", "2000", "-s", str(rng.choice([0, 4096, 16384])),
@@ -385,6 +390,13 @@ def load_main(argv):
             pass
         wk.wait()
         run(["fusermount3", "-u", "-z", mnt])
+        if term and not mounted(mnt):
+            # What the tool made after the lazy detach went to the mount
+            # point's own directory.
+            for e in os.listdir(mnt):
+                shutil.rmtree(f"{mnt}/{e}", ignore_errors=True)
+                if os.path.lexists(f"{mnt}/{e}"):
+                    os.unlink(f"{mnt}/{e}")
         if inflight and finished == 0:
             name, size, opts = inflight
             # fio syncs before the next write: without end_fsync its last
