@@ -305,7 +305,9 @@ BS = 4096
 def fio_cmd(mnt, name, size, extra):
     return ["fio", f"--name={name}", f"--filename={mnt}/{name}", f"--size={size}",
             "--rw=write", f"--bs={BS}", "--verify=crc32c", "--ioengine=psync",
-            "--fallocate=none"] + extra
+            # Threads, not processes: a forked fio job makes its own
+            # session, which the SIGKILL of the tool's group misses.
+            "--fallocate=none", "--thread"] + extra
 
 
 def load_main(argv):
