@@ -19,6 +19,22 @@ are gone. Then `lanefs fsck` again after a clean unmount.
 
 Exit status 0 when every round held, 1 at the first failure (the image is
 kept as WORKDIR/img.bad).
+
+With a standard tool as the load instead:
+scripts/crash-kill.py --load TOOL LANEFS_BIN WORKDIR [ROUNDS] [SEED] [-- MOUNT_ARGS...]
+TOOL is fio, dbench, fs_mark or bonnie (bonnie++). Each round mounts
+WORKDIR/img (IMGSIZE, default 512M), runs the tool on it with random
+options, SIGKILLs the daemon after up to DELAY_MAX seconds (default 8;
+with STOP=TERM it SIGTERMs it instead, which must exit 0 under the load),
+lazily unmounts, `lanefs fsck`s (must exit 0), mounts again and reads every
+file (no error may come back), unmounts cleanly (SIGTERM; the daemon must
+exit 0) and fscks again. fio writes one file a round with crc32c verify
+headers (--fsync=1, --fdatasync=1, --end_fsync=1 or --fsync=4 with
+end_fsync): every file whose fio finished before the kill must verify
+whole in every later round (without end_fsync fio never syncs its last
+write: all but it), and of the file in flight at the kill, with
+--fsync=1/--fdatasync=1, the size seen just before the kill less one
+block. The other tools check fsck and a readable tree only.
 """
 
 import ctypes
@@ -279,8 +295,174 @@ def fsck(lanefs, img, what):
     return True
 
 
+
+
+# ---- standard tools as the load (--load) ----
+
+BS = 4096
+
+
+def fio_cmd(mnt, name, size, extra):
+    return ["fio", f"--name={name}", f"--filename={mnt}/{name}", f"--size={size}",
+            "--rw=write", f"--bs={BS}", "--verify=crc32c", "--ioengine=psync",
+            # Threads, not processes: a forked fio job makes its own
+            # session, which the SIGKILL of the tool's group misses.
+            "--fallocate=none", "--thread"] + extra
+
+
+def load_main(argv):
+    extra = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    tool, lanefs, work = argv[0], argv[1], argv[2]
+    rounds = int(argv[3]) if len(argv) > 3 else 10
+    seed = int(argv[4]) if len(argv) > 4 else int(time.time())
+    delay_max = float(os.environ.get("DELAY_MAX", "8"))
+    term = os.environ.get("STOP") == "TERM"
+    rng = random.Random(seed)
+    img, mnt = f"{work}/img", f"{work}/mnt"
+    os.makedirs(mnt, exist_ok=True)
+    r = run([lanefs, "mkfs", "--force", img, "--size", os.environ.get("IMGSIZE", "512M")])
+    if r.returncode != 0:
+        raise SystemExit(f"mkfs: {r.stderr}")
+    complete = {}  # fio: name -> bytes fsynced when its fio finished
+    for rnd in range(rounds):
+        what = f"{tool} round {rnd} (seed {seed})"
+        p = mount(lanefs, img, mnt, extra)
+        inflight = None
+        if tool == "dbench":
+            cmd = ["dbench", "-D", mnt, "-t", "60", str(rng.choice([1, 2, 4])),
+                   "--loadfile=/usr/share/dbench/client.txt"]
+            cmd += rng.choice([[], ["--sync"], ["--fsync"]])
+        elif tool == "fs_mark":
+            st = os.statvfs(mnt)
+            if st.f_bavail < st.f_blocks // 4 or st.f_favail < st.f_files // 4:
+                for e in os.listdir(mnt):
+                    if e.startswith("fsm"):
+                        shutil.rmtree(f"{mnt}/{e}")
+            d = f"{mnt}/fsm{rnd}"
+            os.makedirs(d, exist_ok=True)
+            cmd = ["fs_mark", "-d", d, "-n", "2000", "-s", str(rng.choice([0, 4096, 16384])),
+                   "-S", str(rng.randrange(4)), "-t", "2", "-L", "3", "-k"]
+        elif tool == "fio":
+            opts = rng.choice([["--fsync=1"], ["--fdatasync=1"], ["--end_fsync=1"],
+                               ["--fsync=4", "--end_fsync=1"]])
+            inflight = (f"f{rnd}", rng.choice([4, 8, 16, 24]) << 20, opts)
+            cmd = fio_cmd(mnt, inflight[0], inflight[1], ["--do_verify=0"] + opts)
+        elif tool == "bonnie":
+            os.makedirs(f"{mnt}/bon", exist_ok=True)
+            cmd = ["bonnie++", "-d", f"{mnt}/bon", "-u", "root", "-s", "64M", "-r", "32",
+                   "-n", "2:4096:0:4", "-q", "-x", "1", "-f"]
+        else:
+            raise SystemExit(f"unknown load {tool}")
+        wk = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              cwd=work, start_new_session=True)
+        delay = 0.3 + rng.random() * delay_max
+        t0 = time.time()
+        while time.time() - t0 < delay and wk.poll() is None:
+            time.sleep(0.05)
+        finished = wk.poll()
+        seen = 0
+        if inflight:
+            try:
+                seen = os.stat(f"{mnt}/{inflight[0]}").st_size
+            except OSError:
+                pass
+        if term:
+            # A clean stop under load: busy, the daemon detaches lazily
+            # and exits once the session ends (at most 5 s), after its
+            # final write-back.
+            os.kill(p.pid, signal.SIGTERM)
+            try:
+                rc = p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                rc = "hung"
+                p.kill()
+                p.wait()
+            if rc != 0:
+                print(f"FAIL {what}: SIGTERM under load: daemon exit {rc}")
+                return 1
+        else:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        try:
+            os.killpg(wk.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wk.wait()
+        run(["fusermount3", "-u", "-z", mnt])
+        if term and not mounted(mnt):
+            # What the tool made after the lazy detach went to the mount
+            # point's own directory.
+            for e in os.listdir(mnt):
+                shutil.rmtree(f"{mnt}/{e}", ignore_errors=True)
+                if os.path.lexists(f"{mnt}/{e}"):
+                    os.unlink(f"{mnt}/{e}")
+        if inflight and finished == 0:
+            name, size, opts = inflight
+            # fio syncs before the next write: without end_fsync its last
+            # write is never synced.
+            complete[name] = size if "--end_fsync=1" in opts else size - BS
+            inflight = None
+        if not fsck(lanefs, img, what + " after the kill"):
+            shutil.copy(img, img + ".bad")
+            return 1
+        p = mount(lanefs, img, mnt, extra)
+        ok = True
+        for dp, _, fns in os.walk(mnt):
+            for fn in fns:
+                try:
+                    with open(os.path.join(dp, fn), "rb") as f:
+                        while f.read(1 << 20):
+                            pass
+                except OSError as e:
+                    print(f"FAIL {what}: {dp}/{fn}: {e}")
+                    ok = False
+        checks = list(complete.items())
+        if inflight and inflight[2][0] in ("--fsync=1", "--fdatasync=1") and seen > BS:
+            checks.append((inflight[0], (seen - BS) // BS * BS))
+        for name, size in checks:
+            try:
+                st = os.stat(f"{mnt}/{name}").st_size
+            except OSError as e:
+                st = f"{e}"
+            if not isinstance(st, int) or st < size:
+                print(f"FAIL {what}: {name}: {st}, {size} bytes were fsynced")
+                ok = False
+                continue
+            r = run(fio_cmd(mnt, name, size, ["--verify_only", "--verify_fatal=1"]))
+            if r.returncode != 0:
+                print(f"FAIL {what}: {name}: fio verify of {size} bytes:\n{r.stdout[-600:]}")
+                ok = False
+        if inflight and os.path.exists(f"{mnt}/{inflight[0]}"):
+            os.unlink(f"{mnt}/{inflight[0]}")
+        while sum(complete.values()) > 160 << 20:
+            k = next(iter(complete))
+            os.unlink(f"{mnt}/{k}")
+            del complete[k]
+        if tool == "bonnie" or (tool == "fs_mark" and rnd % 3 == 2):
+            for e in os.listdir(mnt):
+                if e.startswith(("fsm", "bon")):
+                    shutil.rmtree(f"{mnt}/{e}")
+        os.kill(p.pid, signal.SIGTERM)
+        if p.wait() != 0 or mounted(mnt):
+            print(f"FAIL {what}: clean unmount: daemon exit {p.returncode}, "
+                  f"mounted {mounted(mnt)}")
+            ok = False
+        if not ok or not fsck(lanefs, img, what + " after the check"):
+            shutil.copy(img, img + ".bad")
+            return 1
+        verified = f", {len(checks)} fio files verified" if tool == "fio" else ""
+        print(f"ok {what}: {'SIGTERM' if term else 'SIGKILL'} after {delay:.1f} s "
+              f"(tool {'done' if finished == 0 else 'running'}){verified}", flush=True)
+    return 0
+
+
 def main():
     argv = sys.argv[1:]
+    if argv and argv[0] == "--load":
+        return load_main(argv[1:])
     extra = []
     if "--" in argv:
         i = argv.index("--")

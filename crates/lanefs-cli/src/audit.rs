@@ -27,7 +27,7 @@ pub fn cmd_audit(a: &AuditArgs) -> ExitCode {
     match run(a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("lanefs audit: {msg}");
+            say!("lanefs audit: {msg}");
             ExitCode::FAILURE
         }
     }
@@ -47,7 +47,7 @@ fn run(a: &AuditArgs) -> Result<(), String> {
             .write(&a.out)
             .map_err(|e| format!("{}: {e}", a.out.display()))?;
         for f in files {
-            eprintln!("wrote {}", f.display());
+            say!("wrote {}", f.display());
         }
         summary.push_str(&r.summary_line());
         summary.push('\n');

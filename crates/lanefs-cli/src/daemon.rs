@@ -6,7 +6,8 @@
 //! non-zero, never left half-served.
 //!
 //! No shared state, no locks: one thread waits for signals; the session
-//! runs on its own thread.
+//! runs on its own thread. Every other thread blocks the shutdown signals
+//! (`block_shutdown_signals`, before the first thread starts).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -64,7 +65,7 @@ pub(crate) fn spawn_daemon() -> Result<(), String> {
     if let Some(report) = msg.strip_prefix(READY_OK) {
         let report = report.trim();
         if !report.is_empty() {
-            eprintln!("lanefs mount: {report}");
+            say!("lanefs mount: {report}");
         }
         // Under systemd we are the main process: hand the service over to
         // the daemon (`MAINPID`) as we say it is ready. (The daemon does
@@ -93,11 +94,10 @@ pub(crate) fn serve_mounted(
     commit_every: Option<Duration>,
 ) -> Result<(), ServeError> {
     let fs_handler = handler.clone();
-    // Block the shutdown signals before any thread starts so that every
-    // thread inherits the mask and only our sigtimedwait sees them.
+    // `serve` blocked them before its first thread; again here (it is
+    // idempotent) so that no caller can forget it.
+    block_shutdown_signals();
     let sigs = shutdown_sigset();
-    // SAFETY: sigs is an initialised sigset; a null old-set is allowed.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut()) };
 
     let mounted = match lanefs_fuse::mount(handler, &plan.mountpoint, &plan.opts) {
         Ok(m) => m,
@@ -186,6 +186,21 @@ pub(crate) fn serve_mounted(
             deadline = Some(Instant::now() + SHUTDOWN_WAIT);
         }
     }
+}
+
+/// Block SIGTERM, SIGINT and SIGHUP on the calling thread, so that every
+/// thread it starts afterwards inherits the mask and only the main
+/// thread's `sigtimedwait` in [`serve_mounted`] takes them. Call it before
+/// the first thread starts: a process-directed signal goes to any thread
+/// that does not block it, and there its default action ends the whole
+/// process (no unmount, no final write-back: a dead mount left behind).
+/// The image store's commit thread and the log writer start before the
+/// mount, so `serve` calls this first; a signal that comes before the
+/// mount stays pending and unmounts it as soon as it is up.
+pub(crate) fn block_shutdown_signals() {
+    let sigs = shutdown_sigset();
+    // SAFETY: sigs is an initialised sigset; a null old-set is allowed.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut()) };
 }
 
 fn shutdown_sigset() -> libc::sigset_t {

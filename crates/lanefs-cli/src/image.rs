@@ -275,7 +275,7 @@ fn fsck_status(r: &FsckReport) -> u8 {
 /// as does the repair's open.
 pub fn cmd_fsck(a: &FsckArgs) -> ExitCode {
     if let Err(msg) = check_openable(&a.image) {
-        eprintln!("lanefs fsck: {msg}");
+        say!("lanefs fsck: {msg}");
         return ExitCode::from(FSCK_OPERATIONAL_ERROR);
     }
     match lanefs_image::fsck(&a.image, a.repair) {
@@ -284,7 +284,7 @@ pub fn cmd_fsck(a: &FsckArgs) -> ExitCode {
             ExitCode::from(fsck_status(&r))
         }
         Err(e) => {
-            eprintln!("lanefs fsck: {}", open_failure(&a.image, e));
+            say!("lanefs fsck: {}", open_failure(&a.image, e));
             ExitCode::from(FSCK_OPERATIONAL_ERROR)
         }
     }

@@ -20,6 +20,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// One line to stderr, as `eprintln!` but never a panic: `eprintln!`
+/// panics when stderr is a closed pipe (the reader of a foreground
+/// daemon's stderr gone), and neither a daemon nor a command must die, or
+/// exit 101, for a line nobody reads.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod audit;
 mod daemon;
 mod helper;
@@ -174,7 +185,7 @@ fn main() -> ExitCode {
             Cli::parse_from(std::iter::once(OsString::from("lanefs")).chain(mount_args))
         }
         Some(Err(msg)) => {
-            eprintln!("lanefs: {msg}");
+            say!("lanefs: {msg}");
             return ExitCode::FAILURE;
         }
     };
@@ -182,7 +193,7 @@ fn main() -> ExitCode {
         Cmd::Mkfs(a) => match image::cmd_mkfs(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs mkfs: {msg}");
+                say!("lanefs mkfs: {msg}");
                 ExitCode::FAILURE
             }
         },
@@ -190,28 +201,28 @@ fn main() -> ExitCode {
         Cmd::Mount(a) => match cmd_mount(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs mount: {msg}");
+                say!("lanefs mount: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Umount(a) => match cmd_umount(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs umount: {msg}");
+                say!("lanefs umount: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Stats(a) => match cmd_stats(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("lanefs stats: {msg}");
+                say!("lanefs stats: {msg}");
                 ExitCode::FAILURE
             }
         },
         Cmd::Sync(a) => match lanefs_core::sync_mount(&a.mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!(
+                say!(
                     "lanefs sync: {}: not a lanefs mount, or the sync failed ({e})",
                     a.mountpoint.display()
                 );
@@ -223,7 +234,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("{msg}");
+                say!("{msg}");
                 ExitCode::FAILURE
             }
         },
@@ -354,6 +365,10 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
 type ServeError = (String, Option<std::fs::File>);
 
 fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result<(), ServeError> {
+    // Before any thread starts (the log writer, the image store's commit
+    // thread, the engine's): each inherits the mask, so a SIGTERM always
+    // reaches the thread that unmounts.
+    daemon::block_shutdown_signals();
     if let Err(e) = init_logging(a.log_file.as_deref(), ready.is_some()) {
         return Err((e, ready));
     }
@@ -387,6 +402,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     }
     let mut ready_line = READY_OK.to_string();
     let mut commit_every = None;
+    let mut image_store = None;
     let store: Arc<dyn lanefs_core::Store> = match &plan.image {
         None => Arc::new(MemoryStore::new(store_cfg)),
         Some(img) => {
@@ -407,10 +423,11 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
             let line = image::recovery_line(img, store.recovery_report());
             tracing::info!("{line}");
             if ready.is_none() {
-                eprintln!("lanefs mount: {line}");
+                say!("lanefs mount: {line}");
             }
             ready_line = format!("{READY_OK} {line}");
             commit_every = every;
+            image_store = Some(store.clone());
             store
         }
     };
@@ -436,7 +453,26 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         // Everything the engine still caches goes to the image; dropping
         // the last reference to the store then checkpoints it.
         if let Err(e) = handler.fs().sync() {
-            tracing::error!(error = %e, "final sync of the image failed");
+            // The calls after a store failure answer EIO: say what failed
+            // it (the host's ENOSPC under a sparse image, say).
+            let cause = image_store
+                .as_ref()
+                .and_then(|s| s.failure())
+                .map(|f| format!("; the image store failed on {f}"))
+                .unwrap_or_default();
+            tracing::error!(error = %e, "final sync of the image failed{cause}");
+            // What was not committed before is lost: never exit 0 for
+            // that (a failed store, the image's host file system full).
+            // The image recovers to its last commit at the next mount.
+            if result.is_ok() {
+                return Err((
+                    format!(
+                        "final write-back to the image failed ({e}{cause}): changes since \
+                         the last commit are lost; the next mount recovers the image"
+                    ),
+                    None,
+                ));
+            }
         }
     }
     result

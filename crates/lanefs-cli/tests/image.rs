@@ -525,7 +525,196 @@ fn a_mounted_image_is_refused_by_mount_fsck_and_mkfs() {
     m.unmount();
 }
 
+/// The shutdown signals (SIGHUP, SIGINT, SIGTERM) as a bit mask of
+/// `/proc/PID/task/TID/status`'s `SigBlk`.
+const SHUTDOWN_SIGNALS_MASK: u64 =
+    1 << (libc::SIGHUP - 1) | 1 << (libc::SIGINT - 1) | 1 << (libc::SIGTERM - 1);
+
+/// Threads of process `pid` other than its main thread that leave one of
+/// the shutdown signals unblocked: `(name, SigBlk)`.
+fn threads_taking_shutdown_signals(pid: u32) -> Vec<(String, String)> {
+    let mut open = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap();
+        if t.file_name().to_str() == Some(&pid.to_string()) {
+            // The main thread unblocks them inside sigtimedwait only,
+            // where it spends its time: what it shows is not its mask.
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+            continue; // exited meanwhile
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let blocked = u64::from_str_radix(&field("SigBlk:"), 16).unwrap_or(0);
+        if blocked & SHUTDOWN_SIGNALS_MASK != SHUTDOWN_SIGNALS_MASK {
+            open.push((field("Name:"), field("SigBlk:")));
+        }
+    }
+    open
+}
+
+/// SIGTERM unmounts cleanly whichever thread the kernel hands it to. A
+/// process-directed signal goes to any thread that does not block it, and
+/// its default action there ends the process. Until 2026-11 the image
+/// store's commit thread (started with the store, before the daemon
+/// blocked its shutdown signals) left them unblocked: a SIGTERM that came
+/// while the main thread was out of `sigtimedwait` (running a background
+/// commit, say) killed the daemon with no unmount (a dead mount answering
+/// `ENOTCONN` left behind) and no final write-back (1 of 3 SIGTERMs in a
+/// mount/write/SIGTERM loop with `--commit-interval 1`). Now every thread
+/// but the main one blocks them, and a SIGTERM writes everything back.
+fn sigterm_unmounts_whichever_thread_takes_it() {
+    let s = Scene::new("img-sigterm");
+    mkfs(&s.img);
+    for round in 0..3 {
+        let mut m = ImageMount::new(&s.img, &s.mnt, &["--commit-interval", "1"]);
+        let pid = m.daemon.as_ref().unwrap().id();
+        let open = threads_taking_shutdown_signals(pid);
+        assert!(
+            open.is_empty(),
+            "daemon threads that a SIGTERM may kill (name, SigBlk): {open:?}"
+        );
+        if round == 0 {
+            populate(&s.mnt);
+        } else {
+            // Not fsynced: only the clean unmount SIGTERM starts keeps it.
+            write_file(&s.mnt.join(format!("r{round}")), &body(round + 7), false);
+        }
+        // SAFETY: kill(2) on our own child, which we have not reaped.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+        let d = m.daemon.as_mut().unwrap();
+        assert!(
+            wait_until(DAEMON_WAIT_SECS, || d.try_wait().ok().flatten().is_some()),
+            "daemon did not exit after SIGTERM"
+        );
+        let text = m.take_output();
+        assert!(
+            text.starts_with("exit status: 0"),
+            "SIGTERM: daemon failed: {text}"
+        );
+        assert!(!is_fuse_mounted(&s.mnt), "SIGTERM left the mount behind");
+        assert_fsck(&s.img, false, FSCK_CLEAN);
+    }
+    let m = s.mount();
+    for i in 0..FILES {
+        check_file(&s.mnt, i);
+    }
+    for round in 1..3 {
+        assert_eq!(
+            std::fs::read(s.mnt.join(format!("r{round}"))).unwrap(),
+            body(round + 7)
+        );
+    }
+    m.unmount();
+}
+
+/// A small tmpfs for an image to live on, unmounted on drop.
+struct HostTmpfs(PathBuf);
+
+impl HostTmpfs {
+    fn new(dir: PathBuf, size: &str) -> HostTmpfs {
+        std::fs::create_dir(&dir).unwrap();
+        let out = run_timeout(
+            30,
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "none"])
+                .arg(&dir),
+        );
+        assert!(out.status.success(), "mount tmpfs: {}", show(&out));
+        HostTmpfs(dir)
+    }
+}
+
+impl Drop for HostTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The image's host file system runs out of room under a sparse image
+/// (the image bigger than the host's free space: lanefs thinks it has
+/// room). What fails is the write-back, and the store fails (calls then
+/// answer `EIO`; docs/FORMAT.md, "Errors"): the unmount's final write-back
+/// cannot land, and the daemon says so and exits non-zero (until 2026-11
+/// it logged the error and exited 0, as if nothing was lost). The image
+/// stays recoverable: fsck is clean, a mount fails with one line while the
+/// host is full (recovery's checkpoint needs room), and once there is room
+/// it mounts with every fsynced file intact.
+fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
+    let s = Scene::new("img-host-full");
+    let host = HostTmpfs::new(s.base.join("host"), "24m");
+    let img = host.0.join("fs.img");
+    mkfs(&img);
+    let m = ImageMount::new(&img, &s.mnt, &["--commit-interval", "0"]);
+    let synced = populate(&s.mnt);
+    for dir in [
+        "d0/sub0", "d0/sub1", "d1/sub0", "d1/sub1", "d2/sub0", "d2/sub1", "d0", "d1", "d2", ".",
+    ] {
+        std::fs::File::open(s.mnt.join(dir))
+            .unwrap()
+            .sync_all()
+            .unwrap();
+    }
+    // Fill the host beside the image, then write through the mount what
+    // the image has room for but its host has not.
+    let mut filler = std::fs::File::create(host.0.join("filler")).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    while filler.write_all(&chunk).is_ok() {}
+    while filler.write_all(&chunk[..4096]).is_ok() {}
+    drop(filler);
+    write_file(&s.mnt.join("unsynced"), &vec![7u8; 4 << 20], false);
+
+    // SIGTERM rather than `lanefs umount`: the kernel may still hold the
+    // file just closed (its RELEASE in flight, or a child of a parallel
+    // test between fork and exec) and answer EBUSY; the daemon then
+    // detaches lazily.
+    let mut m = m;
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let d = m.daemon.as_mut().unwrap();
+    assert!(
+        wait_until(DAEMON_WAIT_SECS, || d.try_wait().ok().flatten().is_some()),
+        "daemon did not exit after SIGTERM"
+    );
+    assert!(!is_fuse_mounted(&s.mnt), "SIGTERM left the mount behind");
+    let text = m.take_output();
+    assert!(
+        !text.starts_with("exit status: 0")
+            && text.contains("final write-back to the image failed"),
+        "the final write-back failed and the daemon did not say so: {text}"
+    );
+    // And why: every call after the failure answers EIO, but the daemon
+    // names the error that failed the store.
+    assert!(
+        text.contains("the image store failed on ENOSPC"),
+        "the daemon did not say the host is full: {text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    assert_fsck(&img, false, FSCK_CLEAN);
+    let out = lanefs(&["mount", img.to_str().unwrap(), s.mnt.to_str().unwrap()]);
+    assert_one_line_error(&out, None, "No space left on device");
+    assert!(!is_fuse_mounted(&s.mnt), "mounted on a full host");
+
+    std::fs::remove_file(host.0.join("filler")).unwrap();
+    assert_fsck(&img, false, FSCK_CLEAN);
+    let m = ImageMount::new(&img, &s.mnt, &[]);
+    for &i in &synced {
+        check_file(&s.mnt, i);
+    }
+    m.unmount();
+    assert_fsck(&img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
+    host_full_under_a_sparse_image_loses_only_what_was_not_fsynced,
+    sigterm_unmounts_whichever_thread_takes_it,
     a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
     fsync_alone_makes_new_parent_directories_durable,
@@ -654,4 +843,85 @@ fn bad_input_gives_one_line_errors() {
     // The API says the same.
     let err = lanefs::Filesystem::open_image(p("foreign.img")).unwrap_err();
     assert!(err.to_string().contains("not a lanefs image"), "{err}");
+}
+
+/// A foreground daemon whose stderr is a pipe nobody reads any more (a
+/// supervisor gone, `lanefs mount -f … 2>&1 | head -0`) mounts, serves and
+/// unmounts on SIGTERM; a command's error there exits as it would with
+/// its stderr open (mount 1, fsck 8). Until 2026-11 the
+/// daemon's `eprintln!` of the recovery line panicked ("failed printing to
+/// stderr: Broken pipe"): no mount, exit 101, as did every error line.
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let s = Scene::new("img-stderr");
+    mkfs(&s.img);
+    let closed_stderr = || {
+        let mut fds = [0i32; 2];
+        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: pipe2 just returned both fds; nothing else owns them.
+        let (r, w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        drop(r);
+        Stdio::from(w)
+    };
+    let mut m = ImageMount {
+        mnt: s.mnt.clone(),
+        log: s.base.join("daemon.log"),
+        daemon: Some(
+            Command::new(BIN)
+                .args(["mount", "--foreground", "--log-file"])
+                .arg(s.base.join("daemon.log"))
+                .arg(&s.img)
+                .arg(&s.mnt)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(closed_stderr())
+                .spawn()
+                .unwrap(),
+        ),
+    };
+    let up = wait_until(DAEMON_WAIT_SECS, || {
+        is_fuse_mounted(&s.mnt) || m.daemon_exited()
+    });
+    assert!(
+        up && is_fuse_mounted(&s.mnt),
+        "no mount: {}",
+        m.take_output()
+    );
+    write_file(&s.mnt.join("f"), b"kept", false);
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let status = m.daemon.take().unwrap().wait().unwrap();
+    assert!(status.success(), "daemon: {status}");
+    assert!(!is_fuse_mounted(&s.mnt));
+
+    let status = Command::new(BIN)
+        .args(["mount", "--foreground"])
+        .arg(s.base.join("missing.img"))
+        .arg(&s.mnt)
+        .stderr(closed_stderr())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "mount of a missing image: {status}");
+    let status = Command::new(BIN)
+        .arg("fsck")
+        .arg(s.base.join("missing.img"))
+        .stderr(closed_stderr())
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(FSCK_OPERATIONAL_ERROR),
+        "fsck of a missing image: {status}"
+    );
+    let m = s.mount();
+    assert_eq!(std::fs::read(s.mnt.join("f")).unwrap(), b"kept");
+    m.unmount();
 }

@@ -17,7 +17,7 @@
 //! atomics of its own (it builds the store's).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64};
 use std::sync::Arc;
 
 use lanefs_store::{
@@ -587,6 +587,7 @@ pub(crate) fn open_scanning(
         commits_done: AtomicU64::new(0),
         data_written: AtomicBool::new(false),
         failed: AtomicBool::new(false),
+        failed_errno: AtomicI32::new(0),
     };
     let mut report = l.report;
     let inner = Arc::new(inner);

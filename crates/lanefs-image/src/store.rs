@@ -59,9 +59,12 @@
 //! a commit with no records still flushes them (an fsync of overwritten
 //! pages). `failed`
 //! (SeqCst): an I/O error happened while writing; every later call answers
-//! EIO (the image on disk stays recoverable).
+//! EIO (the image on disk stays recoverable). `failed_errno` (SeqCst, set
+//! once, before `failed`): that error, for [`ImageStore::failure`] (the
+//! host's `ENOSPC` under a sparse image, say, which the calls after it
+//! cannot tell).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -232,6 +235,8 @@ pub(crate) struct Inner {
     pub commits_done: AtomicU64,
     pub data_written: AtomicBool,
     pub failed: AtomicBool,
+    /// The errno of the error that set `failed` (0 until then).
+    pub failed_errno: AtomicI32,
 }
 
 /// The image store. Dropping it stops the background commit and writes a
@@ -275,7 +280,11 @@ impl Inner {
     }
 
     fn io<T>(&self, r: Result<T>) -> Result<T> {
-        if r.is_err() {
+        if let Err(e) = &r {
+            // The first error only: the calls after it fail on `failed`.
+            let _ = self
+                .failed_errno
+                .compare_exchange(0, e.0, Ordering::SeqCst, Ordering::SeqCst);
             self.failed.store(true, Ordering::SeqCst);
         }
         r
@@ -960,6 +969,19 @@ impl ImageStore {
     /// What recovery did when this store was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.report
+    }
+
+    /// Why the store failed, if it has: the error of the device write or
+    /// flush that failed (the host's `ENOSPC`, say), where every call
+    /// since answers `EIO`. `None` while it serves.
+    pub fn failure(&self) -> Option<Errno> {
+        if !self.inner.failed.load(Ordering::SeqCst) {
+            return None;
+        }
+        match self.inner.failed_errno.load(Ordering::SeqCst) {
+            0 => Some(Errno::EIO),
+            e => Some(Errno(e)),
+        }
     }
 
     /// Write every dirty object home and move the journal tail.
