@@ -54,6 +54,6 @@ fn run(a: &AuditArgs) -> Result<(), String> {
     }
     let path = a.out.join("summary.txt");
     std::fs::write(&path, &summary).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("\n{summary}");
+    tell!("\n{summary}");
     Ok(())
 }

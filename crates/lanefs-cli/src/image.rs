@@ -130,7 +130,7 @@ pub fn cmd_mkfs(a: &MkfsArgs) -> Result<(), String> {
         )
     })?;
     lanefs_image::mkfs(&a.image, size).map_err(|e| format!("{shown}: {}", io(e)))?;
-    println!(
+    tell!(
         "{shown}: lanefs image of {} ({} blocks of {BLOCK} bytes): {} allocation groups, \
          {} inodes, {} journal",
         mib(size),
@@ -234,7 +234,7 @@ pub fn recovery_line(path: &Path, r: &RecoveryReport) -> String {
 }
 
 fn print_report(path: &Path, r: &FsckReport) {
-    println!(
+    tell!(
         "{}: {}: {} inodes ({} directories), {} entries, {} data pages; \
          journal: {} records replayed, {} dropped, {} unlanded, at most {} held at once; \
          {} orphans pending",
@@ -251,13 +251,13 @@ fn print_report(path: &Path, r: &FsckReport) {
         r.orphans_pending,
     );
     for p in &r.repaired {
-        println!("repaired: {p}");
+        tell!("repaired: {p}");
     }
     for p in r.problems.iter().chain(&r.links) {
-        println!("problem: {p}");
+        tell!("problem: {p}");
     }
     for n in &r.notes {
-        println!("note: {n}");
+        tell!("note: {n}");
     }
 }
 

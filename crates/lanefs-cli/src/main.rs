@@ -31,6 +31,15 @@ macro_rules! say {
     }};
 }
 
+/// One line to stdout, as `println!` but never a panic: a report read by
+/// `head` or a closed pipe must not turn a clean fsck into exit 101.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod audit;
 mod daemon;
 mod helper;

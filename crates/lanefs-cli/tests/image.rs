@@ -852,10 +852,10 @@ fn bad_input_gives_one_line_errors() {
 /// daemon's `eprintln!` of the recovery line panicked ("failed printing to
 /// stderr: Broken pipe"): no mount, exit 101, as did every error line.
 #[test]
-fn a_closed_stderr_is_no_panic() {
+fn a_closed_pipe_is_no_panic() {
     let s = Scene::new("img-stderr");
     mkfs(&s.img);
-    let closed_stderr = || {
+    let closed_pipe = || {
         let mut fds = [0i32; 2];
         // SAFETY: fds is a valid array of two ints for pipe2 to fill.
         assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -881,7 +881,7 @@ fn a_closed_stderr_is_no_panic() {
                 .arg(&s.mnt)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(closed_stderr())
+                .stderr(closed_pipe())
                 .spawn()
                 .unwrap(),
         ),
@@ -906,14 +906,14 @@ fn a_closed_stderr_is_no_panic() {
         .args(["mount", "--foreground"])
         .arg(s.base.join("missing.img"))
         .arg(&s.mnt)
-        .stderr(closed_stderr())
+        .stderr(closed_pipe())
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(1), "mount of a missing image: {status}");
     let status = Command::new(BIN)
         .arg("fsck")
         .arg(s.base.join("missing.img"))
-        .stderr(closed_stderr())
+        .stderr(closed_pipe())
         .status()
         .unwrap();
     assert_eq!(
@@ -921,6 +921,22 @@ fn a_closed_stderr_is_no_panic() {
         Some(FSCK_OPERATIONAL_ERROR),
         "fsck of a missing image: {status}"
     );
+    // The same for stdout: a report nobody reads (`lanefs fsck img | head
+    // -0`) is no panic (exit 101 before) but the report's own status.
+    let status = Command::new(BIN)
+        .arg("fsck")
+        .arg(&s.img)
+        .stdout(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "fsck of a clean image: {status}");
+    let status = Command::new(BIN)
+        .args(["mkfs", "--size", IMAGE_SIZE])
+        .arg(s.base.join("second.img"))
+        .stdout(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "mkfs: {status}");
     let m = s.mount();
     assert_eq!(std::fs::read(s.mnt.join("f")).unwrap(), b"kept");
     m.unmount();
