@@ -69,10 +69,12 @@ fn check_inode_cache(fs: &FsInner, bad: &mut Vec<String>) {
             ));
         }
     });
+    // Every other entry is a freed inode's, counted by its free.
     let lru = fs.lru.len() as i64;
-    if lru < on_lru {
+    let dead = fs.lru_dead.sum();
+    if lru != on_lru + dead {
         bad.push(format!(
-            "LRU holds {lru} entries, {on_lru} hashed inodes marked ON_LRU"
+            "LRU holds {lru} entries, {on_lru} hashed inodes marked ON_LRU and {dead} freed ones counted"
         ));
     }
 }

@@ -64,7 +64,9 @@ pub(crate) enum Claim {
     /// Referenced: taken off the LRU (`ON_LRU` cleared); its last `put`
     /// puts it back.
     Pinned,
-    /// Not live (freed, or already being evicted): taken off the LRU.
+    /// Freed (`DEAD`): taken off the LRU. Its entry was counted by the
+    /// [`kill`](Life::kill) that found it queued (`FsInner::lru_dead`).
+    /// (A `FREEING` inode has no entry: its claim cleared `ON_LRU`.)
     Gone,
 }
 
@@ -162,8 +164,13 @@ impl Life {
     }
 
     /// Mark a freed inode `DEAD` (keeping its references), waiting out an
-    /// evictor's claim. Lookups stop taking references.
-    pub fn kill(&self) {
+    /// evictor's claim. Lookups stop taking references. Returns whether its
+    /// LRU entry was still queued (`ON_LRU`): that entry now holds only a
+    /// dead inode's memory until a pop ([`claim_for_evict`](Self::claim_for_evict):
+    /// `Gone`) or a purge ([`leave_lru_if_dead`](Self::leave_lru_if_dead))
+    /// takes it. Exactly one of the two sees the bit that this returns.
+    #[must_use]
+    pub fn kill(&self) -> bool {
         let mut backoff = super::Backoff::new();
         let mut w = self.0.load(Ordering::Relaxed);
         loop {
@@ -178,7 +185,28 @@ impl Life {
                 .0
                 .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => return w & ON_LRU != 0,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Called by whoever holds this inode's LRU entry (a purge, under the
+    /// entry's shard lock, in place of a pop): if the inode is `DEAD`, clear
+    /// `ON_LRU` and return `true` (the caller drops the entry); otherwise
+    /// change nothing.
+    pub fn leave_lru_if_dead(&self) -> bool {
+        let mut w = self.0.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(w & ON_LRU != 0, "LRU entry without ON_LRU");
+            if state_of(w) != State::Dead {
+                return false;
+            }
+            match self
+                .0
+                .compare_exchange_weak(w, w & !ON_LRU, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
                 Err(now) => w = now,
             }
         }

@@ -7,10 +7,15 @@
 //! `Life::claim_for_evict`. Entries are removed lazily: a referenced or
 //! pinned inode that reaches the front is dropped from the list once and
 //! comes back only when it is released again, so eviction never rescans
-//! pinned inodes (the "eviction cliff").
+//! pinned inodes (the "eviction cliff"). The exception is an inode freed
+//! while its entry was queued: nothing would pop that entry while the live
+//! inodes stay under the budget, so its memory would be kept for good;
+//! `FsInner` counts such entries (`lru_dead`) and takes them all out in one
+//! pass ([`InodeLru::remove_dead`]) once they outnumber the cached inodes.
 //!
 //! Locks: `shards[i]` (mutex) protects shard `i`'s queue; a leaf lock, held
-//! only for a push or a pop (no inode lock, no store call under it). Each
+//! only for a push, a pop or one purge pass over that queue (no inode lock,
+//! no store call under it; the purged entries are dropped after it). Each
 //! shard (its lock and queue header) has a cache line of its own, so lanes
 //! that push to their own shards share no line.
 
@@ -65,6 +70,24 @@ impl InodeLru {
     }
 
     /// Entries (for tests and checks).
+    /// Take every entry of a freed (`DEAD`) inode off the LRU, shard by
+    /// shard, and return them (for the caller to drop with no lock held).
+    /// Each shard's lock is held for one pass over its queue.
+    pub fn remove_dead(&self) -> Vec<Arc<Inode>> {
+        let mut dead = Vec::new();
+        for shard in self.shards.iter() {
+            shard.lock().retain(|inode| {
+                if inode.life.leave_lru_if_dead() {
+                    dead.push(Arc::clone(inode));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        dead
+    }
+
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }

@@ -84,7 +84,7 @@ fn behaves(cache: &dyn InodeCache) {
     let n = Arc::new(Inode::new(record(11, 0), true));
     cache.insert_new(n.clone());
     assert!(Arc::ptr_eq(&cache.get(11).unwrap(), &n));
-    n.life.kill();
+    assert!(!n.life.kill(), "never on the LRU");
     assert_eq!(n.life.state(), State::Dead);
     assert!(cache.remove(&n));
     assert!(!cache.remove(&n));
