@@ -57,7 +57,7 @@
 //! `pending`, on the node's body line) and leaves it linked; a reader that
 //! matches a dead node finds no entry. The next writer of the node's chain
 //! (an insert, removal or rename stage of any name hashing there) first
-//! unlinks the chain's dead nodes ([`NameTable::sweep`]) and frees them
+//! unlinks the chain's dead nodes ([`NameTable::find_sweeping`]) and frees them
 //! through `defer`, so a writer never meets a dead node and each name has
 //! at most one linked node. Unlinking at once would write the link the
 //! node hangs from — the slot or the previous node's `next`, which a
@@ -694,11 +694,10 @@ impl<A> NameTable<A> {
         guard: &Guard,
     ) -> (Option<*mut Node>, bool) {
         let hash = self.hasher.hash_one(name);
-        // SAFETY: this function's contract.
-        unsafe { self.sweep(hash, guard) };
         let node = Node::new(hash, NodeName::new(name), slot, pending);
-        // SAFETY (all derefs of `node` below): it is ours until published.
-        if let Some((link, old)) = self.find_linked(hash, name, guard) {
+        // SAFETY: this function's contract (and, for all derefs of `node`
+        // below: it is ours until published).
+        if let Some((link, old)) = unsafe { self.find_sweeping(hash, name, guard) } {
             debug_assert!(
                 old.body.pending.load(Ordering::Relaxed).is_null(),
                 "a name of a rename in progress replaced"
@@ -742,8 +741,7 @@ impl<A> NameTable<A> {
     pub unsafe fn remove(&self, name: &[u8], guard: &Guard) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
         // SAFETY: this function's contract.
-        unsafe { self.sweep(hash, guard) };
-        let (link, old) = self.find_linked(hash, name, guard)?;
+        let (link, old) = unsafe { self.find_sweeping(hash, name, guard) }?;
         debug_assert!(
             old.body.pending.load(Ordering::Relaxed).is_null(),
             "a name of a rename in progress removed"
@@ -778,18 +776,27 @@ impl<A> NameTable<A> {
         unsafe { self.unlink(link, old, guard) }
     }
 
-    /// Unlink the removed nodes of the chain where `hash` lives (so that a
-    /// writer never meets one: each name has one linked node, live).
+    /// The writer's find: the node linked as `name` (live) and the link
+    /// that points at it, unlinking on the way the dead nodes of its chain
+    /// (so that a writer never meets one: each name has one linked node,
+    /// live). One descent, as [`find_linked`](Self::find_linked) when the
+    /// stripe holds no dead node.
     ///
     /// # Safety
     /// As [`insert`](Self::insert), for `hash`'s stripe.
-    unsafe fn sweep(&self, hash: u64, guard: &Guard) {
+    unsafe fn find_sweeping<'g>(
+        &'g self,
+        hash: u64,
+        name: &[u8],
+        guard: &'g Guard,
+    ) -> Option<(&'g AtomicPtr<Node>, &'g Node)> {
         let dead_here = &self.root[slot_index(hash, 0)].aux.dead;
         let mut left = dead_here.load(Ordering::Relaxed);
         if left == 0 {
-            return;
+            return self.find_linked(hash, name, guard);
         }
         let (mut link, _) = self.leaf(hash);
+        let mut found = None;
         loop {
             let p = link.load(Ordering::Relaxed);
             if p.is_null() {
@@ -801,11 +808,17 @@ impl<A> NameTable<A> {
                 left -= 1;
                 // SAFETY: the contract; `link` points at `n`.
                 unsafe { self.unlink(link, n, guard) };
-            } else {
-                link = &n.head.next;
+                continue;
             }
+            crate::sync::note_opaque(&n.head.hash, false);
+            if found.is_none() && n.head.hash == hash && same_name(n.head.name.get(), name) {
+                crate::sync::note_opaque(&n.head.name, false);
+                found = Some((link, n));
+            }
+            link = &n.head.next;
         }
         dead_here.store(left, Ordering::Relaxed);
+        found
     }
 
     /// Unlink `old` from `link` and free it after every guard that saw it.
@@ -841,8 +854,7 @@ impl<A> NameTable<A> {
         // published (the Release store of its link).
         unsafe {
             let r = &(*ticket).roles[role];
-            self.sweep(self.hasher.hash_one(name), guard);
-            let old = match self.find_linked(self.hasher.hash_one(name), name, guard) {
+            let old = match self.find_sweeping(self.hasher.hash_one(name), name, guard) {
                 Some((_, old)) => old as *const Node as *mut Node,
                 None => ptr::null_mut(),
             };
@@ -869,8 +881,7 @@ impl<A> NameTable<A> {
     ) -> Option<Slot> {
         let hash = self.hasher.hash_one(name);
         // SAFETY: the contract.
-        unsafe { self.sweep(hash, guard) };
-        let (_, node) = self.find_linked(hash, name, guard)?;
+        let (_, node) = unsafe { self.find_sweeping(hash, name, guard) }?;
         debug_assert!(node.body.pending.load(Ordering::Relaxed).is_null());
         // SAFETY: the contract; the role is written before the tag's
         // Release store.
