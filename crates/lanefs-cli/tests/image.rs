@@ -224,6 +224,19 @@ fn write_file(path: &Path, data: &[u8], fsync: bool) {
 
 /// Make the directory tree and write every file (fsyncing every other
 /// one); returns the indexes of the fsynced files.
+/// fsync every directory [`populate`] made, deepest first, and the root:
+/// as POSIX asks, so that the path to each fsynced file is durable too.
+fn fsync_populated_dirs(root: &Path) {
+    for dir in [
+        "d0/sub0", "d0/sub1", "d1/sub0", "d1/sub1", "d2/sub0", "d2/sub1", "d0", "d1", "d2", ".",
+    ] {
+        std::fs::File::open(root.join(dir))
+            .unwrap()
+            .sync_all()
+            .unwrap();
+    }
+}
+
 fn populate(root: &Path) -> Vec<usize> {
     for d in 0..3 {
         for s in 0..2 {
@@ -319,14 +332,7 @@ fn fsynced_data_survives_sigkill() {
     // As POSIX asks, fsync the directories created above so that the path
     // to each fsynced file is durable too. Without these fsyncs the files
     // are lost today: see `fsync_alone_makes_new_parent_directories_durable`.
-    for dir in [
-        "d0/sub0", "d0/sub1", "d1/sub0", "d1/sub1", "d2/sub0", "d2/sub1", "d0", "d1", "d2", ".",
-    ] {
-        std::fs::File::open(s.mnt.join(dir))
-            .unwrap()
-            .sync_all()
-            .unwrap();
-    }
+    fsync_populated_dirs(&s.mnt);
     // Unsynced changes in flight at the kill.
     write_file(&s.mnt.join("d0/unsynced"), &[7u8; 70_000], false);
     m.kill();
@@ -653,14 +659,7 @@ fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
     mkfs(&img);
     let m = ImageMount::new(&img, &s.mnt, &["--commit-interval", "0"]);
     let synced = populate(&s.mnt);
-    for dir in [
-        "d0/sub0", "d0/sub1", "d1/sub0", "d1/sub1", "d2/sub0", "d2/sub1", "d0", "d1", "d2", ".",
-    ] {
-        std::fs::File::open(s.mnt.join(dir))
-            .unwrap()
-            .sync_all()
-            .unwrap();
-    }
+    fsync_populated_dirs(&s.mnt);
     // Fill the host beside the image, then write through the mount what
     // the image has room for but its host has not.
     let mut filler = std::fs::File::create(host.0.join("filler")).unwrap();
