@@ -36,6 +36,9 @@
 //! attributes of the handles still open, `statfs`'s free counts, and which
 //! extra instances are mounted: each side's prepared ones still mounted,
 //! the number each side's `mount` ops made, and each one's `statfs`.
+//! Op results are named the same way: a `stat`'s inode, and each entry a
+//! `readdir` returns with its kind and inode number (`getdents` returns
+//! `d_ino`: a rename over a name changes what a listing says of it).
 //!
 //! Locks: `handles`, `kept`, `extra` and `mounted` are the harness's own
 //! `std` mutexes (not the engine's, never recorded), taken one at a time
@@ -366,6 +369,17 @@ impl Observed {
         }
     }
 
+    /// The name of an inode known by number only (a directory entry's
+    /// `d_ino`): within one pair no number is freed and reused, so the
+    /// number alone picks the inode.
+    fn inode_by_number(&self, ino: u64) -> String {
+        let mut found = self.names.iter().filter(|((i, _), _)| *i == ino);
+        match found.next() {
+            Some(((_, generation), _)) => self.inode(ino, *generation),
+            None => "#unlinked".to_string(),
+        }
+    }
+
     /// Attributes with the inode named and timestamps as changed/unchanged.
     fn attr(&self, a: &Attr) -> String {
         let times = match self.prepared.get(&(a.ino, a.generation)) {
@@ -405,7 +419,10 @@ impl Observed {
             Raw::Names(v) => {
                 let mut entries: Vec<String> = v
                     .iter()
-                    .map(|(n, k, _)| format!("{}:{k}", String::from_utf8_lossy(n)))
+                    .map(|(n, k, ino)| {
+                        let name = String::from_utf8_lossy(n);
+                        format!("{name}:{k}:{}", self.inode_by_number(*ino))
+                    })
                     .collect();
                 entries.sort();
                 entries.join(" ")

@@ -45,6 +45,11 @@ fn non_commuting_pairs_are_rejected_and_not_audited() {
     // readdir sees a create in its directory.
     let r = pair(Op::Create("/d1/new"), Op::Readdir("/d1"));
     assert!(!r.commutes, "{r:?}");
+    // readdir sees which inode a name is (`d_ino`): a rename over a name
+    // changes it, though the names stay the same.
+    let r = pair(Op::Rename("/d1/f1", "/d2/g1"), Op::Readdir("/d2"));
+    assert!(!r.commutes, "{r:?}");
+    assert!(r.differs.as_deref().unwrap().contains("g1"), "{r:?}");
 }
 
 #[test]
