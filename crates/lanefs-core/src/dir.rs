@@ -47,7 +47,9 @@
 //! * `DirState::index` (`AtomicPtr`): swapped only under `load` (and, to
 //!   null, every stripe); stored Release, loaded Acquire by readers inside
 //!   an epoch guard. An index taken out is freed through `defer` (after
-//!   every guard that could have loaded it is gone); at the directory's own
+//!   every guard that could have loaded it is gone; weighed by its entries
+//!   towards the thread's next collection, `pcache::collect_now_and_then`,
+//!   so a big one does not wait in the thread's bag); at the directory's own
 //!   drop it is freed at once (nobody can reach a dropped inode).
 //! * Entry validation (no directory-wide sequence): a lock-free reader
 //!   that found an entry and then the inode it names checks that the same
@@ -970,6 +972,7 @@ impl DirLoad<'_> {
             return false;
         }
         idx.fold_with_next_cookie(fold);
+        let entries = idx.len();
         self.state.index.store(ptr::null_mut(), Ordering::Release);
         drop(held);
         let guard = crossbeam_epoch::pin();
@@ -977,6 +980,9 @@ impl DirLoad<'_> {
         // kept it after its re-check; readers that loaded it hold guards and
         // the free runs after them.
         unsafe { guard.defer_unchecked(move || drop(Box::from_raw(p))) };
+        // Weighed by its entries, as a file's pages: a big index must not
+        // wait in this thread's bag for 255 more frees.
+        crate::pcache::collect_now_and_then(&guard, entries.max(1));
         true
     }
 }

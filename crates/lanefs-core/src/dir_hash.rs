@@ -813,6 +813,7 @@ impl<A> NameTable<A> {
             crate::sync::note_opaque(&n.head.hash, false);
             if found.is_none() && n.head.hash == hash && same_name(n.head.name.get(), name) {
                 crate::sync::note_opaque(&n.head.name, false);
+                crate::sync::note_opaque(&n.body.slot, false);
                 found = Some((link, n));
             }
             link = &n.head.next;

@@ -15,8 +15,9 @@
 //!   unprotected guard instead of pinning (`PagesMut::lookup_guard`,
 //!   `FileData::try_overwrite`). Removals always take a pinned guard, and
 //!   every few hundred frees a thread defers make the collector run
-//!   (`collect_now_and_then`): it would otherwise wait for 128 pins, which
-//!   such writers no longer make.
+//!   (`collect_now_and_then`; a whole tree counts as the pages it holds):
+//!   it would otherwise wait for 128 pins, which such writers no longer
+//!   make.
 //! * The tree grows at the top: a new root whose slot 0 is the old root, so
 //!   a reader holding the old root still finds every page below the old
 //!   capacity. A reader may miss a page inserted or removed concurrently;
@@ -248,12 +249,16 @@ impl PageIndex {
     }
 
     /// Detach the whole tree and free it once no reader can see it.
-    pub fn clear(&self, guard: &Guard) {
+    /// `pages`: how many pages it still holds — one deferred free of a
+    /// whole file counts as that many frees towards the next collection
+    /// (as one it waited in the thread's bag for 255 more: a removed file
+    /// of 256 MiB stayed allocated while its thread went on writing).
+    pub fn clear(&self, guard: &Guard, pages: usize) {
         let root = self.root.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if !root.is_null() {
             // SAFETY: detached above; deferred past every current reader.
             unsafe { guard.defer_unchecked(move || free_tree(root)) };
-            collect_now_and_then(guard, 1);
+            collect_now_and_then(guard, pages.max(1));
         }
     }
 }
@@ -268,14 +273,15 @@ thread_local! {
     static DEFERRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Count `n` deferred frees and, every [`DEFERRED_PER_COLLECT`], flush
+/// Count `n` deferred frees (a whole tree or directory index counts what it
+/// holds: pages, entries) and, every [`DEFERRED_PER_COLLECT`], flush
 /// them to the collector and let it run (`Guard::flush`). The collector
 /// otherwise runs only every 128 pins of a thread, and writers under the
 /// data lock or a stripe do not pin (module header): a thread that appends
 /// a thousand pages between truncates pinned once per truncate, and its
 /// freed pages piled up for 128 truncates (appends fell to a tenth, all of
 /// it in page faults on fresh memory).
-fn collect_now_and_then(guard: &Guard, n: usize) {
+pub(crate) fn collect_now_and_then(guard: &Guard, n: usize) {
     let due = DEFERRED.with(|d| {
         let v = d.get() + n;
         d.set(if v >= DEFERRED_PER_COLLECT { 0 } else { v });
@@ -319,7 +325,7 @@ mod tests {
         assert!(ix.remove(64, &g));
         assert!(!ix.remove(64, &g));
         assert!(ix.get(64, &g).is_none());
-        ix.clear(&g);
+        ix.clear(&g, 4);
         assert!(ix.get(0, &g).is_none());
     }
 }

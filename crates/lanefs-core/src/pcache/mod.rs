@@ -98,6 +98,7 @@
 
 mod extents;
 mod index;
+pub(crate) use index::collect_now_and_then;
 mod lanes;
 mod page;
 mod read;
@@ -960,7 +961,7 @@ impl<'a> PagesMut<'a> {
             in_store += u64::from(*stored);
         }
         if self.map.pages.is_empty() {
-            self.f.index.clear(guard);
+            self.f.index.clear(guard, 0);
         }
         (doomed.len() as u64, in_store)
     }
@@ -1275,7 +1276,7 @@ impl<'a> PagesMut<'a> {
             self.f.index.remove(*idx, &guard);
         }
         if self.map.pages.is_empty() {
-            self.f.index.clear(&guard);
+            self.f.index.clear(&guard, 0);
         }
         if let Some(u) = self.map.uncached.as_mut() {
             *u += clean.len() as u64;
@@ -1291,7 +1292,7 @@ impl<'a> PagesMut<'a> {
         let guard = epoch::pin();
         let _section = self.change();
         self.map.pages.clear();
-        self.f.index.clear(&guard);
+        self.f.index.clear(&guard, n);
         self.map.unwritten = Some(Extents::default());
         self.map.unwritten_dirty = false;
         self.map.uncached = Some(0);
