@@ -1,6 +1,7 @@
 //! `lanefs`: mkfs, mount, fsck, umount, stats, bench, audit. Argument parsing,
 //! logging and process plumbing only; the file system lives in the library
-//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`).
+//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`,
+//! `lanefs umount`'s retry of a passing EBUSY in `umount.rs`).
 
 /// The process allocator: mimalloc. The engine frees much of what it
 /// allocates on another thread (epoch-deferred frees run on whichever
@@ -49,6 +50,7 @@ mod daemon;
 mod helper;
 mod image;
 mod syslog;
+mod umount;
 mod watch;
 
 use clap::{Args, Parser, Subcommand};
@@ -530,7 +532,9 @@ fn cmd_umount(a: &UmountArgs) -> Result<(), String> {
     if !is_fuse_mount(&mnt) {
         return Err(format!("{shown}: not a FUSE mount point"));
     }
-    lanefs_fuse::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
+    // A passing EBUSY (a child of another thread between fork and exec
+    // still holding the file just closed) is retried for a moment.
+    umount::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
 }
 
 #[cfg(test)]
