@@ -549,15 +549,11 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         let md = render_report_in(&files, base.as_deref());
         return match &r.out {
             Some(o) => std::fs::write(o, md).map_err(|e| format!("{}: {e}", o.display())),
-            None => {
-                print!("{md}");
-                Ok(())
-            }
+            None => crate::out::stdout(&md),
         };
     }
     if args.list {
-        print!("{}", list());
-        return Ok(());
+        return crate::out::stdout(&list());
     }
     let plan = plan(&args)?;
     crate::harness::catch_interrupts();
@@ -612,7 +608,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         crate::plot::draw(&results.results, &title, p)?;
         results.plot = Some(p.display().to_string());
     }
-    print!("{}", render_text(&results));
+    // The files are written even when stdout fails (a reader gone,
+    // `| head -1`, or a full disk): the measurements are not lost.
+    let printed = crate::out::stdout(&render_text(&results));
     if let Some(p) = &args.json {
         results.write_json(p)?;
     }
@@ -625,10 +623,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         .filter(|r| r.status == Status::Error)
         .count();
     if errors > 0 {
-        eprintln!("lanefs bench: {errors} result(s) failed; see the notes above");
+        say!("lanefs bench: {errors} result(s) failed; see the notes above");
     }
     if crate::harness::interrupted() {
         return Err("interrupted".into());
     }
-    Ok(())
+    printed
 }

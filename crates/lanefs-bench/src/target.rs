@@ -367,25 +367,25 @@ impl Drop for Managed {
             }
         } else if is_mounted(&mnt) {
             if let Err(e) = run_cmd(Command::new("umount").arg(&mnt)) {
-                eprintln!("lanefs bench: {e}; trying a lazy unmount");
+                say!("lanefs bench: {e}; trying a lazy unmount");
                 let _ = run_cmd(Command::new("umount").arg("-l").arg(&mnt));
             }
         }
         if let Some(dev) = self.loopdev.take() {
             if is_mounted(&mnt) {
-                eprintln!(
+                say!(
                     "lanefs bench: {} is still mounted; detach {} by hand",
                     mnt.display(),
                     dev.display()
                 );
             } else if let Err(e) = run_cmd(Command::new("losetup").arg("-d").arg(&dev)) {
-                eprintln!("lanefs bench: {e}");
+                say!("lanefs bench: {e}");
             }
         }
         if !is_mounted(&mnt) {
             let _ = std::fs::remove_dir_all(&self.scratch);
         } else {
-            eprintln!(
+            say!(
                 "lanefs bench: {} is still mounted; unmount it by hand",
                 mnt.display()
             );
@@ -537,7 +537,7 @@ impl Target {
                     Err(e) => CellOutcome::Failed(e),
                 };
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    eprintln!("lanefs bench: removing {}: {e}", dir.display());
+                    say!("lanefs bench: removing {}: {e}", dir.display());
                 }
                 r
             }

@@ -25,7 +25,8 @@ pub struct AuditArgs {
 
 pub fn cmd_audit(a: &AuditArgs) -> ExitCode {
     match run(a) {
-        Ok(()) => ExitCode::SUCCESS,
+        // Killed by SIGPIPE instead when stdout's reader left early.
+        Ok(()) => lanefs_bench::out::success(),
         Err(msg) => {
             say!("lanefs audit: {msg}");
             ExitCode::FAILURE
@@ -40,9 +41,12 @@ fn run(a: &AuditArgs) -> Result<(), String> {
     let set = lanefs_audit::PairSet::parse(&a.pairs)?;
     let variants = lanefs_audit::expand_variants(&a.variant)?;
     let mut summary = String::new();
+    // The outputs are written even when stdout fails: the first error
+    // other than a reader gone is reported at the end.
+    let mut printed = Ok(());
     for (name, v) in variants {
         let r = lanefs_audit::audit_variant(&name, v, set)?;
-        print!("{}", r.text());
+        printed = printed.and(lanefs_bench::out::stdout(&r.text()));
         let files = r
             .write(&a.out)
             .map_err(|e| format!("{}: {e}", a.out.display()))?;
@@ -54,6 +58,5 @@ fn run(a: &AuditArgs) -> Result<(), String> {
     }
     let path = a.out.join("summary.txt");
     std::fs::write(&path, &summary).map_err(|e| format!("{}: {e}", path.display()))?;
-    tell!("\n{summary}");
-    Ok(())
+    printed.and(lanefs_bench::out::stdout(&format!("\n{summary}\n")))
 }

@@ -1,6 +1,7 @@
 //! `lanefs`: mkfs, mount, fsck, umount, stats, bench, audit. Argument parsing,
 //! logging and process plumbing only; the file system lives in the library
-//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`).
+//! crates (the image commands are in `image.rs`, the conflict audit in `audit.rs`,
+//! `lanefs umount`'s retry of a passing EBUSY in `umount.rs`).
 
 /// The process allocator: mimalloc. The engine frees much of what it
 /// allocates on another thread (epoch-deferred frees run on whichever
@@ -32,7 +33,11 @@ macro_rules! say {
 }
 
 /// One line to stdout, as `println!` but never a panic: a report read by
-/// `head` or a closed pipe must not turn a clean fsck into exit 101.
+/// `head` or a closed pipe must not turn a clean fsck into exit 101. Such
+/// a report keeps its command's own exit status (fsck's is its result);
+/// commands whose output is the product (`stats`, `bench`, `audit`) write
+/// through [`lanefs_bench::out::stdout`] and die of SIGPIPE as coreutils
+/// do once their reader is gone.
 macro_rules! tell {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -45,6 +50,7 @@ mod daemon;
 mod helper;
 mod image;
 mod syslog;
+mod umount;
 mod watch;
 
 use clap::{Args, Parser, Subcommand};
@@ -222,7 +228,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Stats(a) => match cmd_stats(&a) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => lanefs_bench::out::success(),
             Err(msg) => {
                 say!("lanefs stats: {msg}");
                 ExitCode::FAILURE
@@ -241,7 +247,7 @@ fn main() -> ExitCode {
         Cmd::AutoUnmountWatch(a) => watch::run(&a),
         Cmd::Audit(a) => audit::cmd_audit(&a),
         Cmd::Bench(a) => match lanefs_bench::cli::run(a) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => lanefs_bench::out::success(),
             Err(msg) => {
                 say!("{msg}");
                 ExitCode::FAILURE
@@ -255,7 +261,13 @@ fn main() -> ExitCode {
 fn init_logging(log_file: Option<&Path>, daemonized: bool) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // No "[tracing-subscriber] Unable to write an event" on stderr when
+    // the log's writer fails: that is an `eprintln!`, which panics when
+    // stderr is a closed pipe (a foreground daemon's reader gone), and
+    // from the panic hook below (which logs) a second panic aborts.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .log_internal_errors(false);
     match log_file {
         None if daemonized => {
             let log = syslog::Syslog::from_env().map_err(|e| format!("syslog socket: {e}"))?;
@@ -498,8 +510,7 @@ fn is_fuse_mount(mnt: &Path) -> bool {
 fn cmd_stats(a: &StatsArgs) -> Result<(), String> {
     let text = lanefs_core::read_mount_stats(&a.mountpoint)
         .map_err(|e| format!("{}: not a lanefs mount ({e})", a.mountpoint.display()))?;
-    print!("{text}");
-    Ok(())
+    lanefs_bench::out::stdout(&text)
 }
 
 fn cmd_umount(a: &UmountArgs) -> Result<(), String> {
@@ -521,7 +532,9 @@ fn cmd_umount(a: &UmountArgs) -> Result<(), String> {
     if !is_fuse_mount(&mnt) {
         return Err(format!("{shown}: not a FUSE mount point"));
     }
-    lanefs_fuse::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
+    // A passing EBUSY (a child of another thread between fork and exec
+    // still holding the file just closed) is retried for a moment.
+    umount::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
 }
 
 #[cfg(test)]

@@ -120,10 +120,18 @@ fn umount_busy_then_lazy() {
     let mut f = std::fs::File::create(m.path("held")).unwrap();
     f.write_all(b"still here").unwrap();
     // Busy: both our umount and fusermount3 refuse, the mount stays.
+    // `lanefs umount` sees the open file and answers at once, without
+    // its retry of a passing EBUSY (`umount_right_after_close`).
+    let t0 = std::time::Instant::now();
     let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&m.mnt));
+    let took = t0.elapsed();
     assert!(!out.status.success(), "umount with an open file succeeded");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("busy"), "{}", show(&out));
+    assert!(
+        took < std::time::Duration::from_millis(1500),
+        "EBUSY for an open file took {took:?}: retried as if passing"
+    );
     let out = run_timeout(30, Command::new("fusermount3").arg("-u").arg(&m.mnt));
     assert!(
         !out.status.success(),
@@ -147,6 +155,68 @@ fn umount_busy_then_lazy() {
         .unwrap();
     assert_eq!(s, "still here and more");
     drop(r);
+}
+
+/// Rounds of [`umount_right_after_close`].
+const CLOSE_UMOUNT_ROUNDS: usize = 50;
+
+/// `lanefs umount` right after the last file on the mount was closed
+/// succeeds, while another thread of the process keeps starting children
+/// (as parallel tests do): each child holds a copy of the process's file
+/// table, close-on-exec files included, from its fork to its exec — here
+/// 30 ms, as a loaded machine can stretch it — so the file just closed is
+/// still open in it for a moment, and `umount2` says EBUSY though the
+/// caller has nothing open. Before, `lanefs umount` failed then (seen
+/// when tests ran in parallel); now it retries such a passing EBUSY.
+fn umount_right_after_close() {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    /// Stops and joins the noise thread, also when the test fails.
+    struct Noise(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+    impl Drop for Noise {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+            if let Some(t) = self.1.take() {
+                let _ = t.join();
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let noise = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let mut c = Command::new("true");
+                c.stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                // SAFETY: between fork and exec the closure only sleeps
+                // (nanosleep: async-signal-safe, no allocation, no lock).
+                unsafe {
+                    c.pre_exec(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(30));
+                        Ok(())
+                    });
+                }
+                if let Ok(mut child) = c.spawn() {
+                    let _ = child.wait();
+                }
+            }
+        })
+    };
+    let _noise = Noise(stop, Some(noise));
+    for round in 0..CLOSE_UMOUNT_ROUNDS {
+        let m = TestMount::new("close-umount");
+        let mut f = std::fs::File::create(m.path("f")).unwrap();
+        f.write_all(b"data").unwrap();
+        // Open long enough for a child to be forked meanwhile.
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        drop(f);
+        let out = run_timeout(30, Command::new(BIN).arg("umount").arg(&m.mnt));
+        assert!(out.status.success(), "round {round}: {}", show(&out));
+        assert!(!is_fuse_mounted(&m.mnt), "round {round}");
+    }
 }
 
 fn foreground_signal(sig: i32) {
@@ -596,8 +666,10 @@ on_both_transports!(
 );
 
 // What the kernel's writeback cache changes (privilege kill on write,
-// timestamps, capabilities) is checked with it on too.
+// timestamps, capabilities, dirty pages at close before an unmount) is
+// checked with it on too.
 on_both_transports_and_writeback!(
+    umount_right_after_close,
     suid_sgid_kill_matches_linux,
     pre_1970_times_and_noop_chown_ctime,
     root_write_keeps_suid_sgid,

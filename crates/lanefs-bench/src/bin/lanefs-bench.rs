@@ -1,6 +1,7 @@
 //! Development entry point: `lanefs-bench …` is `lanefs bench …`.
 
 use clap::Parser;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(name = "lanefs-bench", about = "lanefs bench (development binary)")]
@@ -9,10 +10,15 @@ struct Cli {
     args: lanefs_bench::cli::BenchArgs,
 }
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = lanefs_bench::cli::run(cli.args) {
-        eprintln!("lanefs bench: {e}");
-        std::process::exit(1);
+    match lanefs_bench::cli::run(cli.args) {
+        // Killed by SIGPIPE instead when stdout's reader left early
+        // (`lanefs_bench::out`).
+        Ok(()) => lanefs_bench::out::success(),
+        Err(e) => {
+            lanefs_bench::out::stderr_line(format_args!("lanefs bench: {e}"));
+            ExitCode::FAILURE
+        }
     }
 }
