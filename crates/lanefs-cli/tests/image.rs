@@ -496,6 +496,59 @@ fn lanefs_sync_makes_everything_durable() {
     );
 }
 
+/// `(blocks, free, available, inodes in use)` of the file system at `path`.
+fn df(path: &Path) -> (u64, u64, u64, u64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: zeroed statvfs is a valid out-buffer for statvfs(3).
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path, `s` a valid out-buffer.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
+    (s.f_blocks, s.f_bfree, s.f_bavail, s.f_files - s.f_ffree)
+}
+
+/// `df` after `rm -r` and `lanefs sync` shows what it showed before the
+/// files were made, as on ext4 or tmpfs. Until 2026-11 the entry and chain
+/// blocks a checkpoint had written for them (here the remount's) stayed
+/// counted until the next checkpoint, which nothing but a half-full
+/// journal or cache pressure starts: `df` stayed below its start until a
+/// remount.
+fn removals_show_in_df_after_lanefs_sync() {
+    let s = Scene::new("img-df");
+    mkfs(&s.img);
+    let args = ["--commit-interval", "0"];
+    let m = ImageMount::new(&s.img, &s.mnt, &args);
+    let start = df(&s.mnt);
+    let d = s.mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..3000 {
+        // Long names: more entry blocks than the directory's slot lists.
+        let name = format!("a-file-with-a-name-long-enough-to-fill-blocks-{i:06}");
+        let data = if i % 3 == 0 {
+            vec![i as u8; 4096]
+        } else {
+            Vec::new()
+        };
+        std::fs::write(d.join(name), data).unwrap();
+    }
+    m.unmount();
+    // Its recovery checkpoint writes the directory's and files' homes.
+    let m = ImageMount::new(&s.img, &s.mnt, &args);
+    let full = df(&s.mnt);
+    assert!(full.0 < start.0, "no home blocks? {start:?} {full:?}");
+    std::fs::remove_dir_all(&d).unwrap();
+    let out = lanefs(&["sync", s.mnt.to_str().unwrap()]);
+    assert!(out.status.success(), "lanefs sync failed:\n{}", show(&out));
+    // The kernel's FORGETs of the removed inodes may still be on their way.
+    wait_until(10, || df(&s.mnt) == start);
+    assert_eq!(
+        df(&s.mnt),
+        start,
+        "before the files {start:?}, with them {full:?}"
+    );
+    m.unmount();
+    assert_fsck(&s.img, false, FSCK_CLEAN);
+}
+
 /// An image is used by one process at a time: while it is mounted, a
 /// second mount of it, `fsck` (with and without `--repair`) and
 /// `mkfs --force` refuse with one line naming it in use, and leave the
@@ -716,6 +769,7 @@ on_both_transports!(
     sigterm_unmounts_whichever_thread_takes_it,
     a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
+    removals_show_in_df_after_lanefs_sync,
     fsync_alone_makes_new_parent_directories_durable,
     tree_survives_unmount_and_remount,
     fsynced_data_survives_sigkill,
