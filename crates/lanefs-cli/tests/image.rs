@@ -764,8 +764,58 @@ fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
     assert_fsck(&img, false, FSCK_CLEAN);
 }
 
+/// A failed store fails every background commit from then on: the daemon
+/// logs the first, with the store's error, and at the end how many failed
+/// (until 2026-11 it logged `EIO` every commit interval for as long as it
+/// ran). It still exits non-zero naming the store's error.
+fn a_failed_store_is_logged_once_not_every_commit() {
+    let s = Scene::new("img-fail-log");
+    let host = HostTmpfs::new(s.base.join("host"), "24m");
+    let img = host.0.join("fs.img");
+    mkfs(&img);
+    let mut m = ImageMount::new(&img, &s.mnt, &["--commit-interval", "0.1"]);
+    let mut filler = std::fs::File::create(host.0.join("filler")).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    while filler.write_all(&chunk).is_ok() {}
+    while filler.write_all(&chunk[..4096]).is_ok() {}
+    drop(filler);
+    write_file(&s.mnt.join("unsynced"), &vec![7u8; 4 << 20], false);
+    // Some twenty commit intervals after the failure.
+    let failed = wait_until(DAEMON_WAIT_SECS, || {
+        std::fs::read_to_string(&m.log).is_ok_and(|t| t.contains("background commit failed"))
+    });
+    assert!(failed, "no commit failed: {}", m.take_output());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let d = m.daemon.as_mut().unwrap();
+    assert!(
+        wait_until(DAEMON_WAIT_SECS, || d.try_wait().ok().flatten().is_some()),
+        "daemon did not exit after SIGTERM"
+    );
+    let text = m.take_output();
+    assert!(!text.starts_with("exit status: 0"), "{text}");
+    assert_eq!(
+        text.matches("background commit failed").count(),
+        1,
+        "logged more than once: {text}"
+    );
+    assert!(
+        text.contains("background commit failed (the image store failed on ENOSPC"),
+        "{text}"
+    );
+    assert!(
+        text.contains("background commits failed ("),
+        "no count at the end: {text}"
+    );
+    assert!(text.contains("the image store failed on ENOSPC"), "{text}");
+    assert_fsck(&img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
     host_full_under_a_sparse_image_loses_only_what_was_not_fsynced,
+    a_failed_store_is_logged_once_not_every_commit,
     sigterm_unmounts_whichever_thread_takes_it,
     a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
