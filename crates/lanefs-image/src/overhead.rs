@@ -19,10 +19,12 @@
 //! allocator hands them out after the checkpoint: `alloc.rs`, "Deferred
 //! frees"). A page write that finds no block allocatable while some wait
 //! checkpoints first (`Inner::alloc_data_block`), so what `statfs` offers
-//! can be written. Until 2026-11 they stayed counted until that
-//! checkpoint, which only a half-full journal or cache pressure starts:
-//! `df` after `rm` and `lanefs sync` stayed below its start until a
-//! remount.
+//! can be written; until then data leaves each group its share of the
+//! reserve (`Overhead::group_share`), so that checkpoint finds the room
+//! for its copy-on-write the reserve is there for. Until 2026-11 they
+//! stayed counted until that checkpoint, which only a half-full journal or
+//! cache pressure starts: `df` after `rm` and `lanefs sync` stayed below
+//! its start until a remount.
 //!
 //! Locking: `hook` (mutex, a leaf: the hook only adds to the engine's
 //! counters) is held while `meta` or `gone` changes and the hook hears of
@@ -71,6 +73,13 @@ impl Overhead {
     pub fn blocks(&self) -> u64 {
         let meta = self.meta.load(Ordering::Relaxed) - self.gone.load(Ordering::Relaxed);
         meta.max(0) as u64 + self.reserve
+    }
+
+    /// The fixed reserve shared out over `groups` groups: what data
+    /// allocation leaves in each while home blocks wait (`gone`), so that
+    /// the checkpoint that frees them finds the whole reserve.
+    pub fn group_share(&self, groups: u64) -> u64 {
+        self.reserve.div_ceil(groups.max(1))
     }
 
     /// Home blocks the next checkpoint frees (counted free already).

@@ -18,7 +18,9 @@
 //! checkpoint frees (`InodeObj::gone`) off the overhead it reports
 //! (`overhead.rs`). A page write that finds no block allocatable while any
 //! of either kind wait checkpoints and tries again
-//! (`alloc_data_block`), so a page `statfs` offered always finds a block.
+//! (`alloc_data_block`), so a page `statfs` offered always finds a block;
+//! while home blocks wait it stops at each group's share of the whole
+//! reserve, so that checkpoint has the room for its copy-on-write.
 //!
 //! Locking rules (and the lock order, outermost first):
 //! * `ckpt` (mutex): one checkpoint at a time; protects [`CkptState`]: the
@@ -872,12 +874,24 @@ impl Inner {
 
     fn alloc_data_block(&self, prefer: Option<u64>) -> Result<u64> {
         let reserve = GROUP_META_RESERVE_BLOCKS;
-        if let Some(b) = self.groups.alloc_block(prefer, reserve) {
+        // While home blocks wait for the next checkpoint, the engine may
+        // have accepted pages for them (`overhead.rs`): data then stops at
+        // each group's share of the whole reserve, so that the checkpoint
+        // that frees them has the room for its copy-on-write that the
+        // overhead keeps (past the groups' own reserve, it found too few
+        // blocks for the new homes and failed the store).
+        let waiting = self.overhead.gone() > 0;
+        let first = if waiting {
+            self.overhead.group_share(self.geo.groups).max(reserve)
+        } else {
+            reserve
+        };
+        if let Some(b) = self.groups.alloc_block(prefer, first) {
             return Ok(b);
         }
         // Blocks freed for `statfs` but not yet reusable: the checkpoint
         // that frees them makes room for what `statfs` promised.
-        if self.groups.has_pending() || self.overhead.gone() > 0 {
+        if self.groups.has_pending() || waiting {
             self.checkpoint()?;
             if let Some(b) = self.groups.alloc_block(prefer, reserve) {
                 return Ok(b);
