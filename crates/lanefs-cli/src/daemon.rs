@@ -84,14 +84,72 @@ pub(crate) fn spawn_daemon() -> Result<(), String> {
     }
 }
 
+/// What the background commit of [`serve_mounted`] says about its
+/// failures: the first, once, with its cause; nothing while it keeps
+/// failing (a failed image store answers `EIO` to every call from then
+/// on); a line when it works again; and at the end of the session how many
+/// commits failed. Until 2026-11 every failed commit logged `EIO`, one
+/// line every commit interval for as long as the daemon ran (seen after a
+/// host `ENOSPC` under a sparse image), burying the line that said why.
+#[derive(Debug, Default)]
+pub(crate) struct CommitLog {
+    /// Failures since the last commit that worked (0: working).
+    failing: u64,
+    /// Failures in all.
+    failed: u64,
+}
+
+/// What [`CommitLog::note`] wants logged for one background commit.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum CommitNote {
+    Nothing,
+    /// The first failure since the start or since the last success.
+    Failed,
+    /// A success after `failures` failures in a row.
+    WorksAgain {
+        failures: u64,
+    },
+}
+
+impl CommitLog {
+    pub(crate) fn note(&mut self, ok: bool) -> CommitNote {
+        if ok {
+            let failures = std::mem::take(&mut self.failing);
+            return match failures {
+                0 => CommitNote::Nothing,
+                _ => CommitNote::WorksAgain { failures },
+            };
+        }
+        self.failing += 1;
+        self.failed += 1;
+        match self.failing {
+            1 => CommitNote::Failed,
+            _ => CommitNote::Nothing,
+        }
+    }
+
+    /// The line for the end of the session, if a commit failed.
+    pub(crate) fn summary(&self) -> Option<String> {
+        (self.failed > 0).then(|| {
+            format!(
+                "{} background commits failed ({} in a row at the end)",
+                self.failed, self.failing
+            )
+        })
+    }
+}
+
 /// Mount, report readiness, and wait for a signal or the session's end;
-/// every `commit_every`, write back everything cached (`syncfs`).
+/// every `commit_every`, write back everything cached (`syncfs`), logging
+/// failures as [`CommitLog`] says (`failure`: why the store failed, if it
+/// has, for that line).
 pub(crate) fn serve_mounted(
     plan: &MountPlan,
     handler: Arc<Handler>,
     ready: Option<std::fs::File>,
     ready_line: &str,
     commit_every: Option<Duration>,
+    failure: &dyn Fn() -> Option<String>,
 ) -> Result<(), ServeError> {
     let fs_handler = handler.clone();
     // `serve` blocked them before its first thread; again here (it is
@@ -138,18 +196,30 @@ pub(crate) fn serve_mounted(
     // Wait for a signal or for the session to end (external unmount).
     let mut deadline: Option<Instant> = None;
     let mut next_commit = commit_every.map(|d| Instant::now() + d);
-    loop {
+    let mut commits = CommitLog::default();
+    let result = loop {
         if let (Some(at), Some(every)) = (next_commit, commit_every) {
             if Instant::now() >= at && deadline.is_none() {
-                if let Err(e) = fs_handler.fs().sync() {
-                    tracing::error!(error = %e, "background commit failed");
+                let r = fs_handler.fs().sync();
+                match (commits.note(r.is_ok()), r) {
+                    (CommitNote::Failed, Err(e)) => {
+                        let cause = failure().map(|f| format!(" ({f})")).unwrap_or_default();
+                        tracing::error!(
+                            error = %e,
+                            "background commit failed{cause}; not logged again until one works"
+                        );
+                    }
+                    (CommitNote::WorksAgain { failures }, _) => {
+                        tracing::info!(failures, "background commit works again");
+                    }
+                    _ => {}
                 }
                 next_commit = Some(Instant::now() + every);
             }
         }
         if session.is_finished() {
             let failed = match session.join() {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(())) => break Ok(()),
                 Ok(Err(e)) => format!("session failed: {e}"),
                 Err(_) => "session thread panicked".to_string(),
             };
@@ -162,12 +232,12 @@ pub(crate) fn serve_mounted(
             if let Err(e) = lanefs_fuse::unmount(&mnt, true) {
                 tracing::error!(error = %e, "cannot detach the mount");
             }
-            return Err((failed, None));
+            break Err((failed, None));
         }
         if let Some(d) = deadline {
             if Instant::now() >= d {
                 tracing::warn!("session still busy after unmount; exiting");
-                return Ok(());
+                break Ok(());
             }
         }
         let ts = libc::timespec {
@@ -185,7 +255,11 @@ pub(crate) fn serve_mounted(
             }
             deadline = Some(Instant::now() + SHUTDOWN_WAIT);
         }
+    };
+    if let Some(line) = commits.summary() {
+        tracing::warn!("{line}");
     }
+    result
 }
 
 /// Block SIGTERM, SIGINT and SIGHUP on the calling thread, so that every
@@ -259,4 +333,34 @@ fn send_notify(path: &std::ffi::OsStr, state: &str) -> std::io::Result<()> {
     };
     sock.send_to_addr(state.as_bytes(), &addr)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_commit_is_logged_once_until_it_works_again() {
+        let mut log = CommitLog::default();
+        assert_eq!(log.note(true), CommitNote::Nothing);
+        assert_eq!(log.summary(), None);
+        // A failed store: every commit from then on fails; one line.
+        assert_eq!(log.note(false), CommitNote::Failed);
+        for _ in 0..1000 {
+            assert_eq!(log.note(false), CommitNote::Nothing);
+        }
+        assert_eq!(
+            log.summary().as_deref(),
+            Some("1001 background commits failed (1001 in a row at the end)")
+        );
+        // A passing failure (a full image, say) that clears.
+        assert_eq!(log.note(true), CommitNote::WorksAgain { failures: 1001 });
+        assert_eq!(log.note(true), CommitNote::Nothing);
+        assert_eq!(log.note(false), CommitNote::Failed, "a new run of failures");
+        assert_eq!(log.note(true), CommitNote::WorksAgain { failures: 1 });
+        assert_eq!(
+            log.summary().as_deref(),
+            Some("1002 background commits failed (0 in a row at the end)")
+        );
+    }
 }

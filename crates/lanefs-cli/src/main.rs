@@ -469,7 +469,20 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         tracing::warn!(name = %String::from_utf8_lossy(n), "fault injection enabled");
     }
     let handler = Arc::new(Handler::new(fs, hcfg));
-    let result = daemon::serve_mounted(&plan, handler.clone(), ready, &ready_line, commit_every);
+    let failure = || {
+        image_store
+            .as_ref()
+            .and_then(|s| s.failure())
+            .map(|f| format!("the image store failed on {f}"))
+    };
+    let result = daemon::serve_mounted(
+        &plan,
+        handler.clone(),
+        ready,
+        &ready_line,
+        commit_every,
+        &failure,
+    );
     if plan.image.is_some() {
         // Everything the engine still caches goes to the image; dropping
         // the last reference to the store then checkpoints it.

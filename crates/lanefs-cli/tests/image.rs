@@ -496,6 +496,59 @@ fn lanefs_sync_makes_everything_durable() {
     );
 }
 
+/// `(blocks, free, available, inodes in use)` of the file system at `path`.
+fn df(path: &Path) -> (u64, u64, u64, u64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: zeroed statvfs is a valid out-buffer for statvfs(3).
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path, `s` a valid out-buffer.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
+    (s.f_blocks, s.f_bfree, s.f_bavail, s.f_files - s.f_ffree)
+}
+
+/// `df` after `rm -r` and `lanefs sync` shows what it showed before the
+/// files were made, as on ext4 or tmpfs. Until 2026-11 the entry and chain
+/// blocks a checkpoint had written for them (here the remount's) stayed
+/// counted until the next checkpoint, which nothing but a half-full
+/// journal or cache pressure starts: `df` stayed below its start until a
+/// remount.
+fn removals_show_in_df_after_lanefs_sync() {
+    let s = Scene::new("img-df");
+    mkfs(&s.img);
+    let args = ["--commit-interval", "0"];
+    let m = ImageMount::new(&s.img, &s.mnt, &args);
+    let start = df(&s.mnt);
+    let d = s.mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..3000 {
+        // Long names: more entry blocks than the directory's slot lists.
+        let name = format!("a-file-with-a-name-long-enough-to-fill-blocks-{i:06}");
+        let data = if i % 3 == 0 {
+            vec![i as u8; 4096]
+        } else {
+            Vec::new()
+        };
+        std::fs::write(d.join(name), data).unwrap();
+    }
+    m.unmount();
+    // Its recovery checkpoint writes the directory's and files' homes.
+    let m = ImageMount::new(&s.img, &s.mnt, &args);
+    let full = df(&s.mnt);
+    assert!(full.0 < start.0, "no home blocks? {start:?} {full:?}");
+    std::fs::remove_dir_all(&d).unwrap();
+    let out = lanefs(&["sync", s.mnt.to_str().unwrap()]);
+    assert!(out.status.success(), "lanefs sync failed:\n{}", show(&out));
+    // The kernel's FORGETs of the removed inodes may still be on their way.
+    wait_until(10, || df(&s.mnt) == start);
+    assert_eq!(
+        df(&s.mnt),
+        start,
+        "before the files {start:?}, with them {full:?}"
+    );
+    m.unmount();
+    assert_fsck(&s.img, false, FSCK_CLEAN);
+}
+
 /// An image is used by one process at a time: while it is mounted, a
 /// second mount of it, `fsck` (with and without `--repair`) and
 /// `mkfs --force` refuse with one line naming it in use, and leave the
@@ -711,11 +764,62 @@ fn host_full_under_a_sparse_image_loses_only_what_was_not_fsynced() {
     assert_fsck(&img, false, FSCK_CLEAN);
 }
 
+/// A failed store fails every background commit from then on: the daemon
+/// logs the first, with the store's error, and at the end how many failed
+/// (until 2026-11 it logged `EIO` every commit interval for as long as it
+/// ran). It still exits non-zero naming the store's error.
+fn a_failed_store_is_logged_once_not_every_commit() {
+    let s = Scene::new("img-fail-log");
+    let host = HostTmpfs::new(s.base.join("host"), "24m");
+    let img = host.0.join("fs.img");
+    mkfs(&img);
+    let mut m = ImageMount::new(&img, &s.mnt, &["--commit-interval", "0.1"]);
+    let mut filler = std::fs::File::create(host.0.join("filler")).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    while filler.write_all(&chunk).is_ok() {}
+    while filler.write_all(&chunk[..4096]).is_ok() {}
+    drop(filler);
+    write_file(&s.mnt.join("unsynced"), &vec![7u8; 4 << 20], false);
+    // Some twenty commit intervals after the failure.
+    let failed = wait_until(DAEMON_WAIT_SECS, || {
+        std::fs::read_to_string(&m.log).is_ok_and(|t| t.contains("background commit failed"))
+    });
+    assert!(failed, "no commit failed: {}", m.take_output());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pid = m.daemon.as_ref().unwrap().id();
+    // SAFETY: kill(2) on our own child, which we have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let d = m.daemon.as_mut().unwrap();
+    assert!(
+        wait_until(DAEMON_WAIT_SECS, || d.try_wait().ok().flatten().is_some()),
+        "daemon did not exit after SIGTERM"
+    );
+    let text = m.take_output();
+    assert!(!text.starts_with("exit status: 0"), "{text}");
+    assert_eq!(
+        text.matches("background commit failed").count(),
+        1,
+        "logged more than once: {text}"
+    );
+    assert!(
+        text.contains("background commit failed (the image store failed on ENOSPC"),
+        "{text}"
+    );
+    assert!(
+        text.contains("background commits failed ("),
+        "no count at the end: {text}"
+    );
+    assert!(text.contains("the image store failed on ENOSPC"), "{text}");
+    assert_fsck(&img, false, FSCK_CLEAN);
+}
+
 on_both_transports!(
     host_full_under_a_sparse_image_loses_only_what_was_not_fsynced,
+    a_failed_store_is_logged_once_not_every_commit,
     sigterm_unmounts_whichever_thread_takes_it,
     a_mounted_image_is_refused_by_mount_fsck_and_mkfs,
     lanefs_sync_makes_everything_durable,
+    removals_show_in_df_after_lanefs_sync,
     fsync_alone_makes_new_parent_directories_durable,
     tree_survives_unmount_and_remount,
     fsynced_data_survives_sigkill,

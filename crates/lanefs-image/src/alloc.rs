@@ -16,7 +16,9 @@
 //! Deferred frees: a data block dropped by a journal record must not be
 //! reused until that record can no longer be rolled back, or a crash could
 //! bring back the old mapping over someone else's data. Such blocks wait in
-//! `pending` until the end of the next checkpoint.
+//! `pending` until the end of the next checkpoint (the engine counts them
+//! free at once; a page write that finds no block checkpoints first:
+//! `store.rs`, "Free space").
 
 use lanefs_store::lane;
 use parking_lot::Mutex;
@@ -255,6 +257,14 @@ impl Groups {
             .iter()
             .flat_map(|p| std::mem::take(&mut p.0.lock().pending))
             .collect()
+    }
+
+    /// Deferred frees waiting for the next checkpoint.
+    pub fn pending_blocks(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|p| p.0.lock().pending.len() as u64)
+            .sum()
     }
 
     pub fn has_pending(&self) -> bool {

@@ -105,6 +105,10 @@ pub struct DirState {
     room_hint: usize,
     /// Bytes of every name held (for the cache's estimate).
     name_bytes: usize,
+    /// Blocks holding at least one entry: the blocks the next checkpoint
+    /// lists in the directory's image (an emptied block is dirty, and a
+    /// dirty empty block is dropped, its home freed).
+    nonempty: usize,
 }
 
 impl DirState {
@@ -133,6 +137,9 @@ impl DirState {
         };
         self.room_hint = bi;
         let b = &mut self.blocks[bi];
+        if b.entries.is_empty() {
+            self.nonempty += 1;
+        }
         b.entries.push((name.to_vec(), v));
         b.bytes += need;
         b.dirty = true;
@@ -149,6 +156,9 @@ impl DirState {
                 .position(|(n, _)| n == name)
                 .expect("index matches blocks");
             b.entries.swap_remove(at);
+            if b.entries.is_empty() {
+                self.nonempty -= 1;
+            }
             b.bytes -= entry_bytes(name);
             b.dirty = true;
             self.room_hint = bi as usize;
@@ -179,6 +189,11 @@ impl DirState {
         self.index.is_empty()
     }
 
+    /// Entry blocks the next checkpoint lists in the directory's image.
+    pub fn nonempty_blocks(&self) -> usize {
+        self.nonempty
+    }
+
     /// Estimated bytes: each entry is in a block (name, value, vector) and
     /// in the index (name again, position, table overhead).
     pub fn mem_bytes(&self) -> u64 {
@@ -190,7 +205,9 @@ impl DirState {
     }
 
     /// Add a block read from disk (clean, at `home`). Duplicate names in a
-    /// corrupted image keep the first.
+    /// corrupted image keep the first. A block left with no entry (no
+    /// checkpoint writes one) is dirty, as an emptied block is: the next
+    /// checkpoint of the directory drops it and frees its home.
     pub fn push_loaded(&mut self, entries: Vec<Entry>, home: u64) {
         let bi = self.blocks.len() as u32;
         let mut b = DirBlk {
@@ -206,6 +223,11 @@ impl DirState {
             self.name_bytes += n.len();
             self.index.insert(n.clone(), bi);
             b.entries.push((n, v));
+        }
+        if b.entries.is_empty() {
+            b.dirty = true;
+        } else {
+            self.nonempty += 1;
         }
         self.blocks.push(b);
     }
@@ -242,6 +264,11 @@ pub struct InodeObj {
     pub home_stamp: u64,
     /// Used since the CLOCK hand last passed (`cache.rs`).
     pub referenced: bool,
+    /// Blocks of `home_blocks` the next checkpoint frees without writing
+    /// others in their place (`home_blocks` less
+    /// [`next_home_blocks_max`](Self::next_home_blocks_max)), which the
+    /// store already reports free (`overhead.rs`). 0 for a clean object.
+    pub gone: u32,
 }
 
 impl InodeObj {
@@ -306,6 +333,25 @@ impl InodeObj {
             n += e - s - self.pages.range(s..e).count() as u64;
         }
         n
+    }
+
+    /// At least as many chain and entry blocks as the next checkpoint
+    /// gives this object (exact without pages): its listed entry blocks
+    /// and the chain of an image with one extent per page (the extent
+    /// count itself would take a walk of the page map). 0 for a free
+    /// number, whose slot is written free.
+    pub fn next_home_blocks_max(&self) -> usize {
+        let listed = self.dir.as_ref().map_or(0, |d| d.nonempty_blocks());
+        if self.rec.is_none() && self.pages.is_empty() && listed == 0 && self.unwritten.is_empty() {
+            return 0;
+        }
+        let len = image_len(
+            self.rec.as_ref().map_or(0, Vec::len),
+            self.pages.len(),
+            listed,
+            self.unwritten.len(),
+        );
+        listed + chain_blocks(len)
     }
 
     /// Extents of the page map: (first page, first block, pages).
@@ -374,6 +420,21 @@ pub fn encode_image(
         }
     }
     out
+}
+
+/// Length of [`encode_image`]'s output, from the counts alone.
+pub fn image_len(rec: usize, extents: usize, dir_blocks: usize, unwritten: usize) -> usize {
+    let unwritten = if unwritten == 0 {
+        0
+    } else {
+        4 + 16 * unwritten
+    };
+    4 + rec + 4 + 20 * extents + 4 + 8 * dir_blocks + unwritten
+}
+
+/// Chain blocks of an image of `len` bytes (what the slot does not hold).
+pub fn chain_blocks(len: usize) -> usize {
+    len.saturating_sub(SLOT_INLINE_MAX).div_ceil(CHAIN_PAYLOAD)
 }
 
 /// A decoded image.
@@ -700,5 +761,75 @@ mod tests {
             (0..4096u64).map(|k| b.hash_one(5 + 64 * k) >> 57).collect();
         assert!(top.len() > 100, "{} of 128 tag values used", top.len());
         assert_ne!(b.hash_one((1u64, 2u64)), b.hash_one((2u64, 1u64)));
+    }
+
+    #[test]
+    fn image_len_and_chain_blocks_match_the_encoding() {
+        for (rec, ext, dirs, un) in [
+            (0, 0, 0, 0),
+            (120, 0, 0, 0),
+            (120, 3, 0, 2),
+            (90, 0, 60, 0),
+            (4000, 0, 0, 0),
+            (100, 500, 0, 7),
+        ] {
+            let extents: Vec<_> = (0..ext as u64).map(|k| (2 * k, 10 + 2 * k, 1)).collect();
+            let blocks: Vec<u64> = (0..dirs as u64).collect();
+            let unwritten: Vec<_> = (0..un as u64).map(|k| (10 * k, 10 * k + 1)).collect();
+            let img = encode_image(&vec![1; rec], &extents, &blocks, &unwritten);
+            assert_eq!(image_len(rec, ext, dirs, un), img.len());
+            let rest = &img[img.len().min(SLOT_INLINE_MAX)..];
+            assert_eq!(
+                chain_blocks(img.len()),
+                rest.chunks(CHAIN_PAYLOAD).count(),
+                "{rec} {ext} {dirs} {un}"
+            );
+        }
+    }
+
+    #[test]
+    fn next_home_blocks_follow_nonempty_entry_blocks_and_frees() {
+        let mut o = InodeObj {
+            rec: Some(vec![0; 100]),
+            ..InodeObj::default()
+        };
+        assert_eq!(o.next_home_blocks_max(), 0, "fits the slot");
+        let mut freed = Vec::new();
+        for i in 0..6000u32 {
+            let op = Op::PutEntry(1, format!("entry-name-{i:06}").into_bytes(), [0; 17]);
+            o.apply(&op, &mut freed);
+        }
+        let d = o.dir.as_ref().unwrap();
+        let blocks = d.blocks.len();
+        assert_eq!(d.nonempty_blocks(), blocks);
+        // More entry blocks than the slot lists inline: a chain block too.
+        assert!(image_len(100, 0, blocks, 0) > SLOT_INLINE_MAX);
+        assert_eq!(o.next_home_blocks_max(), blocks + 1);
+        // Empty every block but the first: they go, and so does the chain.
+        let first: Vec<Vec<u8>> = d.blocks[0].entries.iter().map(|e| e.0.clone()).collect();
+        for i in 0..6000u32 {
+            let n = format!("entry-name-{i:06}").into_bytes();
+            if !first.contains(&n) {
+                o.apply(&Op::RemoveEntry(1, n), &mut freed);
+            }
+        }
+        assert_eq!(o.dir.as_ref().unwrap().nonempty_blocks(), 1);
+        assert_eq!(o.next_home_blocks_max(), 1);
+        // Refilled: blocks count again as they get entries.
+        o.apply(&Op::PutEntry(1, b"again".to_vec(), [0; 17]), &mut freed);
+        let n = o.dir.as_ref().unwrap().nonempty_blocks();
+        assert!(n == 1 || n == 2, "{n}");
+        assert_eq!(o.next_home_blocks_max(), n);
+        // A page: an upper bound (one extent a page).
+        o.apply(&Op::MapPage(1, 0, 77, None), &mut freed);
+        assert_eq!(o.next_home_blocks_max(), n);
+        o.apply(&Op::FreeInode(1), &mut freed);
+        assert_eq!(o.next_home_blocks_max(), 0, "a free slot has no blocks");
+        // A block read from disk with no entry goes at the next checkpoint.
+        let mut d = DirState::default();
+        d.push_loaded(vec![(b"x".to_vec(), [0; 17])], 40);
+        d.push_loaded(Vec::new(), 41);
+        assert_eq!(d.nonempty_blocks(), 1);
+        assert!(!d.blocks[0].dirty && d.blocks[1].dirty);
     }
 }

@@ -10,6 +10,18 @@
 //! tail. Layout and crash reasoning: docs/FORMAT.md ("One flush per
 //! commit").
 //!
+//! Free space: blocks a record frees are reused only after the next
+//! checkpoint (data blocks wait in the allocator's deferred frees, the
+//! old homes' entry and chain blocks until the new homes are durable), but
+//! they are free space for `statfs` from the record on: the engine counts
+//! freed data pages itself, and `submit` takes the homes' blocks the next
+//! checkpoint frees (`InodeObj::gone`) off the overhead it reports
+//! (`overhead.rs`). A page write that finds no block allocatable while any
+//! of either kind wait checkpoints and tries again
+//! (`alloc_data_block`), so a page `statfs` offered always finds a block;
+//! while home blocks wait it stops at each group's share of the whole
+//! reserve, so that checkpoint has the room for its copy-on-write.
+//!
 //! Locking rules (and the lock order, outermost first):
 //! * `ckpt` (mutex): one checkpoint at a time; protects [`CkptState`]: the
 //!   superblock generation, the durable superblock and the inode-table
@@ -46,6 +58,10 @@
 //!   own lane only), and all of them, in index order, by a commit (under
 //!   `commit`) for the moment of swapping the buffers out.
 //! * group locks (`alloc.rs`) are leaves.
+//! * `overhead.hook` (`overhead.rs`, a leaf): taken by `submit` after it
+//!   has released every other lock, and at the end of a checkpoint, to
+//!   report the changes of the objects' `gone` (set under their shard
+//!   locks) and of the homes' blocks.
 //! * `journaled.shards[b % 64]` (mutexes, leaves): the data blocks mapped
 //!   by records still in the journal, which `write_page` must not
 //!   overwrite in place (`journaled.rs`). `submit` adds a record's blocks
@@ -416,13 +432,16 @@ impl Inner {
                 }
             }
         }
+        let mut gone = 0i64;
         for &i in &inos {
             let g = &mut guards
                 .iter_mut()
                 .find(|(s, _)| *s == shard(i))
                 .expect("locked")
                 .1;
-            self.track_orphan(i, &mut g.get_mut(&i).expect("stamped above"));
+            let mut obj = g.get_mut(&i).expect("stamped above");
+            self.track_orphan(i, &mut obj);
+            gone += note_gone(&mut obj);
         }
         let rec = Record { objs, ops };
         let buffered = {
@@ -454,6 +473,9 @@ impl Inner {
         drop(usage_guards);
         drop(guards);
         drop(_gate);
+        // Home blocks this record leaves to the next checkpoint to free are
+        // free space from now on (`overhead.rs`).
+        self.overhead.changed(0, gone);
         if buffered >= self.lane_commit_bytes() {
             self.group_commit()?;
         }
@@ -599,6 +621,7 @@ impl Inner {
             cs.tail_seq = new_tail.1;
         }
         let mut meta_delta = 0i64;
+        let mut gone_delta = 0i64;
         for (ino, stamp, target, new_blocks, dir_homes, old_blocks) in written {
             meta_delta += new_blocks.len() as i64 - old_blocks.len() as i64;
             let mut m = self.shards[shard(ino)].lock();
@@ -613,6 +636,9 @@ impl Inner {
                     }
                 }
                 obj.home_blocks = new_blocks.clone();
+                // Against the new home: 0 unless changed since the
+                // snapshot (an object that is not there was clean, at 0).
+                gone_delta += note_gone(&mut obj);
             }
             self.mark_written(ino);
             // Now clean (unless changed since the snapshot): evictable.
@@ -626,7 +652,7 @@ impl Inner {
         for b in pending {
             self.groups.free_block(b);
         }
-        self.overhead.changed(meta_delta);
+        self.overhead.changed(meta_delta, gone_delta);
         self.trim_all();
         Ok(())
     }
@@ -848,10 +874,24 @@ impl Inner {
 
     fn alloc_data_block(&self, prefer: Option<u64>) -> Result<u64> {
         let reserve = GROUP_META_RESERVE_BLOCKS;
-        if let Some(b) = self.groups.alloc_block(prefer, reserve) {
+        // While home blocks wait for the next checkpoint, the engine may
+        // have accepted pages for them (`overhead.rs`): data then stops at
+        // each group's share of the whole reserve, so that the checkpoint
+        // that frees them has the room for its copy-on-write that the
+        // overhead keeps (past the groups' own reserve, it found too few
+        // blocks for the new homes and failed the store).
+        let waiting = self.overhead.gone() > 0;
+        let first = if waiting {
+            self.overhead.group_share(self.geo.groups).max(reserve)
+        } else {
+            reserve
+        };
+        if let Some(b) = self.groups.alloc_block(prefer, first) {
             return Ok(b);
         }
-        if self.groups.has_pending() {
+        // Blocks freed for `statfs` but not yet reusable: the checkpoint
+        // that frees them makes room for what `statfs` promised.
+        if self.groups.has_pending() || waiting {
             self.checkpoint()?;
             if let Some(b) = self.groups.alloc_block(prefer, reserve) {
                 return Ok(b);
@@ -874,6 +914,23 @@ impl Inner {
         self.trim(&mut m);
         r
     }
+}
+
+/// Set `obj.gone` (`overhead.rs`) for its state now: the home blocks the
+/// next checkpoint frees, 0 for a clean object (its home is its state).
+/// Returns the change, for `Overhead::changed`.
+fn note_gone(obj: &mut InodeObj) -> i64 {
+    let gone = if obj.dirty {
+        obj.home_blocks
+            .len()
+            .saturating_sub(obj.next_home_blocks_max())
+    } else {
+        0
+    };
+    let gone = u32::try_from(gone).unwrap_or(u32::MAX);
+    let delta = i64::from(gone) - i64::from(obj.gone);
+    obj.gone = gone;
+    delta
 }
 
 fn snapshot(ino: Ino, obj: &mut InodeObj) -> Snap {
@@ -994,9 +1051,21 @@ impl ImageStore {
         self.inner.cache_stats()
     }
 
-    /// Free data blocks (for tests and statfs-like reports).
+    /// Free data blocks: those allocatable now (for tests and
+    /// statfs-like reports). `statfs` counts
+    /// [`freed_at_next_checkpoint`](Self::freed_at_next_checkpoint) free
+    /// too.
     pub fn free_data_blocks(&self) -> u64 {
         self.inner.groups.free_blocks()
+    }
+
+    /// Blocks free for `statfs` but allocatable only once the next
+    /// checkpoint is durable: data blocks dropped by journal records
+    /// (`alloc.rs`, "Deferred frees") and home blocks of images that
+    /// checkpoint replaces or frees (`overhead.rs`). A page write that finds
+    /// no block allocatable while some wait checkpoints first.
+    pub fn freed_at_next_checkpoint(&self) -> u64 {
+        self.inner.groups.pending_blocks() + self.inner.overhead.gone()
     }
 
     pub fn geometry(&self) -> Geometry {
