@@ -246,11 +246,20 @@ impl Inode {
         self.freed.load(Ordering::Acquire)
     }
 
-    /// Mark the inode freed; the caller sets `Meta::freed` under the same
-    /// `meta` section.
+    /// Mark the inode freed, in the caller's `meta` section, and let its
+    /// extended attributes go: nothing reads a freed inode's (`xattr`
+    /// answers `ENOENT`), and the inode's memory may outlive the free by a
+    /// while — its LRU entry waits among the dead, up to as many as there
+    /// are cached inodes (`FsInner::purge_dead_lru`), and its hash node an
+    /// epoch. Kept, each waiting inode held up to 256 KiB of values.
     pub fn mark_freed(&self, m: &mut Meta) {
         m.freed = true;
         self.freed.store(true, Ordering::Release);
+        if !m.rec.xattrs.is_empty() {
+            let had_privs = crate::perm::has_privs(&m.rec);
+            m.rec.xattrs = Vec::new();
+            self.note_privs(had_privs, &m.rec);
+        }
     }
 
     /// Note a lock-free lookup of this inode for the LRU (Linux's
