@@ -246,11 +246,22 @@ impl Inode {
         self.freed.load(Ordering::Acquire)
     }
 
-    /// Mark the inode freed; the caller sets `Meta::freed` under the same
-    /// `meta` section.
+    /// Mark the inode freed, in the caller's `meta` section, and let its
+    /// extended attributes and symlink target go: nothing reads a freed
+    /// inode's (`xattr` and `readlink` answer `ENOENT`), and the inode's
+    /// memory may outlive the free by a while — its LRU entry waits among
+    /// the dead, up to as many as there are cached inodes
+    /// (`FsInner::purge_dead_lru`), and its hash node an epoch. Kept, each
+    /// waiting inode held up to 256 KiB of values or a 4 KiB target.
     pub fn mark_freed(&self, m: &mut Meta) {
         m.freed = true;
         self.freed.store(true, Ordering::Release);
+        m.rec.symlink = Vec::new();
+        if !m.rec.xattrs.is_empty() {
+            let had_privs = crate::perm::has_privs(&m.rec);
+            m.rec.xattrs = Vec::new();
+            self.note_privs(had_privs, &m.rec);
+        }
     }
 
     /// Note a lock-free lookup of this inode for the LRU (Linux's

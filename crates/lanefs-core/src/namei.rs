@@ -781,6 +781,11 @@ impl Fs {
             return Err(Errno::EINVAL);
         }
         let mut m = inode.meta.lock();
+        if m.freed {
+            // Its target went with it (`Inode::mark_freed`): as if read
+            // after the last name went.
+            return Err(Errno::ENOENT);
+        }
         let target = m.rec.symlink.clone();
         // Reading a link is an access (`touch_atime` in `readlinkat` and
         // when a path walk follows it), by the mount's atime policy.
@@ -791,7 +796,7 @@ impl Fs {
                 crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
             }
         };
-        if touch && !m.freed {
+        if touch {
             m.rec.atime = Timespec::now();
             m.dirty = true;
         }

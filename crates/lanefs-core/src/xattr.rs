@@ -12,7 +12,10 @@
 //! `EOPNOTSUPP` (docs/SEMANTICS.md, accepted divergences).
 //! Values live in the inode record, under the inode's `meta` lock; a change
 //! of a regular file's xattrs updates its privilege hint
-//! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it.
+//! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it. A
+//! freed inode has none left ([`Inode::mark_freed`](crate::inode::Inode::mark_freed)):
+//! every call on one (reached through a reference taken before the free)
+//! answers `ENOENT`, as if it came after the name went.
 
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
@@ -180,6 +183,10 @@ impl Fs {
         check_name(name)?;
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
+        if m.freed {
+            // Its values went with it (`Inode::mark_freed`).
+            return Err(Errno::ENOENT);
+        }
         acl_on_symlink(name, &m.rec)?;
         if is_acl(name) {
             // No ACL is ever kept; the VFS checks no permission for it.
@@ -201,6 +208,9 @@ impl Fs {
     pub fn listxattr(&self, cred: &Cred, ino: lanefs_store::Ino) -> Result<Vec<u8>> {
         let inode = self.inner.iget(ino)?;
         let m = inode.meta.lock();
+        if m.freed {
+            return Err(Errno::ENOENT);
+        }
         let mut out = Vec::new();
         for (k, _) in &m.rec.xattrs {
             if k.starts_with(b"trusted.") && !cred.is_root() {
@@ -244,6 +254,9 @@ impl Fs {
             }
             touch_c(&inode, &mut m, Timespec::now());
             return Ok(());
+        }
+        if m.freed {
+            return Err(Errno::ENOENT);
         }
         xattr_permission(cred, &m.rec, name, true)?;
         match m

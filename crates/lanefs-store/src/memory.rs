@@ -27,6 +27,15 @@
 //!   never-used numbers. A thread allocates and frees on its own lane only,
 //!   so creates on different lanes share no lock and no counter; a number
 //!   freed on one lane is reused by that lane.
+//! * `spare_inos` (mutex, a leaf; taken alone, or under a lane's lock by an
+//!   allocation): batches of [`INO_CHUNK`] freed numbers that lanes gave
+//!   up. A lane that holds [`INO_FREED_MAX`] freed numbers hands its oldest
+//!   `INO_CHUNK` over (after letting its own lock go); a lane with no freed
+//!   and no fresh number left takes a batch before it takes a fresh chunk.
+//!   Without it, a lane that only frees (the consumer of files another
+//!   lane makes) kept every number it freed while the maker's lane took
+//!   fresh chunks forever: 8 bytes a file, and numbers never reused.
+//!   Touched once per chunk, as `next_chunk`.
 //! * `next_chunk` (atomic, Relaxed): start of the next never-used chunk of
 //!   [`INO_CHUNK`] numbers; touched once per chunk, numbers are unique
 //!   because `fetch_add` is atomic, no ordering with data needed.
@@ -58,6 +67,9 @@ const SHARDS: usize = 1 << SHARD_BITS;
 const INO_LANES: usize = 64;
 /// Never-used inode numbers a lane takes at once from `next_chunk`.
 const INO_CHUNK: u64 = 1024;
+/// Freed numbers a lane keeps before it hands its oldest [`INO_CHUNK`]
+/// to the others (`MemoryStore::spare_inos`).
+const INO_FREED_MAX: usize = 2 * INO_CHUNK as usize;
 
 /// One lane's inode numbers, alone on its cache line.
 #[derive(Default)]
@@ -148,6 +160,7 @@ pub struct MemoryStore {
     dirs: Shards<DirEntries>,
     pages: Shards<PageMap>,
     ino_lanes: Box<[Mutex<InoLane>]>,
+    spare_inos: Mutex<Vec<Vec<Ino>>>,
     next_chunk: AtomicU64,
     unwritten: Shards<Vec<Range<u64>>>,
     superblock: Mutex<Superblock>,
@@ -173,6 +186,7 @@ impl MemoryStore {
             dirs: shards(),
             pages: shards(),
             ino_lanes: (0..INO_LANES).map(|_| Mutex::default()).collect(),
+            spare_inos: Mutex::new(Vec::new()),
             next_chunk: AtomicU64::new(ROOT_INO + 1),
             unwritten: shards(),
             superblock: Mutex::new(Superblock {
@@ -225,6 +239,12 @@ impl Store for MemoryStore {
 
     fn alloc_ino(&self) -> Result<Ino> {
         let mut lane = self.ino_lane().lock();
+        if lane.freed.is_empty() && lane.next == lane.end {
+            // Numbers another lane freed and gave up, before fresh ones.
+            if let Some(batch) = self.spare_inos.lock().pop() {
+                lane.freed = batch;
+            }
+        }
         if let Some(ino) = lane.freed.pop() {
             return Ok(ino);
         }
@@ -250,7 +270,18 @@ impl Store for MemoryStore {
         self.pages[s].lock().remove(&ino);
         // A freed directory is empty: its (emptied) map goes too.
         self.dirs[s].lock().remove(&ino);
-        self.ino_lane().lock().freed.push(ino);
+        let given_up = {
+            let mut lane = self.ino_lane().lock();
+            lane.freed.push(ino);
+            (lane.freed.len() >= INO_FREED_MAX).then(|| {
+                // The oldest: the lane goes on reusing its newest.
+                let newest = lane.freed.split_off(INO_CHUNK as usize);
+                std::mem::replace(&mut lane.freed, newest)
+            })
+        };
+        if let Some(batch) = given_up {
+            self.spare_inos.lock().push(batch);
+        }
         self.unwritten[s].lock().remove(&ino);
         Ok(())
     }
@@ -541,6 +572,46 @@ mod tests {
         s.free_ino(other).unwrap();
         assert!(s.dirs.iter().all(|sh| !sh.lock().contains_key(&other)));
         assert!(s.dirs.iter().all(|sh| !sh.lock().contains_key(&d)));
+    }
+
+    /// One lane makes, another frees (a consumer of the files a producer
+    /// writes): the numbers the freeing lane gives up go back to the
+    /// making lane, so the numbers in use and the freed lists stay bounded.
+    /// Before, every number freed stayed on the freeing lane's list and the
+    /// making lane took fresh chunks forever.
+    #[test]
+    fn numbers_freed_on_another_lane_come_back() {
+        let s = std::sync::Arc::new(MemoryStore::default());
+        const FILES: usize = 50_000;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Ino>(16);
+        let freer = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for ino in rx {
+                    s.free_ino(ino).unwrap();
+                }
+            })
+        };
+        let mut highest = 0;
+        for _ in 0..FILES {
+            let ino = s.alloc_ino().unwrap();
+            highest = highest.max(ino);
+            tx.send(ino).unwrap();
+        }
+        drop(tx);
+        freer.join().unwrap();
+        // The maker's fresh chunks while the freer's list fills up to
+        // `INO_FREED_MAX` (three at most), then only numbers given back.
+        let bound = 4 * INO_CHUNK;
+        assert!(
+            highest < ROOT_INO + bound,
+            "{FILES} files, a few alive at once, used numbers up to {highest}"
+        );
+        let kept: usize = s.ino_lanes.iter().map(|l| l.lock().freed.len()).sum();
+        assert!(
+            kept <= 2 * INO_CHUNK as usize,
+            "{kept} freed numbers kept by lanes"
+        );
     }
 
     #[test]
