@@ -35,7 +35,9 @@
 #    /sbin/mount.fuse.lanefs this script writes. The helper formats IMAGE
 #    (`lanefs mkfs`) if it does not exist yet, then runs lanefs's mount
 #    helper form `lanefs IMAGE DIR -o OPTS` (which returns once the mount is
-#    live), keeping its recovery report off the test's output, and with
+#    live; a mount of an image the last daemon has not let go yet is
+#    retried for up to 120 s, as a FUSE umount does not wait for the
+#    daemon), keeping its recovery report off the test's output, and with
 #    `dev,suid` first, as mount.fuse3 gives root (FUSE's own default is
 #    nodev,nosuid; xfstests makes device nodes and setuid files). An image
 #    keeps its contents across unmount and mount, as a disk does.
@@ -142,8 +144,15 @@ fi
 shift 2
 devsuid=()
 [ "\$(id -u)" = 0 ] && devsuid=(-o dev,suid)
+# A FUSE umount returns before the daemon has written everything back and
+# let the image go; lanefs's mount waits 5 s for it, and a cycle mount
+# after heavy writes (fsstress) can need longer: retry for up to 120 s.
 err=\$(mktemp)
-if "\$LANEFS" "\$src" "\$dir" "\${devsuid[@]}" "\$@" >/dev/null 2>"\$err"; then rm -f "\$err"; exit 0; fi
+for _ in \$(seq 24); do
+  if "\$LANEFS" "\$src" "\$dir" "\${devsuid[@]}" "\$@" >/dev/null 2>"\$err"; then rm -f "\$err"; exit 0; fi
+  grep -q "in use by another lanefs process" "\$err" || break
+  echo "\$(date +%T) \$src still in use; retrying" >>"$IMG_DIR/mount-retries.log"
+done
 cat "\$err" >&2; rm -f "\$err"; exit 32
 EOF
 chmod 755 /sbin/mount.fuse.lanefs.new
