@@ -410,6 +410,16 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         root_gid: unsafe { libc::getegid() },
         atime: plan.opts.atime,
         nodiratime: plan.opts.nodiratime,
+        // The kernel's `may_linkat` applies the host's current
+        // `fs.protected_hardlinks` to every LINK before it is sent (its
+        // read/write test through the permission hook, which asks nothing
+        // without `default_permissions`): the engine's own check (on by
+        // default) refused links the host allows (tests/sysctl.rs,
+        // xfstests generic/597). Without `default_permissions` the engine
+        // makes it, as the host had it at mount.
+        protected_hardlinks: !plan.opts.effective_default_permissions()
+            && std::fs::read_to_string("/proc/sys/fs/protected_hardlinks")
+                .map_or(true, |v| v.trim() != "0"),
         ..FsConfig::default()
     };
     if let Some(c) = a.cache_size {

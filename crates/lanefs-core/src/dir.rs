@@ -161,10 +161,14 @@
 //! inserted or removed meanwhile and across evictions of the index; an
 //! entry added or removed during the listing is returned at most once per
 //! cookie it had. Cookies 0, 1 and 2 are the start, `.` and `..`, before
-//! every partition. The offsets a listing returns (each entry's cookie) so
-//! do not increase from one partition to the next; they are opaque
-//! positions, as the kernel and glibc treat them (a hashed directory's
-//! order is no more telling).
+//! every partition. The offsets a listing returns are not the cookies,
+//! which do not increase from one partition to the next, but positions
+//! made of the partition and the cookie's index in its stripe
+//! (`position_of`), which increase in listing order, so that an offset
+//! between two returned ones resumes at the later entry (`resume_after`;
+//! until 2026-11 the offsets were the cookies, and a seek to an offset
+//! no entry returned could list nothing below the last: xfstests
+//! generic/676).
 //!
 //! A listing ends where it began: a listing takes each stripe's next
 //! cookie as its bound (`DirIndex::list_bound`) when a call of it stops
@@ -358,8 +362,88 @@ type ListEntry<'g> = crossbeam_skiplist::base::Entry<'g, 'g, u64, Listed>;
 
 /// The partition of the listing order that holds `cookie`.
 #[inline]
-fn partition_of(cookie: u64) -> usize {
+pub(crate) fn partition_of(cookie: u64) -> usize {
     (cookie % STRIPES as u64) as usize
+}
+
+/// Listing positions (below): a cookie's index in its stripe (`cookie /
+/// STRIPES`) takes the low bits, its partition the bits above. Small
+/// positions (index below `SMALL_INDEX_LIMIT`) stay below 2^31, so that a
+/// 32-bit reader's `d_off`/`telldir` holds them (glibc's non-LFS `readdir`
+/// fails `EOVERFLOW` otherwise), as cookies did; large ones start at
+/// `LARGE_BASE`.
+const SMALL_INDEX_BITS: u32 = 27;
+/// Room for `FIRST_COOKIE` below 2^31 at the top of partition 15.
+const SMALL_INDEX_LIMIT: u64 = (1 << SMALL_INDEX_BITS) - FIRST_COOKIE;
+const LARGE_BASE: u64 = 1 << 31;
+const LARGE_INDEX_BITS: u32 = 56;
+const LARGE_INDEX_MASK: u64 = (1 << LARGE_INDEX_BITS) - 1;
+
+/// The listing position of `cookie`: what a listing returns as the offset
+/// to resume after the entry (`d_off`). Positions increase in listing
+/// order (module doc, "Listing order": partition first, then the cookie's
+/// index in its stripe) while every stripe has handed out fewer than
+/// 2^27 cookies, and stay below 2^31 (beyond, a partition's later entries
+/// take positions from 2^31 up, still distinct and resumable). The start,
+/// `.` and `..` (0, 1, 2) keep their numbers, below every entry's. So an
+/// offset between two that entries returned resumes at the later entry,
+/// and any offset below the last entry's lists an entry, as on a
+/// directory whose offsets grow (tmpfs; ext4's hash order): xfstests
+/// generic/676 seeks to random offsets below the largest and takes an
+/// empty answer for an error. Cookies themselves do not increase from one
+/// partition to the next.
+#[inline]
+pub(crate) fn position_of(cookie: u64) -> u64 {
+    if cookie < FIRST_COOKIE {
+        return cookie;
+    }
+    let p = partition_of(cookie) as u64;
+    let index = cookie / STRIPES as u64;
+    if index < SMALL_INDEX_LIMIT {
+        FIRST_COOKIE + (p << SMALL_INDEX_BITS | index)
+    } else {
+        debug_assert!(
+            index <= LARGE_INDEX_MASK,
+            "cookie {cookie} past the positions"
+        );
+        LARGE_BASE + (p << LARGE_INDEX_BITS | index & LARGE_INDEX_MASK)
+    }
+}
+
+/// Where a listing from position `pos` resumes: the cookie to list after
+/// (cookie space, as [`DirIndex::list_into`] takes it) and the first
+/// partition it may list from (it matters only for an offset no entry
+/// returned, before every entry of a partition); `None` past every
+/// position. Any `u64` is accepted (an `lseek` may set any offset).
+#[inline]
+pub(crate) fn resume_after(pos: u64) -> Option<(u64, usize)> {
+    if pos < FIRST_COOKIE {
+        return Some((pos, 0));
+    }
+    let (p, index) = if pos < LARGE_BASE {
+        let y = pos - FIRST_COOKIE;
+        let index = y & ((1 << SMALL_INDEX_BITS) - 1);
+        // An offset in the gap above the small indexes: after the last.
+        (
+            (y >> SMALL_INDEX_BITS) as usize,
+            index.min(SMALL_INDEX_LIMIT - 1),
+        )
+    } else {
+        let y = pos - LARGE_BASE;
+        let p = (y >> LARGE_INDEX_BITS) as usize;
+        if p >= STRIPES {
+            return None;
+        }
+        (p, y & LARGE_INDEX_MASK)
+    };
+    let cookie = index * STRIPES as u64 + p as u64;
+    if cookie < FIRST_COOKIE {
+        // Before every entry of partition `p` (1 or 2): the cookies that
+        // mean the start, `.` and `..` there. List from the start, past
+        // the partitions below `p`.
+        return Some((FIRST_COOKIE - 1, p));
+    }
+    Some((cookie, p))
 }
 
 /// A loaded directory index.
@@ -1284,6 +1368,59 @@ mod tests {
     fn in_listing_order(listed: &[(Vec<u8>, Slot)]) -> bool {
         let key = |s: &Slot| (partition_of(s.cookie), s.cookie);
         listed.windows(2).all(|w| key(&w[0].1) < key(&w[1].1))
+    }
+
+    /// Positions (`position_of`) increase in listing order (partition,
+    /// then cookie) while indexes are small, stay below 2^31 there, and
+    /// `resume_after` maps each back to its cookie; large indexes get
+    /// distinct positions from 2^31 up; any offset decodes without panic.
+    #[test]
+    fn positions_follow_listing_order_and_resume() {
+        let n = STRIPES as u64;
+        let mut cookies: Vec<u64> = (FIRST_COOKIE..2000).collect();
+        for idx in [
+            SMALL_INDEX_LIMIT - 1,
+            SMALL_INDEX_LIMIT,
+            1 << 40,
+            LARGE_INDEX_MASK,
+        ] {
+            for p in 0..n {
+                cookies.push(idx * n + p);
+            }
+        }
+        cookies.sort_by_key(|&c| (partition_of(c), c));
+        let small = |c: u64| c / n < SMALL_INDEX_LIMIT;
+        let mut last = FIRST_COOKIE - 1;
+        for &c in cookies.iter().filter(|&&c| small(c)) {
+            let pos = position_of(c);
+            assert!(pos > last, "cookie {c}: position {pos} after {last}");
+            assert!(pos < 1 << 31, "cookie {c}: position {pos}");
+            last = pos;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for &c in &cookies {
+            let pos = position_of(c);
+            assert!(seen.insert(pos), "cookie {c}: position {pos} twice");
+            assert!(pos < 1 << 62);
+            assert_eq!(resume_after(pos), Some((c, partition_of(c))), "cookie {c}");
+        }
+        for pos in 0..FIRST_COOKIE {
+            assert_eq!(position_of(pos), pos);
+            assert_eq!(resume_after(pos), Some((pos, 0)));
+        }
+        // Offsets no entry returned: before partition 1's entries, in the
+        // gap above the small indexes, past the end.
+        assert_eq!(
+            resume_after(FIRST_COOKIE + (1 << SMALL_INDEX_BITS)),
+            Some((FIRST_COOKIE - 1, 1))
+        );
+        let gap = FIRST_COOKIE + (1 << SMALL_INDEX_BITS) - 2;
+        assert_eq!(resume_after(gap), Some(((SMALL_INDEX_LIMIT - 1) * n, 0)));
+        assert_eq!(resume_after(LARGE_BASE + (n << LARGE_INDEX_BITS)), None);
+        assert_eq!(resume_after(u64::MAX), None);
+        for pos in [LARGE_BASE - 1, LARGE_BASE, 1 << 62, i64::MAX as u64] {
+            let _ = resume_after(pos);
+        }
     }
 
     #[test]

@@ -28,7 +28,9 @@ use crate::ReadVariant;
 
 use lanefs_store::{Errno, FileKind, Ino, Result, Timespec};
 
-use crate::dir::{below_bound, ListBatch, ListBound, Stripes};
+use crate::dir::{
+    below_bound, partition_of, position_of, resume_after, ListBatch, ListBound, Stripes,
+};
 use crate::fs::{
     check_name, creation_perm, data_change_time, fold_dir_changes, fold_file_times,
     is_dot_or_dotdot, touch_c, touch_mc, FsInner, IRef,
@@ -1194,6 +1196,14 @@ impl Fs {
             }
             off = 2;
         }
+        // Offsets are listing positions (`dir::position_of`), increasing
+        // in listing order; the walk goes by cookie.
+        let Some((mut off, skip_below)) = resume_after(off) else {
+            // Past every entry.
+            keep_bound(file, bound, false)?;
+            file.touch_atime_as(flags);
+            return Ok(());
+        };
         let mut batch = ListBatch::default();
         loop {
             batch.clear();
@@ -1206,8 +1216,10 @@ impl Fs {
                 if bound
                     .as_deref()
                     .is_some_and(|b| !below_bound(b, slot.cookie))
+                    || partition_of(slot.cookie) < skip_below
                 {
-                    // Linked since the listing began: not listed.
+                    // Linked since the listing began, or before the
+                    // offset (one no entry returned): not listed.
                     off = slot.cookie;
                     continue;
                 }
@@ -1215,7 +1227,7 @@ impl Fs {
                     ino: slot.ino,
                     kind: slot.kind,
                     name,
-                    next_offset: slot.cookie,
+                    next_offset: position_of(slot.cookie),
                 };
                 if emit(e) {
                     file.touch_atime_as(flags);

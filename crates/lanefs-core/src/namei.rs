@@ -680,6 +680,30 @@ impl Fs {
         self.inner.lookup(cred, parent.into(), name, true)
     }
 
+    /// Find inode `ino` by its number alone, as a file handle finds it,
+    /// adding one to its lookup count (give it back with
+    /// [`forget`](Self::forget)). Any kind of inode. This is FUSE's
+    /// LOOKUP of `.` in `ino`, which the kernel sends (under
+    /// `FUSE_EXPORT_SUPPORT`) to open a file handle — `open_by_handle_at`,
+    /// an NFS export — whose inode it no longer caches; the kernel then
+    /// compares the answer's generation with the handle's, so a number
+    /// reused by another inode is a stale handle, not that inode.
+    ///
+    /// `ENOENT` for a number that names no inode, one its creator has not
+    /// named yet, or one with no links that nothing keeps (being freed: a
+    /// count would keep it alive unlinked and not an orphan, as in
+    /// `lookup`'s `.`). An unlinked inode that is kept (an orphan: open,
+    /// or looked up) answers, as Linux's in-core inode does.
+    pub fn lookup_number_counted(&self, ino: Ino) -> Result<Attr> {
+        let inode = self.inner.iget(ino)?;
+        let mut m = inode.meta.lock();
+        if m.freed || (m.rec.nlink == 0 && m.orphan_slot.get().is_none()) {
+            return Err(Errno::ENOENT);
+        }
+        *m.lookups_mut() += 1;
+        Ok(inode.attr_locked(&m))
+    }
+
     fn created(&self, inode: IRef<'_>) -> Attr {
         let m = inode.meta.lock();
         inode.attr_locked(&m)

@@ -411,6 +411,16 @@ impl Handler {
             }
         }
         check_name(name)?;
+        if name == b"." {
+            // Never a path walk's (the VFS resolves `.` itself): the
+            // kernel's `fuse_get_dentry` asking for an inode by number to
+            // open a file handle whose inode it evicted
+            // (`FUSE_EXPORT_SUPPORT`; `open_by_handle_at`, NFS export).
+            // `parent` may be any kind; the kernel checks the generation.
+            // (`..` of a directory, which reconnects a directory handle,
+            // is an ordinary lookup.)
+            return self.fs.lookup_number_counted(parent);
+        }
         self.fs.lookup_counted(&cred_for(caller), parent, name)
     }
 

@@ -108,6 +108,7 @@ pub const FUSE_NOTIFY_INVAL_ENTRY: i32 = 3;
 pub const FUSE_ASYNC_READ: u64 = 1 << 0;
 pub const FUSE_POSIX_LOCKS: u64 = 1 << 1;
 pub const FUSE_ATOMIC_O_TRUNC: u64 = 1 << 3;
+pub const FUSE_EXPORT_SUPPORT: u64 = 1 << 4;
 pub const FUSE_BIG_WRITES: u64 = 1 << 5;
 pub const FUSE_FLOCK_LOCKS: u64 = 1 << 10;
 pub const FUSE_DO_READDIRPLUS: u64 = 1 << 13;
