@@ -231,20 +231,7 @@ fn foreground_signal(sig: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Kills the daemon and unmounts if the test fails half-way.
-    struct Guard(std::process::Child, std::path::PathBuf);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if matches!(self.0.try_wait(), Ok(None)) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-            if is_fuse_mounted(&self.1) {
-                let _ = Command::new("fusermount3").arg("-uz").arg(&self.1).status();
-            }
-        }
-    }
-    let mut guard = Guard(child, mnt.clone());
+    let mut guard = ForegroundDaemon(child, mnt.clone());
     let child = &mut guard.0;
     let mounted = wait_until(30, || is_fuse_mounted(&mnt));
     assert!(mounted, "foreground mount did not appear");

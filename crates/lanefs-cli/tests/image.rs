@@ -958,21 +958,6 @@ fn bad_input_gives_one_line_errors() {
 fn a_closed_pipe_is_no_panic() {
     let s = Scene::new("img-stderr");
     mkfs(&s.img);
-    let closed_pipe = || {
-        let mut fds = [0i32; 2];
-        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: pipe2 just returned both fds; nothing else owns them.
-        let (r, w) = unsafe {
-            use std::os::fd::FromRawFd;
-            (
-                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-            )
-        };
-        drop(r);
-        Stdio::from(w)
-    };
     let mut m = ImageMount {
         mnt: s.mnt.clone(),
         log: s.base.join("daemon.log"),

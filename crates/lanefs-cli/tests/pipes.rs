@@ -14,25 +14,6 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 
 use common::*;
 
-/// The write end of a pipe whose read end is already closed: the first
-/// write to it fails with EPIPE (deterministically, unlike `| head -1`,
-/// which may read everything before it exits).
-fn closed_pipe() -> Stdio {
-    let mut fds = [0i32; 2];
-    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: pipe2 just returned both fds; nothing else owns them.
-    let (r, w) = unsafe {
-        use std::os::fd::FromRawFd;
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    };
-    drop(r);
-    Stdio::from(w)
-}
-
 /// Run `lanefs ARGS` with stdout a pipe nobody reads; stderr captured.
 fn stdout_gone(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -155,22 +136,9 @@ fn a_daemon_logging_to_a_gone_reader() {
         .stderr(closed_pipe())
         .spawn()
         .unwrap();
-    // Kills the daemon and unmounts if the test fails half-way.
-    struct Guard(std::process::Child, std::path::PathBuf);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if matches!(self.0.try_wait(), Ok(None)) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-            if is_fuse_mounted(&self.1) {
-                let _ = Command::new("fusermount3").arg("-uz").arg(&self.1).status();
-            }
-        }
-    }
     let exited = |c: &mut std::process::Child| -> Option<ExitStatus> { c.try_wait().ok()? };
     let up = wait_until(30, || is_fuse_mounted(&mnt) || exited(&mut child).is_some());
-    let mut guard = Guard(child, mnt.clone());
+    let mut guard = ForegroundDaemon(child, mnt.clone());
     assert!(
         up && is_fuse_mounted(&mnt),
         "no mount; daemon: {:?}",

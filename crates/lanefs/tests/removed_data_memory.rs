@@ -7,22 +7,13 @@
 //! waited in the thread's bag while the thread went on writing — each round
 //! kept its file's pages (here 10 × 32 MiB).
 
+mod common;
+
+use common::resident_kib;
 use lanefs::{Filesystem, OpenOptions};
 
 const FILE_MIB: u64 = 32;
 const ROUNDS: usize = 10;
-
-fn resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("a number of KiB")
-}
 
 #[test]
 fn writing_and_removing_a_file_in_a_loop_stays_flat() {

@@ -8,24 +8,15 @@
 //! outnumber the cached inodes — so with 20,000 files cached, 20,000
 //! removed links' targets (4,000 bytes each here) stayed allocated.
 
+mod common;
+
+use common::resident_kib;
 use lanefs::Filesystem;
 
 const CACHED: usize = 20_000;
 const LINKS: usize = 5_000;
 const ROUNDS: usize = 8;
 const TARGET: usize = 4_000;
-
-fn resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("a number of KiB")
-}
 
 #[test]
 fn making_and_removing_symlinks_among_cached_files_stays_flat() {

@@ -8,23 +8,14 @@
 //! until they outnumber the cached inodes (at least 1024) — so up to 1024
 //! removed files' values stayed allocated (here 1024 × 128 KiB).
 
+mod common;
+
+use common::resident_kib;
 use lanefs::Filesystem;
 
 const FILES: usize = 100;
 const ROUNDS: usize = 12;
 const VALUE: usize = 64 * 1024;
-
-fn resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("a number of KiB")
-}
 
 #[test]
 fn giving_files_large_xattrs_and_removing_them_stays_flat() {

@@ -524,3 +524,38 @@ fn check_image_after_unmount(img: &Path, log: &Path, mnt: &Path) {
         std::fs::read_to_string(log).unwrap_or_default()
     );
 }
+
+/// The write end of a pipe whose read end is already closed: the first
+/// write to it fails with EPIPE (deterministically, unlike `| head -1`,
+/// which may read everything before it exits).
+pub fn closed_pipe() -> Stdio {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 just returned both fds; nothing else owns them.
+    let (r, w) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(r);
+    Stdio::from(w)
+}
+
+/// A foreground daemon (`lanefs mount -f`) and its mount point: kills the
+/// daemon and unmounts if the test fails half-way.
+pub struct ForegroundDaemon(pub std::process::Child, pub PathBuf);
+
+impl Drop for ForegroundDaemon {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+        if is_fuse_mounted(&self.1) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.1).status();
+        }
+    }
+}

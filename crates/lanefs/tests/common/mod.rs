@@ -53,3 +53,18 @@ pub fn check_then_fsck(fs: Filesystem, img: &Path) -> io::Result<()> {
     assert!(report.clean, "{:?} {:?}", report.problems, report.links);
     Ok(())
 }
+
+/// This process's resident size in KiB (`VmRSS`), for the tests that check
+/// memory comes back (each alone in its binary, so the number is its own).
+#[allow(dead_code)] // only the removed_*_memory binaries
+pub fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("a number of KiB")
+}
