@@ -250,6 +250,21 @@ impl Node {
     fn is_dead(&self) -> bool {
         self.body.pending.load(Ordering::Relaxed) == dead()
     }
+
+    /// Whether this node is linked as `name` (of hash `hash`). Its head's
+    /// fields are plain (fixed once it is linked): tell the conflict audit
+    /// what a walk reads of its lines — the hash, and on a match the name
+    /// and the slot (other builds: nothing).
+    #[inline]
+    fn is_named(&self, hash: u64, name: &[u8]) -> bool {
+        crate::sync::note_opaque(&self.head.hash, false);
+        if self.head.hash == hash && same_name(self.head.name.get(), name) {
+            crate::sync::note_opaque(&self.head.name, false);
+            crate::sync::note_opaque(&self.body.slot, false);
+            return true;
+        }
+        false
+    }
 }
 
 /// A rename's switch: the one word whose store makes all of a rename's
@@ -603,13 +618,7 @@ impl<A> NameTable<A> {
             // SAFETY: nodes reachable from the table are freed only
             // through `defer` after being unlinked, after `_guard`.
             let node = unsafe { &*p };
-            // The node's fields are plain (fixed once it is linked): tell
-            // the conflict audit what this lookup reads of its lines, which
-            // an unlink's store to `next` writes (other builds: nothing).
-            crate::sync::note_opaque(&node.head.hash, false);
-            if node.head.hash == hash && same_name(node.head.name.get(), name) {
-                crate::sync::note_opaque(&node.head.name, false);
-                crate::sync::note_opaque(&node.body.slot, false);
+            if node.is_named(hash, name) {
                 return Some((link, node));
             }
             link = &node.head.next;
@@ -810,10 +819,7 @@ impl<A> NameTable<A> {
                 unsafe { self.unlink(link, n, guard) };
                 continue;
             }
-            crate::sync::note_opaque(&n.head.hash, false);
-            if found.is_none() && n.head.hash == hash && same_name(n.head.name.get(), name) {
-                crate::sync::note_opaque(&n.head.name, false);
-                crate::sync::note_opaque(&n.body.slot, false);
+            if found.is_none() && n.is_named(hash, name) {
                 found = Some((link, n));
             }
             link = &n.head.next;
