@@ -21,7 +21,9 @@
 //! * The mirror is two such groups, each with its own `seq`, on separate
 //!   cache lines: the permission group (perm, uid, gid and the `freed`
 //!   flag: what the permission check of a lookup reads, as Linux's RCU walk
-//!   reads `i_mode`/`i_uid`; a lock-free walk learns that an inode is dead
+//!   reads `i_mode`/`i_uid`; with two flags saying whether the record
+//!   holds an access ACL or a default ACL (`acl`), so that a check of an
+//!   inode without one reads nothing else; a lock-free walk learns that an inode is dead
 //!   from the inode's own `freed` flag, on its read-mostly header line) and
 //!   the rest (times, size, links). A writer bumps only the
 //!   groups it changes — both to odd before any word when it changes both
@@ -41,12 +43,15 @@ use crate::Attr;
 
 /// Words of the permission group: what a path walk's permission check
 /// reads (Linux's RCU walk reads `i_mode`/`i_uid`/`i_gid`), and `freed`.
-/// perm (bits 0..16) | freed (bit 16).
+/// perm (bits 0..16) | freed (bit 16) | access ACL (bit 17) | default
+/// ACL (bit 18).
 const P_PERM_FREED: usize = 0;
 /// uid | gid << 32.
 const P_UID_GID: usize = 1;
 const PERM_WORDS: usize = 2;
 const FREED_BIT: u64 = 1 << 16;
+const ACCESS_ACL_BIT: u64 = 1 << 17;
+const DEFAULT_ACL_BIT: u64 = 1 << 18;
 
 /// Words of the other attributes (times, size, links: what changes when a
 /// directory's entries change).
@@ -68,6 +73,15 @@ const REST_WORDS: usize = 11;
 fn encode_perm(rec: &InodeRecord, freed: bool) -> [u64; PERM_WORDS] {
     let mut w = [0u64; PERM_WORDS];
     w[P_PERM_FREED] = rec.perm as u64 | if freed { FREED_BIT } else { 0 };
+    if !rec.xattrs.is_empty() {
+        use crate::acl::{stored, Kind};
+        if stored(rec, Kind::Access).is_some() {
+            w[P_PERM_FREED] |= ACCESS_ACL_BIT;
+        }
+        if stored(rec, Kind::Default).is_some() {
+            w[P_PERM_FREED] |= DEFAULT_ACL_BIT;
+        }
+    }
     w[P_UID_GID] = rec.uid as u64 | (rec.gid as u64) << 32;
     w
 }
@@ -108,6 +122,14 @@ impl PermSnapshot {
     pub fn perm(&self) -> u16 {
         self.words[P_PERM_FREED] as u16
     }
+    /// The record holds an access ACL (`acl`).
+    pub fn has_acl(&self) -> bool {
+        self.words[P_PERM_FREED] & ACCESS_ACL_BIT != 0
+    }
+    /// The record holds a default ACL (a directory's, `acl`).
+    pub fn has_default_acl(&self) -> bool {
+        self.words[P_PERM_FREED] & DEFAULT_ACL_BIT != 0
+    }
     pub fn uid(&self) -> u32 {
         self.words[P_UID_GID] as u32
     }
@@ -138,6 +160,10 @@ impl AttrSnapshot {
     }
     pub fn nlink(&self) -> u32 {
         self.rest[W_NLINK] as u32
+    }
+    /// The permission group alone.
+    pub fn perm_snapshot(&self) -> &PermSnapshot {
+        &self.perm
     }
 
     /// With a directory's stripe changes (size, times, subdirectories)

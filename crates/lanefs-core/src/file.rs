@@ -1416,6 +1416,8 @@ impl Fs {
                 perm &= !S_ISGID;
             }
             m.rec.perm = perm;
+            // `posix_acl_chmod`: the access ACL takes the new bits.
+            crate::acl::chmod(&mut m.rec);
         }
         if let Some(t) = ch.atime {
             m.rec.atime = t.at(now);

@@ -120,12 +120,35 @@ use crate::{Attr, Cred, DirAt, FsConfig, ShrinkStats, StatFs, DIRENT_SIZE, NAME_
 /// The attributes of a directory that a create depends on: permission
 /// (mode and owner) and setgid inheritance. A create reads them, allocates,
 /// and links only if they are unchanged under the directory's locks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ParentAttrs {
     pub ino: Ino,
     pub perm: u16,
     pub uid: u32,
     pub gid: u32,
+    /// The directory's default ACL (`acl`), which a new inode inherits
+    /// instead of having the umask applied.
+    pub default_acl: Option<Vec<u8>>,
+}
+
+impl ParentAttrs {
+    /// From `dir`'s mirror snapshot `a`; its default ACL, if the mirror
+    /// says it has one, is read under its `meta` (call holding no `meta`).
+    pub fn of(dir: &Inode, a: &crate::attr_seq::AttrSnapshot) -> ParentAttrs {
+        let default_acl = if a.perm_snapshot().has_default_acl() {
+            let m = dir.meta.lock();
+            crate::acl::stored(&m.rec, crate::acl::Kind::Default).map(<[u8]>::to_vec)
+        } else {
+            None
+        };
+        ParentAttrs {
+            ino: dir.ino,
+            perm: a.perm(),
+            uid: a.uid(),
+            gid: a.gid(),
+            default_acl,
+        }
+    }
 }
 
 /// Fold threshold of the engine's per-lane counters.
@@ -614,7 +637,7 @@ impl Fs {
             if let Some(inode) = self.inner.iget_rcu(ino, &guard) {
                 let a = inode.meta.perm_attr();
                 if !a.freed() {
-                    return perm::permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask);
+                    return perm::permission_snap(cred, inode, &a, mask);
                 }
             }
         }
@@ -930,7 +953,18 @@ impl FsInner {
         };
         let now = Timespec::now();
         let (kind, rdev, symlink) = (n.kind, n.rdev, n.target);
-        let mut perm = n.perm & 0o7777;
+        let is_dir = kind == FileKind::Directory;
+        // `posix_acl_create`: with a default ACL in the directory, the
+        // mode as requested (no umask) masked by it, and the ACLs it
+        // gives; a symlink gets none.
+        let inherited = match &parent_rec.default_acl {
+            Some(d) if kind != FileKind::Symlink => crate::acl::inherit(d, n.requested, is_dir),
+            _ => None,
+        };
+        let (mut perm, xattrs) = match inherited {
+            Some((perm, xattrs)) => (perm & 0o7777, xattrs),
+            None => (n.perm & 0o7777, Vec::new()),
+        };
         let mut gid = cred.gid;
         if parent_rec.perm & S_ISGID != 0 {
             gid = parent_rec.gid;
@@ -943,7 +977,6 @@ impl FsInner {
                 perm &= !S_ISGID;
             }
         }
-        let is_dir = kind == FileKind::Directory;
         let rec = InodeRecord {
             ino,
             generation: new_generation(),
@@ -966,7 +999,7 @@ impl FsInner {
             parent: if is_dir { parent_rec.ino } else { 0 },
             next_cookie: FIRST_COOKIE,
             symlink: symlink.to_vec(),
-            xattrs: Vec::new(),
+            xattrs,
         };
         let inode = Arc::new(Inode::new(rec, true));
         // Unborn until the caller names it (`Inode::born`); published by

@@ -373,14 +373,42 @@ impl Inode {
         }
     }
 
-    /// Permission check from the mirror, without `meta` (lookup hot path).
+    /// Permission check from the mirror, without `meta` (lookup hot path)
+    /// unless the inode has an access ACL the check must read
+    /// (`perm::permission_snap`): call holding no `meta`.
     /// Racing a chmod/chown, it sees the old or the new owner and mode.
     pub fn permission_unlocked(&self, cred: &crate::Cred, mask: u32) -> lanefs_store::Result<()> {
         if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
             return Ok(());
         }
         let a = self.meta.perm_attr();
-        crate::perm::permission_of(cred, self.kind, a.perm(), a.uid(), a.gid(), mask)
+        crate::perm::permission_snap(cred, self, &a, mask)
+    }
+
+    /// [`permission_unlocked`](Self::permission_unlocked) without any
+    /// lock: `None` when the answer needs the inode's access ACL (the
+    /// lock-free walk then hands over to the reference walk, as Linux's
+    /// RCU walk does on `-ECHILD` from `get_inode_acl`).
+    pub fn permission_rcu(
+        &self,
+        cred: &crate::Cred,
+        mask: u32,
+    ) -> Option<lanefs_store::Result<()>> {
+        if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
+            return Some(Ok(()));
+        }
+        let a = self.meta.perm_attr();
+        if a.has_acl() && crate::perm::acl_may_decide(cred, &a, mask) {
+            return None;
+        }
+        Some(crate::perm::permission_of(
+            cred,
+            self.kind,
+            a.perm(),
+            a.uid(),
+            a.gid(),
+            mask,
+        ))
     }
 }
 #[cfg(all(test, not(lanefs_shuttle)))]

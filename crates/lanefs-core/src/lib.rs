@@ -26,6 +26,7 @@ pub use lanefs_store::{
 };
 pub use types::*;
 
+mod acl;
 mod attr_seq;
 mod check;
 mod counters;

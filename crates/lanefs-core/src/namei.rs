@@ -494,13 +494,8 @@ impl FsInner {
         if a.freed() {
             return Err(Errno::ENOENT);
         }
-        may_add_entry(cred, &a)?;
-        let parent = ParentAttrs {
-            ino: dir.ino,
-            perm: a.perm(),
-            uid: a.uid(),
-            gid: a.gid(),
-        };
+        may_add_entry(cred, dir, &a)?;
+        let parent = ParentAttrs::of(dir, &a);
         let inode = self.alloc_inode(cred, &parent, &n)?;
         let mut m = inode.meta.lock();
         m.rec.nlink = 0;
@@ -1011,14 +1006,7 @@ impl Fs {
             // The directory's mode and owner from its mirror, exact under
             // the stripe (see `create_checks`): no `meta` of it is taken.
             let da = dir.meta.perm_attr();
-            perm::permission_of(
-                cred,
-                FileKind::Directory,
-                da.perm(),
-                da.uid(),
-                da.gid(),
-                MAY_WRITE | MAY_EXEC,
-            )?;
+            perm::permission_snap(cred, dir, &da, MAY_WRITE | MAY_EXEC)?;
             if da.perm() & S_ISVTX != 0
                 && sticky_denies(cred, da.perm(), da.uid(), child.meta.lock().rec.uid)
             {
@@ -1076,17 +1064,11 @@ pub(crate) fn relinked(rec: &InodeRecord, nlink: u32, now: Timespec) -> InodeRec
 /// create's early `EMLINK` check to read its stripes ([`create_checks`]).
 const LINK_HINT_REACH: u32 = crate::fs::LINK_GRANT * crate::dir::STRIPES as u32;
 
-/// `may_create`'s permission: write and search on the directory whose
-/// attributes `a` are (its mirror, read once by the caller).
-fn may_add_entry(cred: &Cred, a: &crate::attr_seq::AttrSnapshot) -> Result<()> {
-    perm::permission_of(
-        cred,
-        FileKind::Directory,
-        a.perm(),
-        a.uid(),
-        a.gid(),
-        MAY_WRITE | MAY_EXEC,
-    )
+/// `may_create`'s permission: write and search on `dir`, whose
+/// attributes `a` are (its mirror, read once by the caller; its access
+/// ACL, if it has one, under its `meta`).
+fn may_add_entry(cred: &Cred, dir: &Inode, a: &crate::attr_seq::AttrSnapshot) -> Result<()> {
+    perm::permission_snap(cred, dir, a.perm_snapshot(), MAY_WRITE | MAY_EXEC)
 }
 
 /// The checks of a create, in Linux's order: the directory is alive,
@@ -1121,7 +1103,7 @@ fn create_checks(
             Ok(None)
         };
     }
-    may_add_entry(cred, &a)?;
+    may_add_entry(cred, dir, &a)?;
     if n.needs_mknod_cap && !cred.is_root() {
         return Err(Errno::EPERM);
     }
@@ -1129,12 +1111,7 @@ fn create_checks(
     {
         check_link_room(dir.attr_snapshot().nlink())?;
     }
-    Ok(Some(ParentAttrs {
-        ino: dir.ino,
-        perm: a.perm(),
-        uid: a.uid(),
-        gid: a.gid(),
-    }))
+    Ok(Some(ParentAttrs::of(dir, &a)))
 }
 
 #[cfg(all(test, lanefs_shuttle))]
@@ -1782,6 +1759,7 @@ mod unborn_tests {
             perm: 0o755,
             uid: 0,
             gid: 0,
+            default_acl: None,
         };
         fs.inner
             .alloc_inode(&Cred::root(), &parent, &node(kind))

@@ -1,5 +1,7 @@
 //! Permission checks, as Linux's `generic_permission` and friends. Pure
-//! functions of a credential and inode records: no locks.
+//! functions of a credential and inode records: no locks — except
+//! [`permission_snap`], which takes the inode's `meta` to read its access
+//! ACL when its mirror says it has one (call it holding no `meta`).
 
 use lanefs_store::{Errno, FileKind, InodeRecord, Result};
 
@@ -12,12 +14,43 @@ pub(crate) const S_IXGRP: u16 = 0o010;
 
 /// `inode_permission(mask)`: `EACCES` unless every bit of `mask` is granted.
 /// Root passes read/write always and exec on directories or when any exec
-/// bit is set (`CAP_DAC_OVERRIDE`).
+/// bit is set (`CAP_DAC_OVERRIDE`). A caller other than the owner is
+/// checked against the access ACL when the record has one and the mode
+/// has group bits (`acl_permission_check`).
 pub(crate) fn permission(cred: &Cred, rec: &InodeRecord, mask: u32) -> Result<()> {
+    if mask != 0 && !cred.is_root() {
+        if let Some(r) = crate::acl::check(cred, rec, mask) {
+            return r;
+        }
+    }
     permission_of(cred, rec.kind, rec.perm, rec.uid, rec.gid, mask)
 }
 
-/// [`permission`] from the individual fields.
+/// [`permission`] from `inode`'s mirror snapshot `a`: without any lock
+/// unless the inode has an access ACL that the check must read (then
+/// under its `meta`, from the record as it is now: a racing change is
+/// seen before or after, as from the mirror). Call holding no `meta`.
+pub(crate) fn permission_snap(
+    cred: &Cred,
+    inode: &crate::inode::Inode,
+    a: &crate::attr_seq::PermSnapshot,
+    mask: u32,
+) -> Result<()> {
+    if a.has_acl() && acl_may_decide(cred, a, mask) {
+        return permission(cred, &inode.meta.lock().rec, mask);
+    }
+    permission_of(cred, inode.kind, a.perm(), a.uid(), a.gid(), mask)
+}
+
+/// Whether a check by `cred` of an inode with an access ACL whose
+/// mirror is `a` must read the ACL: a caller other than root and the
+/// owner, of a mode with group bits (else the mode decides, as Linux's
+/// `acl_permission_check`).
+pub(crate) fn acl_may_decide(cred: &Cred, a: &crate::attr_seq::PermSnapshot, mask: u32) -> bool {
+    mask != 0 && !cred.is_root() && cred.uid != a.uid() && a.perm() & 0o070 != 0
+}
+
+/// [`permission`] from the individual fields (no ACL).
 pub(crate) fn permission_of(
     cred: &Cred,
     kind: FileKind,

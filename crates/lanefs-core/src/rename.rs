@@ -337,29 +337,22 @@ impl Fs {
         // stripes we hold (a chmod or chown of a directory takes every
         // stripe): no directory `meta` is taken; an inode's `meta` only
         // when the directory is sticky.
-        let may_change = |dir: &PermSnapshot| {
-            perm::permission_of(
-                cred,
-                FileKind::Directory,
-                dir.perm(),
-                dir.uid(),
-                dir.gid(),
-                MAY_WRITE | MAY_EXEC,
-            )
+        let may_change = |dir: &Inode, a: &PermSnapshot| {
+            perm::permission_snap(cred, dir, a, MAY_WRITE | MAY_EXEC)
         };
         let sticky_blocks = |dir: &PermSnapshot, inode: &Inode| {
             dir.perm() & S_ISVTX != 0
                 && sticky_denies(cred, dir.perm(), dir.uid(), inode.meta.lock().rec.uid)
         };
         let oa = odir.meta.perm_attr();
-        may_change(&oa)?;
+        may_change(odir, &oa)?;
         if sticky_blocks(&oa, &old) {
             return Err(Errno::EPERM);
         }
         {
             let na = if cross {
                 let na = ndir.meta.perm_attr();
-                may_change(&na)?;
+                may_change(ndir, &na)?;
                 na
             } else {
                 oa
@@ -695,12 +688,7 @@ impl<'a> Whiteout<'a> {
     /// inode, as tmpfs.
     fn alloc(fs: &'a FsInner, cred: &Cred, dir: &Inode) -> Result<Whiteout<'a>> {
         let a = dir.meta.attr();
-        let parent = ParentAttrs {
-            ino: dir.ino,
-            perm: a.perm(),
-            uid: a.uid(),
-            gid: a.gid(),
-        };
+        let parent = ParentAttrs::of(dir, &a);
         let node = NewNode {
             kind: FileKind::CharDevice,
             perm: 0,

@@ -22,7 +22,8 @@
 //!    the whole walk.
 //!
 //! A symlink in the middle (or a last one the caller must follow), `..`,
-//! a cache miss, or more than [`RCU_WALK_RETRIES`] failed validations end
+//! a directory whose search permission its access ACL decides (`acl`:
+//! the ACL is read under `meta`), a cache miss, or more than [`RCU_WALK_RETRIES`] failed validations end
 //! the RCU-walk with "not handled" (`None`); the caller then walks with
 //! counted lookups (the reference walk), which handles everything.
 //!
@@ -129,8 +130,12 @@ impl FsInner {
             if cur.kind != FileKind::Directory {
                 return Attempt::Failed(Errno::ENOTDIR);
             }
-            if let Err(e) = cur.permission_unlocked(cred, MAY_EXEC) {
-                return Attempt::Failed(e);
+            match cur.permission_rcu(cred, MAY_EXEC) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Attempt::Failed(e),
+                // A directory whose access ACL decides: its record is
+                // read under `meta`, by the reference walk.
+                None => return Attempt::Bail,
             }
             if name == b"." {
                 continue;

@@ -3,13 +3,19 @@
 //! directory only its owner may write them), `trusted.*` root only,
 //! `security.*` readable by all and writable by root, `system.*` and
 //! unknown prefixes `EOPNOTSUPP` after the ordinary permission check.
-//! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`) are
-//! not kept: reading one finds none (`ENODATA`, as tmpfs for a file without
-//! an ACL), removing one succeeds for the owner or root (`EPERM` for
-//! others; a default ACL of a non-directory: always; removing the access
-//! ACL drops setgid when the owner is outside the group, as
-//! `posix_acl_update_mode`), setting one is
-//! `EOPNOTSUPP` (docs/SEMANTICS.md, accepted divergences).
+//! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`)
+//! are kept as tmpfs keeps them (`acl`, Linux's `do_set_acl` →
+//! `set_posix_acl` → `simple_set_acl`): the value is parsed and checked
+//! before anything else (`EINVAL`, `EOPNOTSUPP` for another version), an
+//! empty one or one without entries removes the ACL; a symlink has none
+//! (`EOPNOTSUPP`); a default ACL only on a directory (`EACCES`; removing
+//! one from a non-directory: no change); only the owner or root sets or
+//! removes one (`EPERM`); the flags `XATTR_CREATE`/`XATTR_REPLACE` are
+//! ignored, as `do_set_acl` ignores them; setting or removing the access
+//! ACL updates the mode (`posix_acl_update_mode`: the ACL's bits, an ACL
+//! the mode says all of is stored as none, setgid goes when the caller is
+//! outside the group and not root); reading needs no permission, and a
+//! listing names them first, as `simple_xattr_list`.
 //! Values live in the inode record, under the inode's `meta` lock; a change
 //! of a regular file's xattrs updates its privilege hint
 //! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it. A
@@ -19,8 +25,9 @@
 
 use lanefs_store::{Errno, FileKind, InodeRecord, Result, Timespec};
 
+use crate::acl;
 use crate::fs::touch_c;
-use crate::perm::{self, has_privs, owner_or_root, S_ISGID, S_ISVTX};
+use crate::perm::{self, has_privs, owner_or_root, S_ISVTX};
 use crate::{
     Cred, Fs, MAY_READ, MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
     XATTR_TOTAL_MAX,
@@ -28,11 +35,8 @@ use crate::{
 
 const PREFIXES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
 
-const ACL_ACCESS: &[u8] = crate::XATTR_NAME_POSIX_ACL_ACCESS;
-const ACL_DEFAULT: &[u8] = crate::XATTR_NAME_POSIX_ACL_DEFAULT;
-
 fn is_acl(name: &[u8]) -> bool {
-    name == ACL_ACCESS || name == ACL_DEFAULT
+    acl::Kind::of_name(name).is_some()
 }
 
 /// A symlink has no ACL operations at all (`EOPNOTSUPP`, as on tmpfs).
@@ -62,7 +66,9 @@ fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) ->
             return Err(Errno::EPERM);
         }
     } else if name.starts_with(b"system.") {
-        // No POSIX ACL support: let the permission check speak first.
+        // Other `system.` names than the ACLs (handled before): no
+        // handler, after the permission check.
+        perm::permission(cred, rec, mask)?;
     } else if name.starts_with(b"trusted.") {
         if !cred.is_root() {
             return Err(denied);
@@ -144,15 +150,20 @@ impl Fs {
         if value.len() > XATTR_SIZE_MAX {
             return Err(Errno::E2BIG);
         }
+        if let Some(kind) = acl::Kind::of_name(name) {
+            // `do_set_acl`: the value is parsed first; the flags are not
+            // looked at.
+            let parsed = if value.is_empty() {
+                None
+            } else {
+                acl::parse(value)?
+            };
+            return self.set_acl(cred, ino, kind, parsed);
+        }
         let inode = self.inner.iget(ino)?;
         let mut m = inode.meta.lock();
         if m.freed {
             return Err(Errno::ENOENT);
-        }
-        acl_on_symlink(name, &m.rec)?;
-        if is_acl(name) && !owner_or_root(cred, &m.rec) {
-            // `set_posix_acl`: only the owner may set an ACL.
-            return Err(Errno::EPERM);
         }
         xattr_permission(cred, &m.rec, name, true)?;
         let pos = m
@@ -188,9 +199,11 @@ impl Fs {
             return Err(Errno::ENOENT);
         }
         acl_on_symlink(name, &m.rec)?;
-        if is_acl(name) {
-            // No ACL is ever kept; the VFS checks no permission for it.
-            return Err(Errno::ENODATA);
+        if let Some(kind) = acl::Kind::of_name(name) {
+            // `vfs_get_acl`: no permission is checked.
+            return acl::stored(&m.rec, kind)
+                .map(<[u8]>::to_vec)
+                .ok_or(Errno::ENODATA);
         }
         xattr_permission(cred, &m.rec, name, false)?;
         match m
@@ -212,8 +225,15 @@ impl Fs {
             return Err(Errno::ENOENT);
         }
         let mut out = Vec::new();
+        // The ACLs first, as `simple_xattr_list` lists them.
+        for kind in [acl::Kind::Access, acl::Kind::Default] {
+            if acl::stored(&m.rec, kind).is_some() {
+                out.extend_from_slice(kind.name());
+                out.push(0);
+            }
+        }
         for (k, _) in &m.rec.xattrs {
-            if k.starts_with(b"trusted.") && !cred.is_root() {
+            if is_acl(k) || (k.starts_with(b"trusted.") && !cred.is_root()) {
                 continue;
             }
             out.extend_from_slice(k);
@@ -225,36 +245,12 @@ impl Fs {
     /// Remove extended attribute `name` (`ENODATA` if unset).
     pub fn removexattr(&self, cred: &Cred, ino: lanefs_store::Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
+        if let Some(kind) = acl::Kind::of_name(name) {
+            // `vfs_remove_acl`: `set_posix_acl(.., NULL)`.
+            return self.set_acl(cred, ino, kind, None);
+        }
         let inode = self.inner.iget(ino)?;
         let mut m = inode.meta.lock();
-        acl_on_symlink(name, &m.rec)?;
-        if is_acl(name) {
-            // `set_posix_acl(.., NULL)` on a file without an ACL: a default
-            // ACL of a non-directory is no change; otherwise the owner (or
-            // root) removes nothing and ctime moves (`simple_set_acl`).
-            if name == ACL_DEFAULT && m.rec.kind != FileKind::Directory {
-                return Ok(());
-            }
-            if !owner_or_root(cred, &m.rec) {
-                return Err(Errno::EPERM);
-            }
-            if m.freed {
-                return Err(Errno::ENOENT);
-            }
-            if name == ACL_ACCESS
-                && m.rec.perm & S_ISGID != 0
-                && !cred.is_root()
-                && !cred.in_group(m.rec.gid)
-            {
-                // `posix_acl_update_mode`: an owner outside the file's
-                // group (without CAP_FSETID) loses setgid, directories too.
-                let had_privs = has_privs(&m.rec);
-                m.rec.perm &= !S_ISGID;
-                inode.note_privs(had_privs, &m.rec);
-            }
-            touch_c(&inode, &mut m, Timespec::now());
-            return Ok(());
-        }
         if m.freed {
             return Err(Errno::ENOENT);
         }
@@ -273,5 +269,41 @@ impl Fs {
             }
             Err(_) => Err(Errno::ENODATA),
         }
+    }
+
+    /// `set_posix_acl` of a parsed value (`None`: remove), as tmpfs: see
+    /// the module doc and [`acl::set`]. Moves ctime when something was
+    /// done (removing an ACL that is not there included).
+    fn set_acl(
+        &self,
+        cred: &Cred,
+        ino: lanefs_store::Ino,
+        kind: acl::Kind,
+        value: Option<acl::Acl>,
+    ) -> Result<()> {
+        let inode = self.inner.iget(ino)?;
+        let mut m = inode.meta.lock();
+        if m.rec.kind == FileKind::Symlink {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        // Checked on a copy: an ACL that does not fit leaves the record
+        // as it was.
+        let mut rec = m.rec.clone();
+        if acl::set(cred, &mut rec, kind, value)?.is_none() {
+            return Ok(());
+        }
+        if m.freed {
+            // Its attributes went with it (`Inode::mark_freed`).
+            return Err(Errno::ENOENT);
+        }
+        if total_size(&rec) > XATTR_TOTAL_MAX {
+            return Err(Errno::ENOSPC);
+        }
+        let had_privs = has_privs(&m.rec);
+        m.rec.perm = rec.perm;
+        m.rec.xattrs = rec.xattrs;
+        inode.note_privs(had_privs, &m.rec);
+        touch_c(&inode, &mut m, Timespec::now());
+        Ok(())
     }
 }

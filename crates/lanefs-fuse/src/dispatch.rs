@@ -45,6 +45,7 @@ pub const WANTED_INIT_FLAGS: u64 = FUSE_ASYNC_READ
     | FUSE_CACHE_SYMLINKS
     | FUSE_HANDLE_KILLPRIV_V2
     | FUSE_EXPLICIT_INVAL_DATA
+    | FUSE_DONT_MASK
     | FUSE_INIT_EXT;
 
 /// What INIT settled, fixed for the life of the session.
@@ -105,11 +106,14 @@ pub enum InitReply {
 
 /// Negotiate INIT: `want_uring` asks for `FUSE_OVER_IO_URING` when offered,
 /// `want_writeback` for `FUSE_WRITEBACK_CACHE` (`-o writeback_cache`; never
-/// asked for otherwise, see docs/FUSE.md for what it changes).
+/// asked for otherwise, see docs/FUSE.md for what it changes),
+/// `want_posix_acl` for `FUSE_POSIX_ACL` (mounts with `default_permissions`
+/// only: the kernel turns `default_permissions` on with it).
 pub fn negotiate(
     init: &InitIn,
     want_uring: bool,
     want_writeback: bool,
+    want_posix_acl: bool,
 ) -> Result<InitReply, String> {
     let ours = InitOut {
         major: KERNEL_VERSION,
@@ -135,6 +139,9 @@ pub fn negotiate(
     }
     if want_writeback {
         want |= FUSE_WRITEBACK_CACHE;
+    }
+    if want_posix_acl {
+        want |= FUSE_POSIX_ACL;
     }
     let flags = offered & want;
     let missing = want & !offered & !FUSE_OVER_IO_URING;
@@ -642,7 +649,7 @@ mod tests {
             flags2: (FUSE_OVER_IO_URING >> 32) as u32,
             ..Default::default()
         };
-        let InitReply::Ready(out, s) = negotiate(&init, true, false).unwrap() else {
+        let InitReply::Ready(out, s) = negotiate(&init, true, false, false).unwrap() else {
             panic!("no reply")
         };
         assert_eq!((out.major, out.minor), (7, KERNEL_MINOR_VERSION));
@@ -654,7 +661,7 @@ mod tests {
             "writeback asked for though not configured"
         );
         assert!(!s.writeback);
-        let InitReply::Ready(out, s) = negotiate(&init, false, true).unwrap() else {
+        let InitReply::Ready(out, s) = negotiate(&init, false, true, false).unwrap() else {
             panic!("no reply")
         };
         assert!(!s.uring);
@@ -669,15 +676,30 @@ mod tests {
             flags: WANTED_INIT_FLAGS as u32,
             ..init
         };
-        let InitReply::Ready(out, s) = negotiate(&plain, false, true).unwrap() else {
+        let InitReply::Ready(out, s) = negotiate(&plain, false, true, false).unwrap() else {
             panic!("no reply")
         };
         assert_eq!(out.flags as u64 & FUSE_WRITEBACK_CACHE, 0);
         assert!(!s.writeback);
         assert!(matches!(
-            negotiate(&InitIn { major: 8, ..init }, true, false),
+            negotiate(&InitIn { major: 8, ..init }, true, false, false),
             Ok(InitReply::Retry(_))
         ));
-        assert!(negotiate(&InitIn { minor: 20, ..init }, true, false).is_err());
+        assert!(negotiate(&InitIn { minor: 20, ..init }, true, false, false).is_err());
+        // POSIX ACLs only when asked for (mounts with default_permissions);
+        // FUSE_DONT_MASK always (the engine applies the umask, or the
+        // directory's default ACL instead).
+        let offered = InitIn {
+            flags: (WANTED_INIT_FLAGS | FUSE_POSIX_ACL) as u32,
+            ..init
+        };
+        for want in [false, true] {
+            let InitReply::Ready(out, s) = negotiate(&offered, false, false, want).unwrap() else {
+                panic!("no reply")
+            };
+            assert_eq!(out.flags as u64 & FUSE_POSIX_ACL != 0, want);
+            assert_eq!(s.flags & FUSE_POSIX_ACL != 0, want);
+            assert_ne!(out.flags as u64 & FUSE_DONT_MASK, 0);
+        }
     }
 }

@@ -48,7 +48,13 @@ pub const FAULT_PANIC_NAME_ENV: &str = "LANEFS_FAULT_PANIC_NAME";
 const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o010;
-use lanefs_core::{XATTR_NAME_CAPS as CAPS_XATTR, XATTR_NAME_POSIX_ACL_ACCESS as ACL_ACCESS_XATTR};
+use lanefs_core::{
+    XATTR_NAME_CAPS as CAPS_XATTR, XATTR_NAME_POSIX_ACL_ACCESS, XATTR_NAME_POSIX_ACL_DEFAULT,
+};
+
+fn is_acl_name(name: &[u8]) -> bool {
+    name == XATTR_NAME_POSIX_ACL_ACCESS || name == XATTR_NAME_POSIX_ACL_DEFAULT
+}
 
 /// Size of a `fuse_direntplus` header: `fuse_entry_out` (128) + `fuse_dirent` (24).
 const DIRENTPLUS_HEADER_BYTES: usize = 152;
@@ -843,7 +849,28 @@ impl Handler {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        self.fs.setxattr(&cred_for(caller), ino, name, value, flags)
+        if !is_acl_name(name) {
+            return self.fs.setxattr(&cred_for(caller), ino, name, value, flags);
+        }
+        self.acl_change(ino, |fs| {
+            fs.setxattr(&cred_for(caller), ino, name, value, flags)
+        })
+    }
+
+    /// A change of a POSIX ACL, which may change the mode (the ACL's
+    /// bits, setgid: the engine's `posix_acl_update_mode`). With
+    /// `FUSE_POSIX_ACL` the kernel forgets the attributes after it
+    /// (`fuse_set_acl`); without it (`no_default_permissions` mounts) it
+    /// refreshes only ctime, so it is told to forget them when the mode
+    /// moved.
+    fn acl_change(&self, ino: Ino, change: impl FnOnce(&Fs) -> Result<()>) -> Result<()> {
+        let perm = |fs: &Fs| fs.getattr(ino).map(|a| a.perm).ok();
+        let before = perm(&self.fs);
+        change(&self.fs)?;
+        if perm(&self.fs) != before {
+            self.attrs_changed(ino);
+        }
+        Ok(())
     }
 
     pub fn getxattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
@@ -862,24 +889,17 @@ impl Handler {
     /// that would fail the user's write.
     ///
     /// Removing the access ACL may drop setgid (the engine's
-    /// `posix_acl_update_mode`); the kernel refreshes only ctime after a
-    /// REMOVEXATTR, so it is told to forget the attributes then.
+    /// `posix_acl_update_mode`): [`acl_change`](Self::acl_change).
     pub fn removexattr(&self, caller: &Caller, ino: Ino, name: &[u8]) -> Result<()> {
         let cred = if name == CAPS_XATTR {
             lanefs_core::Cred::root()
         } else {
             cred_for(caller)
         };
-        if name != ACL_ACCESS_XATTR {
+        if !is_acl_name(name) {
             return self.fs.removexattr(&cred, ino, name);
         }
-        let perm = |fs: &Fs| fs.getattr(ino).map(|a| a.perm).ok();
-        let before = perm(&self.fs);
-        self.fs.removexattr(&cred, ino, name)?;
-        if perm(&self.fs) != before {
-            self.attrs_changed(ino);
-        }
-        Ok(())
+        self.acl_change(ino, |fs| fs.removexattr(&cred, ino, name))
     }
 
     /// ACCESS (only sent without `default_permissions`).

@@ -383,13 +383,19 @@ pub fn mount(
     } else {
         fusermount::mount(&mnt, opts)?
     };
-    let mut session = match transport_dev::handshake(&fd, want_uring, opts.writeback_cache) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = unmount(&mnt, true);
-            return Err(e);
-        }
-    };
+    // POSIX ACLs are evaluated by the kernel (with `FUSE_POSIX_ACL`) only
+    // under `default_permissions`, which the flag forces on: without it
+    // (`no_default_permissions`) the engine stays the only checker, and
+    // evaluates ACLs itself (docs/FUSE.md, INIT flags).
+    let want_acl = opts.effective_default_permissions();
+    let mut session =
+        match transport_dev::handshake(&fd, want_uring, opts.writeback_cache, want_acl) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = unmount(&mnt, true);
+                return Err(e);
+            }
+        };
     if opts.allow_root && euid != 0 {
         // The kernel lets everyone in (allow_other); we refuse all but the
         // mounting user and root. What the kernel serves from its caches

@@ -90,8 +90,14 @@ fn read_message(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 
 /// Complete the INIT handshake on `fd`. `want_uring`: ask for
 /// FUSE-over-io_uring if the kernel offers it; `want_writeback`: ask for
-/// the kernel's writeback cache.
-pub fn handshake(fd: &OwnedFd, want_uring: bool, want_writeback: bool) -> Result<Session, String> {
+/// the kernel's writeback cache; `want_posix_acl`: ask for
+/// `FUSE_POSIX_ACL` (`dispatch::negotiate`).
+pub fn handshake(
+    fd: &OwnedFd,
+    want_uring: bool,
+    want_writeback: bool,
+    want_posix_acl: bool,
+) -> Result<Session, String> {
     let mut buf = vec![0u8; REQUEST_BUFFER_BYTES];
     let mut out = ReplyBuf::default();
     loop {
@@ -109,7 +115,7 @@ pub fn handshake(fd: &OwnedFd, want_uring: bool, want_writeback: bool) -> Result
         let Ok(Op::Init(init)) = wire::decode(&h, None, body) else {
             return Err("FUSE handshake: malformed INIT".into());
         };
-        match negotiate(&init, want_uring, want_writeback) {
+        match negotiate(&init, want_uring, want_writeback, want_posix_acl) {
             Ok(InitReply::Retry(o)) => {
                 out.clear();
                 out.push(&o);
