@@ -89,8 +89,8 @@ enum Op {
     /// a path, `linkat` through `/proc/self/fd` to give it that name.
     Tmpfile(String, u32, bool, u32, Option<String>),
     /// `lgetxattr` (`.2` false) or `lremovexattr` of a POSIX ACL name
-    /// (`.1`: the default ACL, else the access ACL). Neither side ever
-    /// has an ACL set (lanefs keeps none: docs/SEMANTICS.md).
+    /// (`.1`: the default ACL, else the access ACL). No step sets one:
+    /// ACLs are compared with tmpfs by `tests/acl.rs`.
     Acl(String, bool, bool),
 }
 

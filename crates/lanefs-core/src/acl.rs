@@ -435,11 +435,7 @@ pub(crate) type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 /// its access ACL (none when the mode says it all) and, for a directory,
 /// the default ACL itself. `None` if the stored default ACL does not
 /// parse (the caller then applies the umask, as for no default ACL).
-pub(crate) fn inherit(
-    default: &[u8],
-    perm: u16,
-    is_dir: bool,
-) -> Option<(u16, Xattrs)> {
+pub(crate) fn inherit(default: &[u8], perm: u16, is_dir: bool) -> Option<(u16, Xattrs)> {
     let mut acl = parse(default).ok()??;
     let (perm, not_equiv) = acl.create_masq(perm);
     let mut xattrs = Vec::new();

@@ -1,8 +1,9 @@
 //! Extended attributes, with Linux's namespace rules (`xattr_permission`):
 //! `user.*` only on regular files and directories (and in a sticky
 //! directory only its owner may write them), `trusted.*` root only,
-//! `security.*` readable by all and writable by root, `system.*` and
-//! unknown prefixes `EOPNOTSUPP` after the ordinary permission check.
+//! `security.*` readable by all and writable by root, `system.*` (other
+//! than the ACLs) `EOPNOTSUPP` with no permission check, unknown prefixes
+//! `EOPNOTSUPP` after the ordinary permission check.
 //! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`)
 //! are kept as tmpfs keeps them (`acl`, Linux's `do_set_acl` →
 //! `set_posix_acl` → `simple_set_acl`): the value is parsed and checked
@@ -66,9 +67,8 @@ fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) ->
             return Err(Errno::EPERM);
         }
     } else if name.starts_with(b"system.") {
-        // Other `system.` names than the ACLs (handled before): no
-        // handler, after the permission check.
-        perm::permission(cred, rec, mask)?;
+        // Other `system.` names than the ACLs (handled before): the VFS
+        // checks nothing for `system.*`; no handler takes them.
     } else if name.starts_with(b"trusted.") {
         if !cred.is_root() {
             return Err(denied);
