@@ -88,10 +88,56 @@ enum Op {
     /// bytes, `fstat` (mode, owner, link count, size), then, if `.4` names
     /// a path, `linkat` through `/proc/self/fd` to give it that name.
     Tmpfile(String, u32, bool, u32, Option<String>),
-    /// `lgetxattr` (`.2` false) or `lremovexattr` of a POSIX ACL name
-    /// (`.1`: the default ACL, else the access ACL). No step sets one:
-    /// ACLs are compared with tmpfs by `tests/acl.rs`.
+    /// `lgetxattr` (`.2` false; the value is compared) or `lremovexattr`
+    /// of a POSIX ACL name (`.1`: the default ACL, else the access ACL).
     Acl(String, bool, bool),
+    /// `setxattr` of a POSIX ACL name (`.1`: the default ACL) with value
+    /// `ACL_VALUES[.2]`: named entries for the identities' users and
+    /// groups with masks, an ACL a mode says all of, malformed ones, a
+    /// bare header (removes).
+    SetAcl(String, bool, usize),
+}
+
+/// An ACL in the kernel's xattr format from `(tag, perm, id)` entries.
+fn acl_bytes(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut b = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        b.extend_from_slice(&tag.to_le_bytes());
+        b.extend_from_slice(&perm.to_le_bytes());
+        b.extend_from_slice(&id.to_le_bytes());
+    }
+    b
+}
+
+/// The values of `Op::SetAcl`.
+fn acl_values() -> Vec<Vec<u8>> {
+    const N: u32 = u32::MAX;
+    let (uo, u, go, g, m, o) = (0x01u16, 0x02u16, 0x04u16, 0x08u16, 0x10u16, 0x20u16);
+    vec![
+        acl_bytes(&[(uo, 7, N), (u, 5, 1000), (go, 4, N), (m, 5, N), (o, 0, N)]),
+        acl_bytes(&[
+            (uo, 6, N),
+            (u, 7, 1001),
+            (go, 0, N),
+            (g, 6, 2000),
+            (m, 7, N),
+            (o, 1, N),
+        ]),
+        acl_bytes(&[(uo, 7, N), (go, 5, N), (g, 7, 2000), (m, 3, N), (o, 4, N)]),
+        acl_bytes(&[
+            (uo, 7, N),
+            (u, 7, 1000),
+            (u, 6, 1001),
+            (go, 7, N),
+            (m, 0, N),
+            (o, 5, N),
+        ]),
+        acl_bytes(&[(uo, 7, N), (u, 7, 1001), (go, 5, N), (m, 7, N), (o, 1, N)]),
+        acl_bytes(&[(uo, 6, N), (go, 4, N), (o, 4, N)]),
+        acl_bytes(&[(go, 7, N), (uo, 7, N), (o, 0, N)]),
+        3u32.to_le_bytes().to_vec(),
+        2u32.to_le_bytes().to_vec(),
+    ]
 }
 
 fn gen_path(r: &mut Rng) -> String {
@@ -112,7 +158,7 @@ fn gen_path(r: &mut Rng) -> String {
 
 fn gen_op(r: &mut Rng) -> Op {
     let p = gen_path(r);
-    match r.below(114) {
+    match r.below(117) {
         100..=103 => Op::WriteVia(
             p,
             r.below(IDENTITIES.len() as u64) as usize,
@@ -129,6 +175,20 @@ fn gen_op(r: &mut Rng) -> Op {
         107 => Op::ChownKeep(p),
         108 => Op::Statx(p),
         112..=113 => Op::Acl(p, r.below(2) == 0, r.below(2) == 0),
+        114..=116 => {
+            // Mostly the root and the top-level names, where creates
+            // inherit and walks search.
+            let at = match r.below(3) {
+                0 => ".".to_string(),
+                1 => r.pick(&["a", "b", "c"]).to_string(),
+                _ => p,
+            };
+            Op::SetAcl(
+                at,
+                r.below(2) == 0,
+                r.below(acl_values().len() as u64) as usize,
+            )
+        }
         109..=111 => {
             // The directory: the root or a generated path.
             let dir = if r.below(3) == 0 { ".".to_string() } else { p };
@@ -582,9 +642,24 @@ fn apply(root: &Path, op: &Op, who: Ident) -> Outcome {
                     if n < 0 {
                         Err(errno())
                     } else {
-                        Ok(Val::Num(n as i64))
+                        Ok(Val::Bytes(buf[..n as usize].to_vec()))
                     }
                 }
+            }
+            Op::SetAcl(p, default, which) => {
+                let name = if *default {
+                    c"system.posix_acl_default"
+                } else {
+                    c"system.posix_acl_access"
+                };
+                let v = &acl_values()[*which];
+                rc(libc::setxattr(
+                    cs(&j(p)).as_ptr(),
+                    name.as_ptr(),
+                    v.as_ptr().cast(),
+                    v.len(),
+                    0,
+                ))
             }
             Op::Statx(p) => {
                 let want = libc::STATX_BASIC_STATS | libc::STATX_BTIME;

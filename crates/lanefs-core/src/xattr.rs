@@ -17,7 +17,9 @@
 //! the mode says all of is stored as none, setgid goes when the caller is
 //! outside the group and not root); reading needs no permission, and a
 //! listing names them first, as `simple_xattr_list`.
-//! Values live in the inode record, under the inode's `meta` lock; a change
+//! Values live in the inode record, under the inode's `meta` lock (a
+//! directory's ACLs are changed holding every stripe of its entry lock
+//! too, before `meta`, as its mode is: `FsInner::dir_freeze`); a change
 //! of a regular file's xattrs updates its privilege hint
 //! ([`Inode::note_privs`](crate::inode::Inode::note_privs)) under it. A
 //! freed inode has none left ([`Inode::mark_freed`](crate::inode::Inode::mark_freed)):
@@ -282,6 +284,11 @@ impl Fs {
         value: Option<acl::Acl>,
     ) -> Result<()> {
         let inode = self.inner.iget(ino)?;
+        // A directory's ACLs are what creates in it check and inherit,
+        // under one stripe of its entry lock (from its mirror, and its
+        // default ACL under its `meta`): hold them all, as a change of its
+        // mode does (Linux: the inode lock, which creates in it hold).
+        let _frozen = self.inner.dir_freeze(&inode);
         let mut m = inode.meta.lock();
         if m.rec.kind == FileKind::Symlink {
             return Err(Errno::EOPNOTSUPP);

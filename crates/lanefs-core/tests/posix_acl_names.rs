@@ -101,10 +101,28 @@ fn acl_names_answer_as_tmpfs_without_acls() {
     set(d.ino, 0o2755, 0);
     fs.removexattr(&user, d.ino, ACCESS).unwrap();
     assert_eq!(perm(d.ino), 0o755, "directories too");
-    // Other `system.` names stay unsupported.
+    // Other `system.` names stay unsupported, with no permission check
+    // (a user's read of a 0600 root file: EOPNOTSUPP; of an unknown
+    // prefix: the check first, EACCES; as tmpfs).
     assert_eq!(
         fs.getxattr(&root, f.ino, b"system.foo"),
         Err(Errno::EOPNOTSUPP)
     );
+    set(f.ino, 0o600, 0);
+    fs.setattr(
+        &root,
+        f.ino,
+        &lanefs_core::SetAttr {
+            uid: Some(0),
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        fs.getxattr(&user, f.ino, b"system.foo"),
+        Err(Errno::EOPNOTSUPP)
+    );
+    assert_eq!(fs.getxattr(&user, f.ino, b"foo.bar"), Err(Errno::EACCES));
     fs.check().unwrap();
 }
