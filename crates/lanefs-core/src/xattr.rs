@@ -314,3 +314,72 @@ impl Fs {
         Ok(())
     }
 }
+
+#[cfg(all(test, lanefs_shuttle))]
+mod model {
+    use crate::{Cred, Fs, XATTR_NAME_POSIX_ACL_ACCESS, XATTR_NAME_POSIX_ACL_DEFAULT};
+    use lanefs_store::ROOT_INO;
+    use shuttle::thread;
+
+    /// A default ACL set on a directory racing a create in it, watched by
+    /// a third thread that sees the ACL set and then the name still
+    /// missing: the create then came after the set, so the new file must
+    /// have inherited the ACL. Before a directory's ACL change held every
+    /// stripe of its entry lock, the create could check the directory
+    /// (default ACL: none) under its stripe, the set finish, the watcher
+    /// look, and only then the name be linked — a file made after the set
+    /// without its default ACL.
+    #[test]
+    fn model_default_acl_set_vs_create_in_the_directory() {
+        // u::rwx, u:1000:rwx, g::r-x, m::rwx, o::---
+        let mut dacl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (1u16, 7u16, u32::MAX),
+            (2, 7, 1000),
+            (4, 5, u32::MAX),
+            (0x10, 7, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ] {
+            dacl.extend_from_slice(&tag.to_le_bytes());
+            dacl.extend_from_slice(&perm.to_le_bytes());
+            dacl.extend_from_slice(&id.to_le_bytes());
+        }
+        crate::sync::check_pct(
+            move || {
+                let fs = Fs::new_in_memory();
+                let r = Cred::root();
+                let d = fs.mkdir(&r, ROOT_INO, b"d", 0o755, 0).unwrap().ino;
+                let setter = {
+                    let (fs, dacl) = (fs.clone(), dacl.clone());
+                    thread::spawn(move || {
+                        fs.setxattr(&Cred::root(), d, XATTR_NAME_POSIX_ACL_DEFAULT, &dacl, 0)
+                            .unwrap()
+                    })
+                };
+                let creator = {
+                    let fs = fs.clone();
+                    thread::spawn(move || {
+                        let f = fs.mknod(&Cred::root(), d, b"f", 0o666, 0o077, 0).unwrap();
+                        fs.forget(f.ino, 1);
+                    })
+                };
+                let seen = fs.getxattr(&r, d, XATTR_NAME_POSIX_ACL_DEFAULT).is_ok();
+                let after_the_set = seen && fs.lookup(&r, d, b"f").is_err();
+                setter.join().unwrap();
+                creator.join().unwrap();
+                let f = fs.lookup(&r, d, b"f").unwrap();
+                let inherited = fs.getxattr(&r, f.ino, XATTR_NAME_POSIX_ACL_ACCESS).is_ok();
+                // Inherited: 0666 masked by the ACL (no umask); else 0600.
+                assert_eq!(f.perm, if inherited { 0o660 } else { 0o600 });
+                if after_the_set {
+                    assert!(inherited, "a create after the set missed the default ACL");
+                }
+                if let Err(p) = fs.check() {
+                    panic!("inconsistent: {p:?}");
+                }
+            },
+            crate::sync::model_iterations(),
+            3,
+        );
+    }
+}
