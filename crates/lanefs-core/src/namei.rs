@@ -339,7 +339,7 @@ impl FsInner {
     ///
     /// The new inode is allocated *before* the directory's entry lock is
     /// taken, from the parent's attributes read from its mirror; under the
-    /// name's stripe the checks are repeated and, if the parent's owner or mode moved
+    /// name's stripe the checks are repeated and, if the parent's owner, mode or default ACL moved
     /// meanwhile (so inheritance or permission could differ), the inode is
     /// discarded and the create starts over. Only the name's stripe of the
     /// directory's entry lock is held, to link the name (the store's entry,
@@ -380,9 +380,11 @@ impl FsInner {
                 }
             };
             // Under the name's stripe the checks are exact and stay true
-            // until the entry is linked: the directory's death (rmdir) and
-            // a change of its mode or owner (setattr) take every stripe, so
-            // its mirror can be read instead of locking its `meta`. The
+            // until the entry is linked: the directory's death (rmdir), a
+            // change of its mode or owner (setattr) and of its ACLs take
+            // every stripe, so its mirror can be read instead of locking
+            // its `meta` (its default ACL, compared as part of `parent`,
+            // is read under it). The
             // link count is the exception (it lives in every stripe): a
             // new subdirectory reserves its link below.
             let exists = idx.get(name).is_some();
@@ -901,7 +903,8 @@ impl Fs {
         let ino = inode.ino;
         let mut idx = fs.dir_write(dir, Stripes::Of(&[newname]))?;
         // The directory's state from its mirror, exact under the stripe
-        // (as `create_checks`): no `meta` of the directory is taken.
+        // (as `create_checks`): no `meta` of the directory is taken
+        // (unless its access ACL decides a permission check).
         if dir.meta.attr().nlink() == 0 {
             return Err(Errno::ENOENT);
         }
@@ -1004,7 +1007,8 @@ impl Fs {
         };
         {
             // The directory's mode and owner from its mirror, exact under
-            // the stripe (see `create_checks`): no `meta` of it is taken.
+            // the stripe (see `create_checks`): no `meta` of it is taken
+            // (unless its access ACL decides: then under its `meta`).
             let da = dir.meta.perm_attr();
             perm::permission_snap(cred, dir, &da, MAY_WRITE | MAY_EXEC)?;
             if da.perm() & S_ISVTX != 0
@@ -1074,9 +1078,12 @@ fn may_add_entry(cred: &Cred, dir: &Inode, a: &crate::attr_seq::AttrSnapshot) ->
 /// The checks of a create, in Linux's order: the directory is alive,
 /// `name` is free (`None` if it exists and the create is not
 /// exclusive), write and search permission, `CAP_MKNOD`, link room.
-/// Read from `dir`'s attribute mirror, without its `meta`: exact for a
-/// holder of the name's stripe (rmdir of `dir` and setattr of its mode or
-/// owner take every stripe), a hint otherwise — except the link count for
+/// Read from `dir`'s attribute mirror, without its `meta` (unless `dir`
+/// has POSIX ACLs: an access ACL that decides the permission, and a
+/// default ACL the new inode inherits, are read under its `meta`): exact
+/// for a holder of the name's stripe (rmdir of `dir`, setattr of its mode
+/// or owner and changes of its ACLs take every stripe), a hint otherwise —
+/// except the link count for
 /// the link-room check, which lives in every stripe (`dir_attr`): a new
 /// subdirectory reserves its link exactly afterwards
 /// (`fs::reserve_subdir_link`). The check here only answers `EMLINK`

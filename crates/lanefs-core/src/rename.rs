@@ -334,9 +334,10 @@ impl Fs {
         };
         // may_delete(old), then may_create / may_delete(new). The
         // directories' mode and owner from their mirrors, exact under the
-        // stripes we hold (a chmod or chown of a directory takes every
-        // stripe): no directory `meta` is taken; an inode's `meta` only
-        // when the directory is sticky.
+        // stripes we hold (a chmod, chown or ACL change of a directory
+        // takes every stripe): no directory `meta` is taken unless its
+        // access ACL decides; an inode's `meta` only when the directory is
+        // sticky.
         let may_change = |dir: &Inode, a: &PermSnapshot| {
             perm::permission_snap(cred, dir, a, MAY_WRITE | MAY_EXEC)
         };
