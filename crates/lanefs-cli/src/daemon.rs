@@ -240,6 +240,12 @@ pub(crate) fn serve_mounted(
             }
             break Err((failed, None));
         }
+        // Once the mount is quiet after requests, every worker gives its
+        // allocator's free memory back (`lanefs_fuse::upkeep`).
+        fs_handler.upkeep().tick(|| {
+            lanefs_core::collect_deferred();
+            crate::give_back_free_memory();
+        });
         if let Some(d) = deadline {
             if Instant::now() >= d {
                 tracing::warn!("session still busy after unmount; exiting");
