@@ -142,7 +142,9 @@ impl CommitLog {
 /// Mount, report readiness, and wait for a signal or the session's end;
 /// every `commit_every`, write back everything cached (`syncfs`), logging
 /// failures as [`CommitLog`] says (`failure`: why the store failed, if it
-/// has, for that line).
+/// has, for that line). `at_session_end` runs on the session's thread as
+/// soon as the session ends (the mount is gone), before anything else
+/// of the teardown.
 pub(crate) fn serve_mounted(
     plan: &MountPlan,
     handler: Arc<Handler>,
@@ -150,6 +152,7 @@ pub(crate) fn serve_mounted(
     ready_line: &str,
     commit_every: Option<Duration>,
     failure: &dyn Fn() -> Option<String>,
+    at_session_end: Box<dyn FnOnce() + Send>,
 ) -> Result<(), ServeError> {
     let fs_handler = handler.clone();
     // `serve` blocked them before its first thread; again here (it is
@@ -176,8 +179,11 @@ pub(crate) fn serve_mounted(
     );
     let session = match std::thread::Builder::new()
         .name("lanefs-session".into())
-        .spawn(move || mounted.run())
-    {
+        .spawn(move || {
+            let r = mounted.run();
+            at_session_end();
+            r
+        }) {
         Ok(h) => h,
         Err(e) => {
             let _ = lanefs_fuse::unmount(&mnt, true);
@@ -234,6 +240,12 @@ pub(crate) fn serve_mounted(
             }
             break Err((failed, None));
         }
+        // Once the mount is quiet after requests, every worker gives its
+        // allocator's free memory back (`lanefs_fuse::upkeep`).
+        fs_handler.upkeep().tick(|| {
+            lanefs_core::collect_deferred();
+            crate::give_back_free_memory();
+        });
         if let Some(d) = deadline {
             if Instant::now() >= d {
                 tracing::warn!("session still busy after unmount; exiting");

@@ -13,6 +13,15 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Give back what this thread's mimalloc heap holds free (pages other
+/// threads freed into it included): the idle upkeep every FUSE worker runs
+/// once the mount goes quiet (`lanefs_fuse::upkeep`).
+fn give_back_free_memory() {
+    // SAFETY: mi_collect has no preconditions; it works on the calling
+    // thread's own heap and the shared arenas, under mimalloc's own locks.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+}
+
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -91,7 +100,8 @@ enum Cmd {
     /// repaired; 4 problems left (found without --repair, or not
     /// repairable); 8 operational error (cannot read, not a lanefs image).
     Fsck(image::FsckArgs),
-    /// Unmount a mounted lanefs (as `fusermount3 -u` does).
+    /// Unmount a mounted lanefs (as `fusermount3 -u` does); for an image,
+    /// return once its daemon has written it back and let go of it.
     Umount(UmountArgs),
     /// Show how a mounted lanefs is served (transport, threads, ...).
     Stats(StatsArgs),
@@ -337,6 +347,25 @@ fn plan(a: &MountArgs) -> Result<MountPlan, String> {
     if let Some(img) = &image {
         // Fail fast, before forking, on an image we cannot read.
         image::check_openable(img)?;
+        // The image's path is the mount's source (what `mount`, `df` and
+        // `findmnt` show, as for a disk), unless `-o fsname=` names one:
+        // `lanefs umount` learns from it which image to wait for.
+        let named = a
+            .options
+            .iter()
+            .flat_map(|o| o.split(','))
+            .any(|o| o.starts_with("fsname="));
+        if !named {
+            if let Some(p) = img
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.to_str().map(String::from))
+            {
+                if !p.contains(|c: char| c == ',' || c.is_whitespace()) {
+                    opts.fsname = p;
+                }
+            }
+        }
     }
     Ok(MountPlan {
         image,
@@ -433,6 +462,9 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
     }
     let mut ready_line = READY_OK.to_string();
     let mut commit_every = None;
+    // Declared before the store so that it outlives it: the mark stays
+    // set until the last write-back is done (`lanefs_image::holder`).
+    let mut finishing: Option<Arc<lanefs_image::FinishingMark>> = None;
     let mut image_store = None;
     let store: Arc<dyn lanefs_core::Store> = match &plan.image {
         None => Arc::new(MemoryStore::new(store_cfg)),
@@ -451,6 +483,10 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
                 Ok(s) => s,
                 Err(e) => return Err((e, ready)),
             };
+            match lanefs_image::FinishingMark::open(img) {
+                Ok(m) => finishing = Some(Arc::new(m)),
+                Err(e) => return Err((format!("{}: {e}", img.display()), ready)),
+            }
             let line = image::recovery_line(img, store.recovery_report());
             tracing::info!("{line}");
             if ready.is_none() {
@@ -479,6 +515,7 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         tracing::warn!(name = %String::from_utf8_lossy(n), "fault injection enabled");
     }
     let handler = Arc::new(Handler::new(fs, hcfg));
+    handler.upkeep().enable(give_back_free_memory);
     let failure = || {
         image_store
             .as_ref()
@@ -492,6 +529,17 @@ fn serve(a: &MountArgs, plan: MountPlan, ready: Option<std::fs::File>) -> Result
         &ready_line,
         commit_every,
         &failure,
+        // From the unmount on, a new opener of the image (`mount`, `fsck`)
+        // waits for this daemon's last write-back instead of failing "in
+        // use" after `LOCK_WAIT`; `lanefs umount` waits for it too.
+        Box::new({
+            let finishing = finishing.clone();
+            move || {
+                if let Some(Err(e)) = finishing.map(|m| m.set()) {
+                    tracing::warn!(error = %e, "cannot mark the image as finishing");
+                }
+            }
+        }),
     );
     if plan.image.is_some() {
         // Everything the engine still caches goes to the image; dropping
@@ -555,9 +603,28 @@ fn cmd_umount(a: &UmountArgs) -> Result<(), String> {
     if !is_fuse_mount(&mnt) {
         return Err(format!("{shown}: not a FUSE mount point"));
     }
+    let image = umount::image_of(&mnt);
     // A passing EBUSY (a child of another thread between fork and exec
     // still holding the file just closed) is retried for a moment.
-    umount::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))
+    umount::unmount(&mnt, a.lazy).map_err(|e| format!("{shown}: {e}"))?;
+    // The kernel has let go; the daemon may still be writing the image
+    // back. Return when it is done, so that what follows (a copy of the
+    // image, `fsck`, the next mount) finds it whole and free. Not after
+    // `-z`: the mount lives on until its last user leaves.
+    if let (Some(img), false) = (image, a.lazy) {
+        match lanefs_image::wait_for_release(&img, lanefs_image::LOCK_WAIT) {
+            Ok(true) => {}
+            Ok(false) => say!(
+                "lanefs umount: {shown} unmounted; {} is still held (its daemon, or a new user)",
+                img.display()
+            ),
+            Err(e) => say!(
+                "lanefs umount: {shown} unmounted; cannot wait for {}: {e}",
+                img.display()
+            ),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

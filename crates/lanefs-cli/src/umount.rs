@@ -31,6 +31,11 @@
 //! for a process's memory map lock: a process stuck in a page fault on a
 //! hung mount can stall it, killably.)
 //!
+//! After the unmount (not `-z`), `cmd_umount` waits for the daemon of an
+//! image mount to let go of the image ([`image_of`] finds it from the
+//! mount's source; `lanefs_image::wait_for_release`): the kernel lets go
+//! of a FUSE mount before its daemon has written everything back.
+//!
 //! No shared state: one thread.
 
 use std::collections::{HashMap, HashSet};
@@ -92,6 +97,17 @@ pub fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
     }
 }
 
+/// The image a lanefs mount at `mnt` serves, by its source (`lanefs
+/// mount` makes it the image's canonical path unless `-o fsname=` says
+/// otherwise): an absolute path naming a regular file or block device.
+pub fn image_of(mnt: &Path) -> Option<PathBuf> {
+    let m = Mount::at(mnt)?;
+    let p = PathBuf::from(&m.source);
+    let ft = std::fs::metadata(&p).ok()?.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    (p.is_absolute() && (ft.is_file() || ft.is_block_device())).then_some(p)
+}
+
 /// The mountinfo facts about the mount at `mnt` that [`holders`] needs.
 struct Mount {
     path: PathBuf,
@@ -100,6 +116,8 @@ struct Mount {
     dev: (u32, u32),
     /// Whether another mount sits under it (its parent ID is this one's).
     has_submounts: bool,
+    /// Its source (`fsname=`): an image mount's image path by default.
+    source: String,
 }
 
 impl Mount {
@@ -121,6 +139,7 @@ impl Mount {
             id: top.id,
             dev: top.dev,
             has_submounts: lines.iter().any(|l| l.parent == top.id && l.id != top.id),
+            source: top.source.clone(),
         })
     }
 }
@@ -132,6 +151,7 @@ struct InfoLine<'a> {
     dev: (u32, u32),
     path: String,
     fstype: &'a str,
+    source: String,
 }
 
 impl<'a> InfoLine<'a> {
@@ -145,6 +165,7 @@ impl<'a> InfoLine<'a> {
             dev: (maj.parse().ok()?, min.parse().ok()?),
             path: crate::watch::unescape_mountinfo(f.get(4)?),
             fstype: f.get(sep + 1)?,
+            source: crate::watch::unescape_mountinfo(f.get(sep + 2)?),
         })
     }
 }
@@ -210,6 +231,7 @@ mod tests {
                     42 1 0:47 / /tmp/c rw - fuse.lanefs lanefs rw\n";
         let m = Mount::parse(info, Path::new("/tmp/a b")).unwrap();
         assert_eq!((m.id, m.dev, m.has_submounts), (40, (0, 45), true));
+        assert_eq!(m.source, "lanefs");
         let m = Mount::parse(info, Path::new("/tmp/c")).unwrap();
         assert_eq!((m.id, m.dev, m.has_submounts), (42, (0, 47), false));
         assert!(Mount::parse(info, Path::new("/proc")).is_none(), "not FUSE");

@@ -393,11 +393,58 @@ fn daemon_memory_is_flat_over_creates_and_removes() {
     );
 }
 
+/// The memory of removed files goes back to the system once the mount is
+/// quiet. It stayed with the daemon until new writes reused it: the page
+/// tree of a removed file waited among the epoch-deferred frees for pins
+/// an idle mount never makes, and blocks freed into other workers' heaps
+/// waited for those workers to allocate again (1 GiB resident after
+/// writing and removing a 1 GiB file). Now the daemon's idle upkeep runs
+/// the deferred frees and has every worker collect its heap
+/// (`lanefs_fuse::upkeep`).
+fn removed_files_memory_goes_back_when_idle() {
+    const FILES: usize = 4;
+    const FILE_MIB: usize = 64;
+    let m = TestMount::new("rss-removed");
+    let pid = daemon_pid(&m.mnt);
+    let before = rss_kib(pid);
+    // Written by several threads at once, so that several workers' heaps
+    // hold the pages.
+    std::thread::scope(|s| {
+        for i in 0..FILES {
+            let p = m.path(&format!("f{i}"));
+            s.spawn(move || {
+                let chunk = vec![i as u8 + 1; 1 << 20];
+                let mut f = std::fs::File::create(p).unwrap();
+                for _ in 0..FILE_MIB {
+                    std::io::Write::write_all(&mut f, &chunk).unwrap();
+                }
+            });
+        }
+    });
+    let full = rss_kib(pid);
+    for i in 0..FILES {
+        std::fs::remove_file(m.path(&format!("f{i}"))).unwrap();
+    }
+    let limit = before + 48 * 1024;
+    let mut now = full;
+    let back = wait_until(10, || {
+        now = rss_kib(pid);
+        now < limit
+    });
+    assert!(
+        back,
+        "the daemon kept {} KiB of {} MiB removed (before {before} KiB, full {full} KiB, now {now} KiB)",
+        now.saturating_sub(before),
+        FILES * FILE_MIB
+    );
+}
+
 on_both_transports!(
     fs_mark_completes,
     dbench_completes,
     concurrent_processes_create_stat_rename_unlink,
     daemon_memory_is_flat_over_creates_and_removes,
+    removed_files_memory_goes_back_when_idle,
 );
 
 // stress-ng and fs_mark on an image mount (issue 13), each image checked

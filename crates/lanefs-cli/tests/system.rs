@@ -49,19 +49,6 @@ impl Drop for HelperLink {
     }
 }
 
-/// The source column of the mount at `path` (mountinfo).
-fn mount_source(path: &Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = path.to_string_lossy().to_string();
-    info.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let sep = f.iter().position(|x| *x == "-")?;
-        (f.get(4).map(|s| s.to_string()) == Some(want.clone()))
-            .then(|| f.get(sep + 2).map(|s| s.to_string()))
-            .flatten()
-    })
-}
-
 /// Unmounts `mnt` if still mounted when dropped.
 struct Unmount(PathBuf);
 

@@ -249,8 +249,9 @@ impl Inode {
     /// Mark the inode freed, in the caller's `meta` section, and let its
     /// extended attributes and symlink target go: nothing reads a freed
     /// inode's (`xattr` and `readlink` answer `ENOENT`), and the inode's
-    /// memory may outlive the free by a while — its LRU entry waits among
-    /// the dead, up to as many as there are cached inodes
+    /// memory may outlive the free by a while — its LRU entry waits for
+    /// its note's batch (`InodeLru::note_freed`) or, if the note missed,
+    /// among the dead, up to as many as there are cached inodes
     /// (`FsInner::purge_dead_lru`), and its hash node an epoch. Kept, each
     /// waiting inode held up to 256 KiB of values or a 4 KiB target.
     pub fn mark_freed(&self, m: &mut Meta) {

@@ -68,6 +68,7 @@ pub use orphan::{
     LockedOrphanTable, OrphanSlot, OrphanTable, SlotOrphanTable, ORPHAN_BLOCKS, ORPHAN_BLOCK_BYTES,
     ORPHAN_BLOCK_SLOTS,
 };
+pub use pcache::collect_deferred;
 pub use reclaim::{
     new_registry, process_cache_limit, process_cached_objects, registry, set_process_cache_limit,
     DeferredRegistry, ReclaimRegistry, RwLockRegistry, Shrinker, ShrinkerId, SyncGraceRegistry,

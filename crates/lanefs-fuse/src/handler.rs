@@ -227,6 +227,8 @@ pub struct Handler {
     /// With `cache_dir`: which directories' cached listings may hold
     /// entries from before a change ([`crate::dircache`]).
     listings: Option<ListingGuard>,
+    /// Idle upkeep of the workers ([`crate::upkeep`]); off until enabled.
+    upkeep: crate::upkeep::Upkeep,
 }
 
 impl Handler {
@@ -245,7 +247,14 @@ impl Handler {
             config,
             invalidate: std::sync::OnceLock::new(),
             writeback: std::sync::OnceLock::new(),
+            upkeep: crate::upkeep::Upkeep::default(),
         }
+    }
+
+    /// The workers' idle upkeep ([`crate::upkeep`]): the daemon enables it
+    /// and ticks it; the transports register their workers.
+    pub fn upkeep(&self) -> &crate::upkeep::Upkeep {
+        &self.upkeep
     }
 
     /// Record whether INIT turned the kernel's writeback cache on (first

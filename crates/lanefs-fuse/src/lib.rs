@@ -53,6 +53,7 @@ pub mod handles;
 pub mod proto;
 pub mod transport_dev;
 pub mod transport_uring;
+pub mod upkeep;
 pub mod wire;
 pub mod workers;
 

@@ -76,12 +76,18 @@ fn write_all(fd: std::os::fd::BorrowedFd<'_>, msg: &[u8]) -> io::Result<()> {
 }
 
 /// Read one message; `Ok(None)` when the session has ended (unmounted).
-fn read_message(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+/// `woken` runs when a signal interrupted the wait (idle upkeep).
+fn read_message(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+    mut woken: impl FnMut(),
+) -> io::Result<Option<usize>> {
     loop {
         match nix::unistd::read(fd, buf) {
             Ok(n) => return Ok(Some(n)),
+            Err(NixErrno::EINTR) => woken(),
             // ENOENT: the request was interrupted before we read it.
-            Err(NixErrno::EINTR | NixErrno::EAGAIN | NixErrno::ENOENT) => continue,
+            Err(NixErrno::EAGAIN | NixErrno::ENOENT) => continue,
             Err(NixErrno::ENODEV) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
@@ -101,7 +107,7 @@ pub fn handshake(
     let mut buf = vec![0u8; REQUEST_BUFFER_BYTES];
     let mut out = ReplyBuf::default();
     loop {
-        let n = read_message(fd, &mut buf)
+        let n = read_message(fd, &mut buf, || {})
             .map_err(|e| format!("FUSE handshake: {e}"))?
             .ok_or("FUSE handshake: session ended")?;
         let (h, body) =
@@ -145,26 +151,45 @@ pub fn handshake(
 fn worker(fd: &OwnedFd, handler: &Handler, s: &Session) -> io::Result<()> {
     let mut buf = vec![0u8; REQUEST_BUFFER_BYTES];
     let mut out = ReplyBuf::with_capacity(REQUEST_BUFFER_BYTES);
-    while let Some(n) = read_message(fd, &mut buf)? {
-        let (h, body) = match split_message(&buf[..n]) {
-            Ok(x) => x,
-            Err(_) => {
-                tracing::error!(bytes = n, "malformed request header; dropped");
-                continue;
-            }
-        };
-        let reply = serve_raw(handler, s, &h, None, body, &mut out);
-        if let Reply::Send(err) = reply {
-            match write_all(fd.as_fd(), out.finish(h.unique, err)) {
-                Ok(()) => {}
-                // The request was interrupted and is gone: nothing to do.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
-                Err(e) => return Err(e),
-            }
+    let mut me = handler.upkeep().register();
+    while let Some(n) = read_message(fd, &mut buf, || me.woken())? {
+        me.started();
+        let r = serve_one(fd, handler, s, &buf[..n], &mut out);
+        me.finished();
+        if !r? {
+            return Ok(());
         }
     }
     Ok(())
+}
+
+/// Serve one message and write its reply; `Ok(false)` when the session
+/// has ended.
+fn serve_one(
+    fd: &OwnedFd,
+    handler: &Handler,
+    s: &Session,
+    msg: &[u8],
+    out: &mut ReplyBuf,
+) -> io::Result<bool> {
+    let (h, body) = match split_message(msg) {
+        Ok(x) => x,
+        Err(_) => {
+            tracing::error!(bytes = msg.len(), "malformed request header; dropped");
+            return Ok(true);
+        }
+    };
+    let reply = serve_raw(handler, s, &h, None, body, out);
+    if let Reply::Send(err) = reply {
+        match write_all(fd.as_fd(), out.finish(h.unique, err)) {
+            Ok(()) => {}
+            // The request was interrupted and is gone: nothing to do.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 /// Start `threads` workers (the first on `fd` itself, the others on

@@ -208,10 +208,14 @@ fn queue_thread(fd: &OwnedFd, qid: u16, handler: &Handler, s: &Session) -> io::R
     // Completions of one wakeup (at most every entry), reused: no
     // allocation per wakeup.
     let mut done: Vec<(u64, i32)> = Vec::with_capacity(QUEUE_DEPTH);
+    let mut me = handler.upkeep().register();
     while live > 0 {
         match ring.submit_and_wait(1) {
             Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                me.woken();
+                continue;
+            }
             Err(e) => return Err(e),
         }
         done.clear();
@@ -229,7 +233,9 @@ fn queue_thread(fd: &OwnedFd, qid: u16, handler: &Handler, s: &Session) -> io::R
                     }
                 }
             }
+            me.started();
             let commit_id = serve_entry(&mut ents[i], handler, s, &mut out);
+            me.finished();
             let sqe = commit_sqe(raw, qid, commit_id, tag);
             // SAFETY: as for REGISTER: the entry's buffers stay alive and
             // untouched by us until this command completes.

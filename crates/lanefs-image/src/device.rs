@@ -5,10 +5,8 @@
 //! is `fdatasync`. Each open holds an exclusive `flock` on the file for as
 //! long as the device lives, so that a second opener (another `lanefs
 //! mount` of the same image, `fsck` or `mkfs --force` of a mounted one)
-//! gets `EBUSY` (after waiting up to [`LOCK_WAIT`] for the holder to let
-//! go) instead of writing beside the first; the lock is the
-//! kernel's, on the open file description (kept across the daemon's fork,
-//! dropped when the last descriptor closes, also on a crash). [`MemDevice`] keeps an image in memory (tests, fuzzing):
+//! waits for it and then gets `EBUSY` (how long: [`crate::holder`])
+//! instead of writing beside the first. [`MemDevice`] keeps an image in memory (tests, fuzzing):
 //! its one mutex protects the byte vector and is held only for a copy.
 //! The crash-testing device lives in [`crate::crash`].
 
@@ -48,7 +46,7 @@ impl FileDevice {
     /// Open `path` read-write. A block device's size is found by seeking.
     pub fn open(path: &Path) -> Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        lock_exclusive(&file)?;
+        crate::holder::lock_exclusive(&file)?;
         let len = device_len(&file)?;
         Ok(FileDevice {
             file,
@@ -66,7 +64,7 @@ impl FileDevice {
             .truncate(false)
             .open(path)?;
         // Before anything is truncated: never under a live mount.
-        lock_exclusive(&file)?;
+        crate::holder::lock_exclusive(&file)?;
         let meta = file.metadata()?;
         if meta.file_type().is_file() {
             file.set_len(0)?;
@@ -92,38 +90,6 @@ impl FileDevice {
     /// `create` has just truncated, and nothing written since (mkfs).
     pub(crate) fn zeroed(&self) -> bool {
         self.zeroed
-    }
-}
-
-/// How long an open waits for another holder of an image's lock to let go
-/// before it answers `EBUSY`: long enough for a daemon that was just
-/// unmounted to write its last checkpoint and exit (`lanefs umount` does
-/// not wait for that, so `umount; fsck` would otherwise race it), short
-/// enough that a second mount of a live image fails promptly.
-pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Take the exclusive `flock` of an open image, waiting up to
-/// [`LOCK_WAIT`] for another open file description to drop it: `EBUSY`
-/// when it does not (the image is in use).
-fn lock_exclusive(file: &File) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let start = std::time::Instant::now();
-    loop {
-        // SAFETY: `flock` on a descriptor `file` owns and keeps open for
-        // the duration of the call; it touches no memory of ours.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r == 0 {
-            return Ok(());
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) if start.elapsed() < LOCK_WAIT => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Some(libc::EWOULDBLOCK) => return Err(Errno(libc::EBUSY)),
-            Some(e) => return Err(Errno(e)),
-            None => return Err(Errno::EIO),
-        }
     }
 }
 

@@ -51,6 +51,7 @@ mod crc;
 mod device;
 mod fsck;
 pub mod fuzz;
+mod holder;
 mod itable;
 mod journal;
 mod journaled;
@@ -64,8 +65,9 @@ mod replay;
 mod store;
 mod store_cache;
 
-pub use device::{Device, FileDevice, MemDevice, LOCK_WAIT};
+pub use device::{Device, FileDevice, MemDevice};
 pub use fsck::{fsck, fsck_device, FsckReport};
+pub use holder::{is_finishing, wait_for_release, FinishingMark, FINISH_WAIT, LOCK_WAIT};
 pub use layout::{Geometry, BLOCK, SECTOR};
 pub use recover::{describe_open_error, mkfs, mkfs_device};
 pub use store::{

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use lanefs_image::{fsck, mkfs, FileDevice, ImageStore, LOCK_WAIT};
+use lanefs_image::{
+    fsck, is_finishing, mkfs, wait_for_release, FileDevice, FinishingMark, ImageStore, LOCK_WAIT,
+};
 use lanefs_store::{Errno, Store};
 
 fn image(name: &str) -> std::path::PathBuf {
@@ -54,6 +56,67 @@ fn an_opener_waits_for_a_holder_that_lets_go() {
     // As `lanefs umount; lanefs fsck` meets a daemon still checkpointing.
     let r = fsck(&img, false).unwrap();
     assert!(r.clean, "{:?}", r.problems);
+    holder.join().unwrap();
+    let _ = std::fs::remove_dir_all(img.parent().unwrap());
+}
+
+/// A holder that set its finishing mark (a daemon writing back after its
+/// unmount) is waited for past `LOCK_WAIT`: `umount; fsck` and `umount;
+/// mount` failed "in use" when the last write-back took longer.
+#[test]
+fn an_opener_waits_past_lock_wait_for_a_finishing_holder() {
+    let img = image("finishing");
+    let store = ImageStore::open(&img).unwrap();
+    let mark = FinishingMark::open(&img).unwrap();
+    let probe = std::fs::File::open(&img).unwrap();
+    assert!(!is_finishing(&probe), "marked before set");
+    mark.set().unwrap();
+    assert!(is_finishing(&probe), "the mark is not seen");
+    let hold = LOCK_WAIT + Duration::from_millis(1500);
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(hold);
+        drop(store);
+        drop(mark);
+    });
+    let t = Instant::now();
+    let r = fsck(&img, false).unwrap();
+    assert!(r.clean, "{:?}", r.problems);
+    assert!(
+        t.elapsed() >= hold - Duration::from_millis(100),
+        "no holder met"
+    );
+    assert!(!is_finishing(&probe), "the mark outlived its holder");
+    holder.join().unwrap();
+    let _ = std::fs::remove_dir_all(img.parent().unwrap());
+}
+
+/// `wait_for_release` (what `lanefs umount` does after the unmount) waits
+/// for a finishing holder to let go, and gives up on one without the mark
+/// after its notice time (a new user of the image, not the daemon).
+#[test]
+fn wait_for_release_follows_the_finishing_mark() {
+    let img = image("release");
+    assert!(
+        wait_for_release(&img, Duration::ZERO).unwrap(),
+        "free image"
+    );
+    let store = ImageStore::open(&img).unwrap();
+    let t = Instant::now();
+    assert!(!wait_for_release(&img, Duration::from_millis(300)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let mark = FinishingMark::open(&img).unwrap();
+    mark.set().unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        drop(store);
+        drop(mark);
+    });
+    let t = Instant::now();
+    assert!(wait_for_release(&img, Duration::from_millis(100)).unwrap());
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "returned while held"
+    );
     holder.join().unwrap();
     let _ = std::fs::remove_dir_all(img.parent().unwrap());
 }

@@ -96,13 +96,24 @@ pub fn is_fuse_mounted(path: &Path) -> bool {
 
 /// The file-system type mounted at `path`, from /proc/self/mountinfo.
 pub fn mount_fstype(path: &Path) -> Option<String> {
+    mountinfo_field(path, 1)
+}
+
+/// The source of the mount at `path` (`fsname=`), from mountinfo.
+pub fn mount_source(path: &Path) -> Option<String> {
+    mountinfo_field(path, 2)
+}
+
+/// Field `n` after the separator of the top mount at `path` in
+/// /proc/self/mountinfo (1: type, 2: source).
+fn mountinfo_field(path: &Path, n: usize) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let want = path.to_string_lossy().to_string();
     info.lines().rev().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         let sep = f.iter().position(|x| *x == "-")?;
         if f.get(4).map(|s| s.replace("\\040", " ")) == Some(want.clone()) {
-            f.get(sep + 1).map(|s| s.to_string())
+            f.get(sep + n).map(|s| s.replace("\\040", " "))
         } else {
             None
         }

@@ -14,6 +14,9 @@
 //! * `DEAD` — freed by `maybe_free` (record, pages and number released);
 //!   lookups wait for it to leave the hash and then miss.
 //!
+//! Beside the word, `lru_at` (Relaxed): where the inode's LRU entry was
+//! last pushed, a hint for a free that finds the entry queued (see `lru`).
+//!
 //! The state LOADING is not in this word: a loading inode does not exist
 //! yet, so it is a hash node whose inode pointer is still null (see
 //! `table`).
@@ -70,36 +73,63 @@ pub(crate) enum Claim {
     Gone,
 }
 
-pub(crate) struct Life(AtomicU64);
+pub(crate) struct Life {
+    word: AtomicU64,
+    /// Where the inode's LRU entry was last pushed (`lru`: its shard and
+    /// sequence number, packed), or [`NOT_QUEUED`] before any push.
+    /// Stored (Relaxed) by the pusher under that shard's lock, after it
+    /// set `ON_LRU`; read by a free whose [`kill`](Self::kill) found the
+    /// entry queued, to take it out where it is (`InodeLru::note_freed`).
+    /// A hint: the taker checks the entry under the shard's lock. Beside
+    /// the word, so on the line every push already writes.
+    lru_at: AtomicU64,
+}
+
+/// [`Life::lru_at`] of an inode never pushed (a position no push reaches).
+pub(crate) const NOT_QUEUED: u64 = u64::MAX;
 
 impl Life {
     /// `LIVE` with `refs` references, not on the LRU.
     pub fn new_live(refs: u32) -> Life {
-        Life(AtomicU64::new(LIVE | refs as u64))
+        Life {
+            word: AtomicU64::new(LIVE | refs as u64),
+            lru_at: AtomicU64::new(NOT_QUEUED),
+        }
+    }
+
+    /// Where the entry was last pushed (see `lru_at`).
+    pub fn lru_at(&self) -> u64 {
+        self.lru_at.load(Ordering::Relaxed)
+    }
+
+    /// Record where the entry is being pushed (by the pusher, under the
+    /// shard's lock).
+    pub fn set_lru_at(&self, at: u64) {
+        self.lru_at.store(at, Ordering::Relaxed);
     }
 
     pub fn state(&self) -> State {
-        state_of(self.0.load(Ordering::Acquire))
+        state_of(self.word.load(Ordering::Acquire))
     }
 
     pub fn refs(&self) -> u64 {
-        refs_of(self.0.load(Ordering::Relaxed))
+        refs_of(self.word.load(Ordering::Relaxed))
     }
 
     pub fn on_lru(&self) -> bool {
-        self.0.load(Ordering::Relaxed) & ON_LRU != 0
+        self.word.load(Ordering::Relaxed) & ON_LRU != 0
     }
 
     /// Take a reference if the inode is `LIVE`; otherwise return its state.
     pub fn try_get(&self) -> Result<(), State> {
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.word.load(Ordering::Relaxed);
         loop {
             if state_of(w) != State::Live {
                 return Err(state_of(w));
             }
             debug_assert!(refs_of(w) < REFS_MASK, "inode reference count overflow");
             match self
-                .0
+                .word
                 .compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed)
             {
                 Ok(_) => return Ok(()),
@@ -112,7 +142,7 @@ impl Life {
     /// `LIVE` inode that is not on the LRU: the caller should offer it to
     /// the LRU ([`mark_on_lru`](Self::mark_on_lru) then push).
     pub fn put(&self) -> bool {
-        let old = self.0.fetch_sub(1, Ordering::Release);
+        let old = self.word.fetch_sub(1, Ordering::Release);
         debug_assert!(refs_of(old) > 0, "inode reference count underflow");
         refs_of(old) == 1 && state_of(old) == State::Live && old & ON_LRU == 0
     }
@@ -120,15 +150,17 @@ impl Life {
     /// Set `ON_LRU` if the inode is `LIVE`, unreferenced and not on the LRU;
     /// `true` means the caller now owes the LRU exactly one entry.
     pub fn mark_on_lru(&self) -> bool {
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.word.load(Ordering::Relaxed);
         loop {
             if state_of(w) != State::Live || refs_of(w) != 0 || w & ON_LRU != 0 {
                 return false;
             }
-            match self
-                .0
-                .compare_exchange_weak(w, w | ON_LRU, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.word.compare_exchange_weak(
+                w,
+                w | ON_LRU,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }
@@ -139,7 +171,7 @@ impl Life {
     /// `ON_LRU` bit): claim it for eviction if `LIVE` and unreferenced;
     /// otherwise clear `ON_LRU`.
     pub fn claim_for_evict(&self) -> Claim {
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.word.load(Ordering::Relaxed);
         loop {
             debug_assert!(w & ON_LRU != 0, "LRU entry without ON_LRU");
             let (new, claim) = match state_of(w) {
@@ -148,7 +180,7 @@ impl Life {
                 _ => (w & !ON_LRU, Claim::Gone),
             };
             match self
-                .0
+                .word
                 .compare_exchange_weak(w, new, Ordering::Acquire, Ordering::Relaxed)
             {
                 Ok(_) => return claim,
@@ -159,8 +191,8 @@ impl Life {
 
     /// Give a claimed inode back: `LIVE`, unreferenced, off the LRU.
     pub fn unclaim(&self) {
-        debug_assert_eq!(self.0.load(Ordering::Relaxed), FREEING);
-        self.0.store(LIVE, Ordering::Release);
+        debug_assert_eq!(self.word.load(Ordering::Relaxed), FREEING);
+        self.word.store(LIVE, Ordering::Release);
     }
 
     /// Mark a freed inode `DEAD` (keeping its references), waiting out an
@@ -172,17 +204,17 @@ impl Life {
     #[must_use]
     pub fn kill(&self) -> bool {
         let mut backoff = super::Backoff::new();
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.word.load(Ordering::Relaxed);
         loop {
             if state_of(w) == State::Freeing {
                 backoff.wait();
-                w = self.0.load(Ordering::Relaxed);
+                w = self.word.load(Ordering::Relaxed);
                 continue;
             }
             debug_assert_eq!(state_of(w), State::Live, "inode freed twice");
             let new = (w & !STATE_MASK) | DEAD;
             match self
-                .0
+                .word
                 .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => return w & ON_LRU != 0,
@@ -191,21 +223,24 @@ impl Life {
         }
     }
 
-    /// Called by whoever holds this inode's LRU entry (a purge, under the
-    /// entry's shard lock, in place of a pop): if the inode is `DEAD`, clear
+    /// Called by whoever holds this inode's LRU entry (a purge, a
+    /// compaction or the take-out of a free's note, under the entry's shard
+    /// lock, in place of a pop): if the inode is `DEAD`, clear
     /// `ON_LRU` and return `true` (the caller drops the entry); otherwise
     /// change nothing.
     pub fn leave_lru_if_dead(&self) -> bool {
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.word.load(Ordering::Relaxed);
         loop {
             debug_assert!(w & ON_LRU != 0, "LRU entry without ON_LRU");
             if state_of(w) != State::Dead {
                 return false;
             }
-            match self
-                .0
-                .compare_exchange_weak(w, w & !ON_LRU, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.word.compare_exchange_weak(
+                w,
+                w & !ON_LRU,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }

@@ -45,6 +45,8 @@ use lanefs_store::{Ino, Result};
 
 pub(crate) use life::{Claim, Life, State};
 pub(crate) use lru::InodeLru;
+#[cfg(all(test, not(lanefs_shuttle)))]
+pub(crate) use lru::{FREED_BATCH, HOLES_MIN};
 
 use crate::inode::Inode;
 use crate::variants::IcacheVariant;

@@ -1,7 +1,9 @@
 //! Model checks (shuttle): lookup vs evict vs insert/load of one number, in
 //! every design. No lookup returns a FREEING or freed inode, no number is
 //! inserted twice, no reference or update is lost, and a lock-free reader
-//! only ever reads a live node's memory.
+//! only ever reads a live node's memory. And the LRU entry of an inode
+//! freed while queued: the free's note, an evictor's pop and a purge race
+//! for it, and exactly one takes it.
 
 use crate::sync::Arc;
 
@@ -10,7 +12,7 @@ use shuttle::thread;
 use super::tests::record;
 use super::{new_cache, Claim, InodeCache, InodeLru, State};
 use crate::inode::Inode;
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 use crate::variants::IcacheVariant;
 
 const ALL: [IcacheVariant; 4] = [
@@ -138,6 +140,88 @@ fn miss_vs_insert_new(variant: IcacheVariant) {
     let found = cache.get(INO).expect("the new inode is hashed");
     assert!(Arc::ptr_eq(&found, &fresh));
     assert_eq!(cache.len(), 1);
+}
+
+/// An inode on the LRU (with a second-chance hint and a live neighbour)
+/// is freed — `kill`, then the free's note, taken out at once — while an
+/// evictor pops entries (second chance, claim and give back as an
+/// eviction of an unlinked inode does, or `Gone`) and a purge runs. If
+/// the kill found the entry queued, exactly one of them takes it out (the
+/// counter `lru_dead` would go back to 0); afterwards no entry of the
+/// freed inode is left and the live one's entry is still there.
+fn free_vs_evict_on_lru() {
+    let lru = Arc::new(InodeLru::new());
+    let x = Arc::new(Inode::new(record(INO, 0), false));
+    let y = Arc::new(Inode::new(record(INO + 1, 0), false));
+    iput(&lru, &x);
+    iput(&lru, &y);
+    x.mark_referenced();
+    let counted = Arc::new(AtomicUsize::new(0));
+    let taken = Arc::new(AtomicUsize::new(0));
+    let freer = {
+        let (lru, x, counted, taken) = (lru.clone(), x.clone(), counted.clone(), taken.clone());
+        thread::spawn(move || {
+            if x.life.kill() {
+                counted.fetch_add(1, Ordering::Relaxed);
+                let n = lru.note_freed(&x).len() + lru.take_noted_now().len();
+                taken.fetch_add(n, Ordering::Relaxed);
+            }
+        })
+    };
+    let evictor = {
+        let (lru, taken) = (lru.clone(), taken.clone());
+        thread::spawn(move || {
+            for _ in 0..3 {
+                let Some(inode) = lru.pop() else { return };
+                if inode.life.refs() == 0 && inode.take_referenced() {
+                    lru.push(inode);
+                    continue;
+                }
+                match inode.life.claim_for_evict() {
+                    // Unlinked or live: given back (`unclaim_to_lru`).
+                    Claim::Claimed => {
+                        inode.life.unclaim();
+                        if inode.life.mark_on_lru() {
+                            lru.push(inode);
+                        }
+                    }
+                    Claim::Pinned => {}
+                    Claim::Gone => {
+                        taken.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    let purger = {
+        let (lru, taken) = (lru.clone(), taken.clone());
+        thread::spawn(move || {
+            let n = lru.remove_dead().len();
+            taken.fetch_add(n, Ordering::Relaxed);
+        })
+    };
+    for t in [freer, evictor, purger] {
+        t.join().unwrap();
+    }
+    let left = lru.remove_dead().len();
+    let taken = taken.load(Ordering::Relaxed) + left;
+    assert_eq!(
+        taken,
+        counted.load(Ordering::Relaxed),
+        "a freed inode's entry was taken out {taken} times"
+    );
+    assert!(!x.life.on_lru(), "a freed inode kept its entry");
+    assert_eq!(x.life.state(), State::Dead);
+    assert_eq!(
+        lru.len(),
+        y.life.on_lru() as usize,
+        "entries of the live inode"
+    );
+}
+
+#[test]
+fn model_free_vs_evict_on_lru() {
+    crate::sync::check_random(free_vs_evict_on_lru, crate::sync::model_iterations());
 }
 
 #[test]

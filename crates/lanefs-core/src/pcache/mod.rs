@@ -98,6 +98,7 @@
 
 mod extents;
 mod index;
+pub use index::collect_deferred;
 pub(crate) use index::collect_now_and_then;
 mod lanes;
 mod page;
