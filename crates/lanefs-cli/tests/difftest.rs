@@ -17,31 +17,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::*;
-
-/// The oracle, mounted `nodev` as a lanefs mount is by default: opening
-/// a device node (a whiteout `RENAME_WHITEOUT` left) is `EACCES` on both.
-struct Tmpfs(PathBuf);
-impl Tmpfs {
-    fn new(dir: PathBuf) -> Tmpfs {
-        let out = run_timeout(
-            30,
-            Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "size=256m,nodev", "lanefs-diff-tmpfs"])
-                .arg(&dir),
-        );
-        assert!(out.status.success(), "mount tmpfs: {}", show(&out));
-        Tmpfs(dir)
-    }
-}
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -782,9 +760,9 @@ fn syscalls_match_tmpfs() {
     let seed = env_seed("LANEFS_DIFF_SEED");
     eprintln!("difftest: {ops} ops, seed {seed:#x} (LANEFS_DIFF_SEED to replay)");
     let m = TestMount::with("diff", &["-o", "allow_other,default_permissions"], &[]);
-    let tdir = m.base.join("tmpfs");
-    std::fs::create_dir(&tdir).unwrap();
-    let t = Tmpfs::new(tdir);
+    // The oracle, mounted `nodev` as a lanefs mount is by default: opening
+    // a device node (a whiteout `RENAME_WHITEOUT` left) is `EACCES` on both.
+    let t = Tmpfs::with("diff-tmpfs", "size=256m,nodev");
     // Same root permissions on both.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&m.mnt, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -40,39 +40,9 @@ mod common;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::*;
-
-/// A fresh tmpfs (the oracle), unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn new(name: &str) -> Tmpfs {
-        Tmpfs::with(name, "mode=0755")
-    }
-
-    /// Mounted with the options `opts`.
-    fn with(name: &str, opts: &str) -> Tmpfs {
-        let dir = unique_dir(name);
-        let out = run_timeout(
-            30,
-            Command::new("mount")
-                .args(["-t", "tmpfs", "-o", opts, "none"])
-                .arg(&dir),
-        );
-        assert!(out.status.success(), "{}", show(&out));
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
 
 fn c(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()

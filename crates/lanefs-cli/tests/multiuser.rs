@@ -14,7 +14,7 @@ mod common;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -50,31 +50,6 @@ fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(254)
-}
-
-/// A fresh tmpfs (the oracle), unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn new(name: &str) -> Tmpfs {
-        let dir = unique_dir(name);
-        let out = run_timeout(
-            30,
-            Command::new("mount")
-                .args(["-t", "tmpfs", "none"])
-                .arg(&dir),
-        );
-        assert!(out.status.success(), "{}", show(&out));
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
 }
 
 /// What one case ends in: the call's result (0 or errno), the mode

@@ -120,6 +120,37 @@ fn mountinfo_field(path: &Path, n: usize) -> Option<String> {
     })
 }
 
+/// A fresh tmpfs (the oracle of the differential tests), unmounted on
+/// drop.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mode 0755, as a lanefs root.
+    pub fn new(name: &str) -> Tmpfs {
+        Tmpfs::with(name, "mode=0755")
+    }
+
+    /// Mounted with the options `opts`.
+    pub fn with(name: &str, opts: &str) -> Tmpfs {
+        let dir = unique_dir(name);
+        let out = run_timeout(
+            30,
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", opts, "none"])
+                .arg(&dir),
+        );
+        assert!(out.status.success(), "mount tmpfs: {}", show(&out));
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 /// Wait until `cond` holds, up to `secs` seconds.
 pub fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);
