@@ -20,12 +20,16 @@
 //! * an error reply carries no payload; a reply whose size the protocol
 //!   fixes has that size; READ, READDIR(PLUS), GETXATTR, LISTXATTR fit the
 //!   size asked for; WRITE reports what it was given;
-//! * after each sequence `Fs::check()` passes, and again after every
-//!   handle is released and every reference given back (as the kernel does
-//!   at unmount).
+//! * after each sequence every directory it knows lists the same in small
+//!   buffers as in one (READDIR and READDIRPLUS, continuing at each
+//!   reply's last offset), each name once; `Fs::check()` passes, and again
+//!   after every handle is released and every reference given back (as
+//!   the kernel does at unmount); on an image, `fsck` passes once the
+//!   engine is dropped.
 //!
-//! 64 cases of up to 64 requests by default; `LANEFS_FUZZ_CASES=N` for a
-//! longer run (`cargo test --release -p lanefs-fuse --test request_fuzz`).
+//! 64 cases of up to 64 requests by default (16 on an image);
+//! `LANEFS_FUZZ_CASES=N` for a longer run
+//! (`cargo test --release -p lanefs-fuse --test request_fuzz`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -430,6 +434,9 @@ fn req() -> impl Strategy<Value = Req> {
         )
 }
 
+/// A directory's entries in listing order: name and inode.
+type Listing = Vec<(Vec<u8>, u64)>;
+
 /// What a handle serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Use {
@@ -496,6 +503,11 @@ impl Kernel {
     /// cache, `default_permissions`, no listing cache, no negative
     /// entries, `sync`, and `allow_root` for uid 1000.
     fn new(variant: u8) -> Kernel {
+        Kernel::with_fs(Fs::new_in_memory(), variant)
+    }
+
+    /// As [`Kernel::new`], over `fs`.
+    fn with_fs(fs: Fs, variant: u8) -> Kernel {
         let bit = |n: u8| variant & (1 << n) != 0;
         let writeback = bit(0);
         let mut config = HandlerConfig {
@@ -508,7 +520,7 @@ impl Kernel {
         if bit(3) {
             config.cache.negative_ttl = std::time::Duration::ZERO;
         }
-        let handler = Handler::new(Fs::new_in_memory(), config);
+        let handler = Handler::new(fs, config);
         handler.set_writeback(writeback);
         let session = Session {
             minor: KERNEL_MINOR_VERSION,
@@ -565,7 +577,19 @@ impl Kernel {
 
     /// Build one request's message.
     fn encode(&self, r: &Req) -> (InHeader, Vec<u8>) {
-        let nodeid = self.node(r.node);
+        let rename = matches!(r.opcode, FUSE_RENAME | FUSE_RENAME2);
+        // Renames mostly within and between the root and a known node,
+        // where the names the sequence made are.
+        let nodeid = if rename && !r.flags2.is_multiple_of(3) {
+            ROOT_ID
+        } else {
+            self.node(r.node)
+        };
+        let newdir = if rename && !r.len.is_multiple_of(3) {
+            ROOT_ID
+        } else {
+            self.node(r.node2)
+        };
         let name = cstr(&r.name.bytes());
         let name2 = cstr(&r.name2.bytes());
         let xname = cstr(&r.xname.bytes());
@@ -666,15 +690,13 @@ impl Kernel {
                 b.extend(name);
             }
             FUSE_RENAME => {
-                b = body_of(&RenameIn {
-                    newdir: self.node(r.node2),
-                });
+                b = body_of(&RenameIn { newdir });
                 b.extend(name);
                 b.extend(name2);
             }
             FUSE_RENAME2 => {
                 b = body_of(&Rename2In {
-                    newdir: self.node(r.node2),
+                    newdir,
                     flags: if r.size & 1 == 0 {
                         r.flags % 8
                     } else {
@@ -1130,6 +1152,109 @@ impl Kernel {
         Ok(())
     }
 
+    /// One request as root, built from `r` with `body`; its reply and
+    /// payload.
+    fn request(
+        &mut self,
+        opcode: u32,
+        nodeid: u64,
+        body: &[u8],
+    ) -> Result<(Reply, Vec<u8>), String> {
+        let h = InHeader {
+            len: (size_of::<InHeader>() + body.len()) as u32,
+            opcode,
+            unique: self.unique + 1,
+            nodeid,
+            ..Default::default()
+        };
+        let mut msg = h.as_bytes().to_vec();
+        msg.extend(body);
+        let r = self.serve(&msg, None, true)?;
+        Ok((r, self.out.payload().to_vec()))
+    }
+
+    /// List directory `dir` with READDIR (or READDIRPLUS) in buffers of
+    /// `chunk` bytes, each continuing at the last entry's offset. `None`
+    /// when it is no directory we can open.
+    fn list(&mut self, dir: u64, chunk: u32, plus: bool) -> Result<Option<Listing>, String> {
+        let (r, p) = self.request(FUSE_OPENDIR, dir, &body_of(&OpenIn::default()))?;
+        if r != Reply::Send(0) {
+            return Ok(None);
+        }
+        let fh = OpenOut::read_from(&p).unwrap().fh;
+        let head = size_of::<Dirent>() + if plus { size_of::<EntryOut>() } else { 0 };
+        let mut names = Vec::new();
+        let mut off = 0u64;
+        for _ in 0..10_000 {
+            let arg = ReadIn {
+                fh,
+                offset: off,
+                size: chunk,
+                ..Default::default()
+            };
+            let op = if plus { FUSE_READDIRPLUS } else { FUSE_READDIR };
+            let (r, p) = self.request(op, dir, &body_of(&arg))?;
+            if r != Reply::Send(0) {
+                return Err(format!("listing {dir} at {off}: {r:?}"));
+            }
+            if p.is_empty() {
+                let (r, _) = self.request(
+                    FUSE_RELEASEDIR,
+                    dir,
+                    &body_of(&ReleaseIn {
+                        fh,
+                        ..Default::default()
+                    }),
+                )?;
+                if r != Reply::Send(0) {
+                    return Err(format!("RELEASEDIR: {r:?}"));
+                }
+                return Ok(Some(names));
+            }
+            let mut rest = &p[..];
+            while !rest.is_empty() {
+                let d = Dirent::read_from(&rest[head - size_of::<Dirent>()..]).unwrap();
+                names.push((rest[head..head + d.namelen as usize].to_vec(), d.ino));
+                off = d.off;
+                rest = &rest[(head + d.namelen as usize).next_multiple_of(8)..];
+            }
+        }
+        Err(format!("listing {dir} never ends (10,000 replies)"))
+    }
+
+    /// Every directory the sequence knows, listed in small buffers and in
+    /// one large one, with and without attributes: the same entries in
+    /// the same order, each name once, `.` and `..` among them.
+    fn check_listings(&mut self, chunk: u32) -> Result<(), String> {
+        let dirs: Vec<u64> = self.known.iter().copied().take(16).collect();
+        for dir in dirs {
+            let Some(whole) = self.list(dir, 1 << 20, false)? else {
+                continue;
+            };
+            let mut seen = std::collections::HashSet::new();
+            for (n, _) in &whole {
+                if !seen.insert(n.clone()) {
+                    return Err(format!(
+                        "dir {dir}: {:?} listed twice",
+                        String::from_utf8_lossy(n)
+                    ));
+                }
+            }
+            if !seen.contains(&b"."[..]) || !seen.contains(&b".."[..]) {
+                return Err(format!("dir {dir}: no . or .. in {whole:?}"));
+            }
+            for (plus, size) in [(false, chunk), (true, chunk.max(4096)), (true, 1 << 20)] {
+                let part = self.list(dir, size, plus)?.unwrap_or_default();
+                if part != whole {
+                    return Err(format!(
+                        "dir {dir}: listing in {size}-byte buffers (plus {plus}) {part:?}, whole {whole:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check(&self, when: &str) -> Result<(), String> {
         self.handler
             .fs()
@@ -1304,13 +1429,18 @@ fn setup() -> Vec<Req> {
 }
 
 fn run_sequence(reqs: &[Req], variant: u8) -> Result<(), String> {
-    let mut k = Kernel::new(variant);
+    run_sequence_on(Kernel::new(variant), reqs)
+}
+
+fn run_sequence_on(mut k: Kernel, reqs: &[Req]) -> Result<(), String> {
     for r in &setup() {
         k.run(r)?;
     }
     for (i, r) in reqs.iter().enumerate() {
         k.run(r).map_err(|e| format!("request {i} ({r:?}): {e}"))?;
     }
+    let chunk = 320 + (reqs.len() as u32 * 97) % 4000;
+    k.check_listings(chunk)?;
     k.check("after the sequence")?;
     k.drain()
 }
@@ -1357,6 +1487,51 @@ fn request_sequences_never_panic_and_answer_clear_errnos() {
     );
     let r = runner().run(&strat, |(reqs, variant)| {
         run_sequence(&reqs, variant).map_err(TestCaseError::fail)
+    });
+    print_outcomes(module_path!());
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+/// The same sequences over an engine on an image (an in-memory device of
+/// 16 MiB, a small cache budget so that objects are evicted and read
+/// back); after the engine is dropped the image must pass `fsck`.
+#[test]
+fn request_sequences_on_an_image() {
+    use lanefs_image::{fsck_device, mkfs_device, ImageConfig, ImageStore, MemDevice};
+    use std::sync::Arc;
+    install_panic_counter();
+    let strat = (
+        proptest::collection::vec(req(), 1..64),
+        prop_oneof![2 => Just(0u8), 3 => 0u8..64],
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: cases().div_ceil(4),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let r = runner.run(&strat, |(reqs, variant)| {
+        let dev = Arc::new(MemDevice::new(16 << 20));
+        mkfs_device(&*dev).map_err(|e| TestCaseError::fail(format!("mkfs: {e}")))?;
+        let cfg = ImageConfig {
+            commit_interval: None,
+            cache_bytes: Some(64 << 10),
+        };
+        let store = ImageStore::open_device(dev.clone(), &cfg)
+            .map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
+        let fs = Fs::new(Arc::new(store), lanefs_core::FsConfig::default())
+            .map_err(|e| TestCaseError::fail(format!("Fs::new: {e:?}")))?;
+        run_sequence_on(Kernel::with_fs(fs, variant), &reqs).map_err(TestCaseError::fail)?;
+        let report =
+            fsck_device(dev, false).map_err(|e| TestCaseError::fail(format!("fsck: {e}")))?;
+        if !report.clean {
+            return Err(TestCaseError::fail(format!(
+                "fsck: {:?} {:?}",
+                report.problems, report.links
+            )));
+        }
+        Ok(())
     });
     print_outcomes(module_path!());
     if let Err(e) = r {
