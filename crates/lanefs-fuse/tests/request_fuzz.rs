@@ -887,9 +887,10 @@ impl Kernel {
         (h, b)
     }
 
-    /// Serve one message as a `/dev/fuse` worker does and check the reply.
-    /// `expect_len`: the body the request declared was built by `encode`
-    /// (a well-formed request), so its reply is checked by opcode.
+    /// Serve one message as a worker does (`op_arg`: the ring shape's
+    /// separate argument, `None` for `/dev/fuse`) and check the reply.
+    /// `well_formed`: `encode` built the body, so a WRITE's reply must
+    /// report exactly what it carried (a mangled body may not).
     fn serve(
         &mut self,
         msg: &[u8],
