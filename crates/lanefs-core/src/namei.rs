@@ -722,9 +722,13 @@ impl Fs {
         if rdev > u64::from(u32::MAX) {
             return Err(Errno::EINVAL);
         }
+        // As Linux's `may_mknod`: a directory is `EPERM`, a symlink (which
+        // has no target here) or an unknown type `EINVAL`. Until the
+        // request fuzz test, `S_IFLNK` made a symlink with an empty target.
         let kind = match mode & libc::S_IFMT {
             0 => FileKind::Regular,
             libc::S_IFDIR => return Err(Errno::EPERM),
+            libc::S_IFLNK => return Err(Errno::EINVAL),
             fmt => FileKind::from_mode(fmt).ok_or(Errno::EINVAL)?,
         };
         let is_dev = matches!(kind, FileKind::CharDevice | FileKind::BlockDevice);

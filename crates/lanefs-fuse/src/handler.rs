@@ -736,9 +736,13 @@ impl Handler {
         self.fs.fsync(&h.file, datasync)
     }
 
-    /// OPENDIR.
+    /// OPENDIR. `ENOTDIR` for anything but a directory (the kernel sends
+    /// OPENDIR only for directories; until the request fuzz test any
+    /// inode got a handle, on which READDIR then failed).
     pub fn opendir(&self, caller: &Caller, ino: Ino, flags: i32) -> Result<Opened> {
-        let file = self.fs.open(&cred_for(caller), ino, libc::O_RDONLY)?;
+        let file = self
+            .fs
+            .open(&cred_for(caller), ino, libc::O_RDONLY | libc::O_DIRECTORY)?;
         let fh = self.handles.insert(Handle {
             file,
             flags,

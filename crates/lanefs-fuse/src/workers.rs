@@ -22,7 +22,7 @@ use std::sync::mpsc;
 
 use crate::dispatch::{dispatch, Reply, Session};
 use crate::handler::Handler;
-use crate::proto::{InHeader, FUSE_LOOKUP};
+use crate::proto::{InHeader, FUSE_BATCH_FORGET, FUSE_FORGET, FUSE_LOOKUP};
 use crate::wire::{self, Op, ReplyBuf};
 
 /// Environment variable naming a file name whose LOOKUP makes the worker
@@ -33,8 +33,9 @@ pub const FAULT_WORKER_PANIC_NAME_ENV: &str = "LANEFS_FAULT_WORKER_PANIC_NAME";
 
 /// Decode and serve one request (`op_arg`: the ring entry's separate
 /// argument, `None` on `/dev/fuse`), leaving the reply payload in `out`.
-/// A malformed request is answered `EINVAL`; a panic anywhere in decoding
-/// or serving is logged and answered `EIO`.
+/// A malformed request is answered `EINVAL` (a malformed FORGET or
+/// BATCH_FORGET is dropped: they take no reply); a panic anywhere in
+/// decoding or serving is logged and answered `EIO`.
 pub fn serve_raw(
     handler: &Handler,
     s: &Session,
@@ -46,13 +47,24 @@ pub fn serve_raw(
     let op = match catch_unwind(AssertUnwindSafe(|| wire::decode(h, op_arg, body))) {
         Ok(Ok(op)) => op,
         Ok(Err(_)) => {
-            tracing::error!(opcode = h.opcode, "malformed request; answered EINVAL");
             out.clear();
+            if takes_no_reply(h.opcode) {
+                tracing::error!(
+                    opcode = h.opcode,
+                    "malformed request; dropped (takes no reply)"
+                );
+                return Reply::None;
+            }
+            tracing::error!(opcode = h.opcode, "malformed request; answered EINVAL");
             return Reply::Send(-libc::EINVAL);
         }
         Err(_) => {
-            tracing::error!(opcode = h.opcode, "request decoding panicked; answered EIO");
             out.clear();
+            if takes_no_reply(h.opcode) {
+                tracing::error!(opcode = h.opcode, "request decoding panicked; dropped");
+                return Reply::None;
+            }
+            tracing::error!(opcode = h.opcode, "request decoding panicked; answered EIO");
             return Reply::Send(-libc::EIO);
         }
     };
@@ -66,6 +78,14 @@ pub fn serve_raw(
         }
     }
     dispatch(handler, s, h, op, out)
+}
+
+/// FORGET and BATCH_FORGET take no reply, even when malformed: the
+/// kernel does not wait for one (a reply to their `unique` is an error
+/// the kernel reports back on the write; until the request fuzz test a
+/// short FORGET was answered `EINVAL`).
+fn takes_no_reply(opcode: u32) -> bool {
+    matches!(opcode, FUSE_FORGET | FUSE_BATCH_FORGET)
 }
 
 /// How one worker ended.
