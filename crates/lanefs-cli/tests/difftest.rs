@@ -76,24 +76,13 @@ enum Op {
     SetAcl(String, bool, usize),
 }
 
-/// An ACL in the kernel's xattr format from `(tag, perm, id)` entries.
-fn acl_bytes(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
-}
-
 /// The values of `Op::SetAcl`.
 fn acl_values() -> Vec<Vec<u8>> {
     const N: u32 = u32::MAX;
     let (uo, u, go, g, m, o) = (0x01u16, 0x02u16, 0x04u16, 0x08u16, 0x10u16, 0x20u16);
     vec![
-        acl_bytes(&[(uo, 7, N), (u, 5, 1000), (go, 4, N), (m, 5, N), (o, 0, N)]),
-        acl_bytes(&[
+        lanefs_core::posix_acl_xattr(&[(uo, 7, N), (u, 5, 1000), (go, 4, N), (m, 5, N), (o, 0, N)]),
+        lanefs_core::posix_acl_xattr(&[
             (uo, 6, N),
             (u, 7, 1001),
             (go, 0, N),
@@ -101,8 +90,8 @@ fn acl_values() -> Vec<Vec<u8>> {
             (m, 7, N),
             (o, 1, N),
         ]),
-        acl_bytes(&[(uo, 7, N), (go, 5, N), (g, 7, 2000), (m, 3, N), (o, 4, N)]),
-        acl_bytes(&[
+        lanefs_core::posix_acl_xattr(&[(uo, 7, N), (go, 5, N), (g, 7, 2000), (m, 3, N), (o, 4, N)]),
+        lanefs_core::posix_acl_xattr(&[
             (uo, 7, N),
             (u, 7, 1000),
             (u, 6, 1001),
@@ -110,9 +99,9 @@ fn acl_values() -> Vec<Vec<u8>> {
             (m, 0, N),
             (o, 5, N),
         ]),
-        acl_bytes(&[(uo, 7, N), (u, 7, 1001), (go, 5, N), (m, 7, N), (o, 1, N)]),
-        acl_bytes(&[(uo, 6, N), (go, 4, N), (o, 4, N)]),
-        acl_bytes(&[(go, 7, N), (uo, 7, N), (o, 0, N)]),
+        lanefs_core::posix_acl_xattr(&[(uo, 7, N), (u, 7, 1001), (go, 5, N), (m, 7, N), (o, 1, N)]),
+        lanefs_core::posix_acl_xattr(&[(uo, 6, N), (go, 4, N), (o, 4, N)]),
+        lanefs_core::posix_acl_xattr(&[(go, 7, N), (uo, 7, N), (o, 0, N)]),
         3u32.to_le_bytes().to_vec(),
         2u32.to_le_bytes().to_vec(),
     ]

@@ -162,6 +162,28 @@ pub(crate) fn parse(value: &[u8]) -> Result<Option<Acl>> {
     Ok(Some(Acl { entries }))
 }
 
+/// A POSIX ACL's value as `system.posix_acl_access`/`default` carry it,
+/// in the kernel's xattr format (`posix_acl_xattr`: version 2, then each
+/// entry's tag, permission bits and id, little-endian; the id is
+/// `u32::MAX` for the entries that name no one: owner, owning group,
+/// mask, other). For callers of `setxattr`; tags as in `<sys/acl.h>`
+/// (`ACL_USER_OBJ` 1, `ACL_USER` 2, `ACL_GROUP_OBJ` 4, `ACL_GROUP` 8,
+/// `ACL_MASK` 0x10, `ACL_OTHER` 0x20).
+pub fn posix_acl_xattr(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    encode(entries.iter().copied())
+}
+
+fn encode(entries: impl ExactSizeIterator<Item = (u16, u16, u32)>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + ENTRY * entries.len());
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    for (tag, perm, id) in entries {
+        out.extend_from_slice(&tag.to_le_bytes());
+        out.extend_from_slice(&perm.to_le_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    out
+}
+
 impl Acl {
     /// The three entries that stand for `perm`'s rwx bits.
     #[cfg(test)]
@@ -178,14 +200,7 @@ impl Acl {
 
     /// `posix_acl_to_xattr`.
     pub fn to_xattr(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + ENTRY * self.entries.len());
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        for e in &self.entries {
-            out.extend_from_slice(&e.tag.to_le_bytes());
-            out.extend_from_slice(&e.perm.to_le_bytes());
-            out.extend_from_slice(&e.id.to_le_bytes());
-        }
-        out
+        encode(self.entries.iter().map(|e| (e.tag, e.perm, e.id)))
     }
 
     /// `posix_acl_valid`: one owner entry, named users, one owning-group

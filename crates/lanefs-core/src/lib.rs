@@ -59,6 +59,7 @@ mod variants;
 mod walk_rcu;
 mod xattr;
 
+pub use acl::posix_acl_xattr;
 pub use counters::{AtomicCounter, Counter, PercpuCounter, COUNTER_SHARDS};
 pub use file::OpenFile;
 pub use fs::Fs;

@@ -6,7 +6,9 @@
 //! permission checks (`access`, lookups through a directory, creates in
 //! one) that evaluate the access ACL.
 
-use lanefs_core::{Cred, Errno, Fs, SetAttr, MAY_EXEC, MAY_READ, MAY_WRITE, ROOT_INO};
+use lanefs_core::{
+    posix_acl_xattr, Cred, Errno, Fs, SetAttr, MAY_EXEC, MAY_READ, MAY_WRITE, ROOT_INO,
+};
 
 const ACCESS: &[u8] = b"system.posix_acl_access";
 const DEFAULT: &[u8] = b"system.posix_acl_default";
@@ -17,16 +19,6 @@ const GROUP_OBJ: u16 = 4;
 const GROUP: u16 = 8;
 const MASK: u16 = 0x10;
 const OTHER: u16 = 0x20;
-
-fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
-}
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -79,18 +71,18 @@ fn binary_format_errors_and_normalisation() {
     assert_eq!(set(&partial), Err(Errno::EINVAL), "partial entry");
     let bad = [
         // Out of order.
-        acl(&[(GROUP_OBJ, 7, U), (USER_OBJ, 7, U), (OTHER, 0, U)]),
+        posix_acl_xattr(&[(GROUP_OBJ, 7, U), (USER_OBJ, 7, U), (OTHER, 0, U)]),
         // Permission bits beyond rwx.
-        acl(&[(USER_OBJ, 8, U), (GROUP_OBJ, 7, U), (OTHER, 0, U)]),
+        posix_acl_xattr(&[(USER_OBJ, 8, U), (GROUP_OBJ, 7, U), (OTHER, 0, U)]),
         // A named entry needs a mask.
-        acl(&[
+        posix_acl_xattr(&[
             (USER_OBJ, 7, U),
             (USER, 7, 5),
             (GROUP_OBJ, 7, U),
             (OTHER, 0, U),
         ]),
         // No such user.
-        acl(&[
+        posix_acl_xattr(&[
             (USER_OBJ, 7, U),
             (USER, 7, U),
             (GROUP_OBJ, 7, U),
@@ -98,14 +90,14 @@ fn binary_format_errors_and_normalisation() {
             (OTHER, 0, U),
         ]),
         // Unknown tag.
-        acl(&[
+        posix_acl_xattr(&[
             (USER_OBJ, 7, U),
             (0x40, 7, 1),
             (GROUP_OBJ, 7, U),
             (OTHER, 0, U),
         ]),
         // Missing other.
-        acl(&[(USER_OBJ, 7, U), (GROUP_OBJ, 7, U)]),
+        posix_acl_xattr(&[(USER_OBJ, 7, U), (GROUP_OBJ, 7, U)]),
     ];
     for v in &bad {
         assert_eq!(set(v), Err(Errno::EINVAL), "{v:x?}");
@@ -114,13 +106,18 @@ fn binary_format_errors_and_normalisation() {
     // A header alone removes (there is none): fine.
     set(&2u32.to_le_bytes()).unwrap();
     // An ACL the mode says all of: the mode changes, no ACL is kept.
-    set(&acl(&[(USER_OBJ, 6, U), (GROUP_OBJ, 0, U), (OTHER, 4, U)])).unwrap();
+    set(&posix_acl_xattr(&[
+        (USER_OBJ, 6, U),
+        (GROUP_OBJ, 0, U),
+        (OTHER, 4, U),
+    ]))
+    .unwrap();
     assert_eq!(perm(&fs, f), 0o604);
     assert!(names(fs.listxattr(&root, f).unwrap()).is_empty());
     assert_eq!(fs.getxattr(&root, f, ACCESS), Err(Errno::ENODATA));
     // An extended one: kept, the mode's group bits are the mask;
     // XATTR_CREATE is ignored (twice).
-    let ext = acl(&[
+    let ext = posix_acl_xattr(&[
         (USER_OBJ, 7, U),
         (USER, 5, 1000),
         (GROUP_OBJ, 4, U),
@@ -142,7 +139,7 @@ fn binary_format_errors_and_normalisation() {
     fs.setxattr(&root, f, ACCESS, &odd, 0).unwrap();
     assert_eq!(fs.getxattr(&root, f, ACCESS).unwrap(), ext);
     // Duplicates and unsorted named entries are taken as given.
-    let unsorted = acl(&[
+    let unsorted = posix_acl_xattr(&[
         (USER_OBJ, 7, U),
         (USER, 5, 1001),
         (USER, 5, 1000),
@@ -183,7 +180,7 @@ fn chmod_and_acl_stay_in_step() {
     let fs = Fs::new_in_memory();
     let root = Cred::root();
     let f = file(&fs, &root, ROOT_INO, b"f", 0o644, 0);
-    let ext = acl(&[
+    let ext = posix_acl_xattr(&[
         (USER_OBJ, 7, U),
         (USER, 5, 1000),
         (GROUP_OBJ, 4, U),
@@ -225,7 +222,7 @@ fn default_acl_is_inherited_without_umask() {
     let fs = Fs::new_in_memory();
     let root = Cred::root();
     let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755, 0).unwrap().ino;
-    let dflt = acl(&[
+    let dflt = posix_acl_xattr(&[
         (USER_OBJ, 7, U),
         (USER, 5, 1000),
         (GROUP_OBJ, 5, U),
@@ -276,7 +273,7 @@ fn default_acl_is_inherited_without_umask() {
         &root,
         d,
         DEFAULT,
-        &acl(&[(USER_OBJ, 7, U), (GROUP_OBJ, 5, U), (OTHER, 1, U)]),
+        &posix_acl_xattr(&[(USER_OBJ, 7, U), (GROUP_OBJ, 5, U), (OTHER, 1, U)]),
         0,
     )
     .unwrap();
@@ -307,7 +304,7 @@ fn permission_checks_evaluate_the_access_acl() {
         &root,
         f,
         ACCESS,
-        &acl(&[
+        &posix_acl_xattr(&[
             (USER_OBJ, 6, U),
             (USER, 6, 1000),
             (GROUP_OBJ, 0, U),
@@ -359,7 +356,7 @@ fn permission_checks_evaluate_the_access_acl() {
         &root,
         d,
         ACCESS,
-        &acl(&[
+        &posix_acl_xattr(&[
             (USER_OBJ, 7, U),
             (USER, 7, 1000),
             (GROUP_OBJ, 0, U),

@@ -203,18 +203,6 @@ fn acl_name() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// A POSIX ACL in the kernel's xattr format (version 2, then tag, perm,
-/// id entries), from `(tag, perm, id)`; `u32::MAX` is "no id".
-fn acl_bytes(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
-}
-
 /// ACL values for `system.posix_acl_*` sets: ones naming the test's
 /// users (1000, 1001) and groups (1000, 2000) with masks, ones a mode
 /// says all of, and malformed ones (order, version, partial entry), an
@@ -223,14 +211,14 @@ fn acl_value() -> impl Strategy<Value = Vec<u8>> {
     const N: u32 = u32::MAX;
     let (uo, u, go, g, m, o) = (0x01u16, 0x02u16, 0x04u16, 0x08u16, 0x10u16, 0x20u16);
     prop_oneof![
-        3 => Just(acl_bytes(&[(uo, 7, N), (u, 5, 1000), (go, 4, N), (m, 5, N), (o, 0, N)])),
-        3 => Just(acl_bytes(&[(uo, 6, N), (u, 7, 1001), (go, 0, N), (g, 6, 1000), (m, 7, N), (o, 1, N)])),
-        2 => Just(acl_bytes(&[(uo, 7, N), (go, 5, N), (g, 7, 2000), (m, 3, N), (o, 4, N)])),
-        2 => Just(acl_bytes(&[(uo, 7, N), (u, 7, 1000), (u, 6, 1001), (go, 7, N), (m, 0, N), (o, 5, N)])),
-        2 => Just(acl_bytes(&[(uo, 6, N), (go, 4, N), (o, 4, N)])),
-        1 => Just(acl_bytes(&[(uo, 7, N), (go, 7, N), (o, 7, N)])),
-        1 => Just(acl_bytes(&[(go, 7, N), (uo, 7, N), (o, 0, N)])),
-        1 => Just(acl_bytes(&[(uo, 7, N), (u, 7, 1000), (go, 7, N), (o, 0, N)])),
+        3 => Just(lanefs::posix_acl_xattr(&[(uo, 7, N), (u, 5, 1000), (go, 4, N), (m, 5, N), (o, 0, N)])),
+        3 => Just(lanefs::posix_acl_xattr(&[(uo, 6, N), (u, 7, 1001), (go, 0, N), (g, 6, 1000), (m, 7, N), (o, 1, N)])),
+        2 => Just(lanefs::posix_acl_xattr(&[(uo, 7, N), (go, 5, N), (g, 7, 2000), (m, 3, N), (o, 4, N)])),
+        2 => Just(lanefs::posix_acl_xattr(&[(uo, 7, N), (u, 7, 1000), (u, 6, 1001), (go, 7, N), (m, 0, N), (o, 5, N)])),
+        2 => Just(lanefs::posix_acl_xattr(&[(uo, 6, N), (go, 4, N), (o, 4, N)])),
+        1 => Just(lanefs::posix_acl_xattr(&[(uo, 7, N), (go, 7, N), (o, 7, N)])),
+        1 => Just(lanefs::posix_acl_xattr(&[(go, 7, N), (uo, 7, N), (o, 0, N)])),
+        1 => Just(lanefs::posix_acl_xattr(&[(uo, 7, N), (u, 7, 1000), (go, 7, N), (o, 0, N)])),
         1 => Just(3u32.to_le_bytes().to_vec()),
         1 => Just(vec![2, 0, 0, 0, 1, 0]),
         1 => Just(Vec::new()),

@@ -15,16 +15,6 @@ const ACCESS: &[u8] = b"system.posix_acl_access";
 const DEFAULT: &[u8] = b"system.posix_acl_default";
 const U: u32 = u32::MAX;
 
-fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
-}
-
 #[test]
 fn acls_survive_reopen_and_fsck() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -32,7 +22,7 @@ fn acls_survive_reopen_and_fsck() -> io::Result<()> {
     let fs = Filesystem::create_image(&img, 64 << 20)?;
     fs.create_dir("/d")?;
     // /d: user 1000 may search and write, nobody else but root.
-    let d_acl = acl(&[
+    let d_acl = lanefs::posix_acl_xattr(&[
         (1, 7, U),
         (2, 7, 1000),
         (4, 0, U),
@@ -40,7 +30,7 @@ fn acls_survive_reopen_and_fsck() -> io::Result<()> {
         (0x20, 0, U),
     ]);
     fs.set_xattr("/d", ACCESS, &d_acl, 0)?;
-    let dflt = acl(&[
+    let dflt = lanefs::posix_acl_xattr(&[
         (1, 7, U),
         (2, 6, 1000),
         (4, 4, U),
@@ -55,7 +45,7 @@ fn acls_survive_reopen_and_fsck() -> io::Result<()> {
     let f_acl = fs.get_xattr("/d/f", ACCESS)?;
     assert_eq!(
         f_acl,
-        acl(&[
+        lanefs::posix_acl_xattr(&[
             (1, 6, U),
             (2, 6, 1000),
             (4, 4, U),
