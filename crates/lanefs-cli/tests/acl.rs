@@ -84,33 +84,6 @@ fn steps(root: &Path) -> Vec<String> {
     log
 }
 
-/// Run `f` in a forked child as `uid`, gid `gid`, supplementary groups
-/// `groups`; returns what `f` returned (0 or an errno).
-fn as_ids(uid: u32, gid: u32, groups: &[u32], f: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child only makes async-signal-safe system calls
-    // (setgroups, setresgid, setresuid, what `f` does, _exit).
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let ok = libc::setgroups(groups.len(), groups.as_ptr()) == 0
-                && libc::setresgid(gid, gid, gid) == 0
-                && libc::setresuid(uid, uid, uid) == 0;
-            libc::_exit(if ok { f() } else { 255 });
-        }
-        let mut st = 0;
-        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
-        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
-        libc::WEXITSTATUS(st)
-    }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(254)
-}
-
 /// Opens, `access` and creates by three users on the tree the steps
 /// left, each as (user, what, path, result).
 fn accesses(root: &Path) -> Vec<(u32, &'static str, &'static str, i32)> {

@@ -163,27 +163,6 @@ fn rename_whiteout_matches_tmpfs() {
     assert_eq!(got.len(), want.len());
 }
 
-/// Run `f` in a forked child as uid/gid 1000 with no supplementary
-/// groups; what `f` returned (0 or an errno), through the exit status.
-fn as_user_1000(f: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child makes only system calls (setgroups, setresgid,
-    // setresuid, what `f` does, _exit).
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let ok = libc::setgroups(0, std::ptr::null()) == 0
-                && libc::setresgid(1000, 1000, 1000) == 0
-                && libc::setresuid(1000, 1000, 1000) == 0;
-            libc::_exit(if ok { f() } else { 255 });
-        }
-        let mut st = 0;
-        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
-        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
-        libc::WEXITSTATUS(st)
-    }
-}
-
 /// The sticky-create cases on the tree at `root`: directories `w` (root's,
 /// 01777) and `g` (root's, group 1000, 01775), each holding a socket and a
 /// symlink owned by 1001, one socket owned by root and one by 1000; each
@@ -215,7 +194,7 @@ fn sticky_create_steps(root: &Path) -> Vec<String> {
             ("sym1001", libc::O_NOFOLLOW),
         ] {
             let p = c(&d.join(name));
-            let r = as_user_1000(|| {
+            let r = as_ids(1000, 1000, &[], || {
                 // SAFETY: a valid C string.
                 let fd = unsafe {
                     libc::open(p.as_ptr(), libc::O_CREAT | libc::O_RDONLY | extra, 0o644)

@@ -23,35 +23,6 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
-/// Run `f` in a forked child with uid/gid `id` and no supplementary
-/// groups; returns what `f` returned (0 or an errno), through the exit
-/// status. `f` makes only system calls (safe after fork in a threaded
-/// process).
-fn as_user(id: u32, f: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child only makes async-signal-safe system calls
-    // (setgroups, setresgid, setresuid, what `f` does, _exit).
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let ok = libc::setgroups(0, std::ptr::null()) == 0
-                && libc::setresgid(id, id, id) == 0
-                && libc::setresuid(id, id, id) == 0;
-            libc::_exit(if ok { f() } else { 255 });
-        }
-        let mut st = 0;
-        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
-        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
-        libc::WEXITSTATUS(st)
-    }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(254)
-}
-
 /// What one case ends in: the call's result (0 or errno), the mode
 /// afterwards, and whether ctime moved.
 type Outcome = (String, i32, u32, bool);
@@ -80,7 +51,7 @@ fn chown_and_write_cases(dir: &Path) -> Vec<Outcome> {
         let before = std::fs::metadata(&p).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(15));
         let c = c_path(&p);
-        let r = as_user(caller, || {
+        let r = as_ids(caller, caller, &[], || {
             // SAFETY: c is a valid C string; the buffer outlives the write.
             unsafe {
                 if what == "chown" {
@@ -189,7 +160,7 @@ fn atime_policy_follows_the_mount_options() {
 /// stat(2) of `p` as user `id`: 0 or the errno.
 fn stat_as(id: u32, p: &Path) -> i32 {
     let c = c_path(p);
-    as_user(id, || {
+    as_ids(id, id, &[], || {
         // SAFETY: valid C string and a stat buffer on the child's stack.
         unsafe {
             let mut st: libc::stat = std::mem::zeroed();
@@ -309,7 +280,7 @@ fn exec_cases(dir: &Path) -> Vec<String> {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         let c = c_path(&p);
         for id in [1000, 0] {
-            let r = as_user(id, || {
+            let r = as_ids(id, id, &[], || {
                 let argv = [c.as_ptr(), std::ptr::null()];
                 // Retried on ETXTBSY: a concurrent test's fork may hold
                 // a copy of the copy's just-closed write fd.
