@@ -1497,28 +1497,36 @@ fn print_outcomes(test: &str) {
     });
 }
 
-fn runner() -> TestRunner {
+/// A runner of `cases` cases that keeps no failure file.
+fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config {
-        cases: cases(),
+        cases,
         failure_persistence: None,
         ..Config::default()
     })
 }
 
-#[test]
-fn request_sequences_never_panic_and_answer_clear_errnos() {
-    install_panic_counter();
-    let strat = (
-        proptest::collection::vec(req(), 1..64),
-        prop_oneof![2 => Just(0u8), 3 => 0u8..64],
-    );
-    let r = runner().run(&strat, |(reqs, variant)| {
-        run_sequence(&reqs, variant).map_err(TestCaseError::fail)
-    });
+/// The handler configuration a sequence runs under (`Kernel::new`).
+fn variant() -> impl Strategy<Value = u8> {
+    prop_oneof![2 => Just(0u8), 3 => 0u8..64]
+}
+
+/// Print the outcomes seen, then fail the test if the run failed.
+fn finish(r: Result<(), impl std::fmt::Display>) {
     print_outcomes(module_path!());
     if let Err(e) = r {
         panic!("{e}");
     }
+}
+
+#[test]
+fn request_sequences_never_panic_and_answer_clear_errnos() {
+    install_panic_counter();
+    let strat = (proptest::collection::vec(req(), 1..64), variant());
+    let r = runner(cases()).run(&strat, |(reqs, variant)| {
+        run_sequence(&reqs, variant).map_err(TestCaseError::fail)
+    });
+    finish(r);
 }
 
 /// The same sequences over an engine on an image (an in-memory device of
@@ -1529,15 +1537,8 @@ fn request_sequences_on_an_image() {
     use lanefs_image::{fsck_device, mkfs_device, ImageConfig, ImageStore, MemDevice};
     use std::sync::Arc;
     install_panic_counter();
-    let strat = (
-        proptest::collection::vec(req(), 1..64),
-        prop_oneof![2 => Just(0u8), 3 => 0u8..64],
-    );
-    let mut runner = TestRunner::new(Config {
-        cases: cases().div_ceil(4),
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let strat = (proptest::collection::vec(req(), 1..64), variant());
+    let mut runner = runner(cases().div_ceil(4));
     let r = runner.run(&strat, |(reqs, variant)| {
         let dev = Arc::new(MemDevice::new(16 << 20));
         mkfs_device(&*dev).map_err(|e| TestCaseError::fail(format!("mkfs: {e}")))?;
@@ -1560,10 +1561,7 @@ fn request_sequences_on_an_image() {
         }
         Ok(())
     });
-    print_outcomes(module_path!());
-    if let Err(e) = r {
-        panic!("{e}");
-    }
+    finish(r);
 }
 
 /// Two threads serving random sequences on one handler at once (as two
@@ -1577,13 +1575,9 @@ fn concurrent_request_sequences() {
     let strat = (
         proptest::collection::vec(req(), 1..64),
         proptest::collection::vec(req(), 1..64),
-        prop_oneof![2 => Just(0u8), 3 => 0u8..64],
+        variant(),
     );
-    let mut runner = TestRunner::new(Config {
-        cases: cases().div_ceil(4),
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(cases().div_ceil(4));
     let r = runner.run(&strat, |(a, b, variant)| {
         let mut k = Kernel::new(variant);
         for r in &setup() {
@@ -1631,10 +1625,7 @@ fn concurrent_request_sequences() {
             .map_err(|e| TestCaseError::fail(format!("give back B: {e}")))?;
         k.drain().map_err(TestCaseError::fail)
     });
-    print_outcomes(module_path!());
-    if let Err(e) = r {
-        panic!("{e}");
-    }
+    finish(r);
 }
 
 /// Random, truncated and mangled bodies of every opcode, on both shapes
@@ -1656,7 +1647,7 @@ fn malformed_bodies_never_panic() {
             1..24,
         ),
     );
-    let r = runner().run(&strat, |(setup, mangled)| {
+    let r = runner(cases()).run(&strat, |(setup, mangled)| {
         let mut k = Kernel::new(0);
         for r in &setup {
             k.run(r).map_err(TestCaseError::fail)?;
@@ -1701,10 +1692,7 @@ fn malformed_bodies_never_panic() {
             .map_err(TestCaseError::fail)?;
         k.drain().map_err(TestCaseError::fail)
     });
-    print_outcomes(module_path!());
-    if let Err(e) = r {
-        panic!("{e}");
-    }
+    finish(r);
 }
 
 /// One well-formed request from the root caller, served; its reply.
