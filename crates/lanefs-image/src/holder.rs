@@ -56,23 +56,32 @@ const POLL: Duration = Duration::from_millis(20);
 /// the holder is finishing): `EBUSY` when it does not (the image is in
 /// use).
 pub(crate) fn lock_exclusive(file: &File) -> Result<()> {
+    if take_waiting(file, libc::LOCK_EX, LOCK_WAIT)? {
+        Ok(())
+    } else {
+        Err(Errno(libc::EBUSY))
+    }
+}
+
+/// Take `flock(how)` on `file`, trying again while another open file
+/// description holds a conflicting lock: for up to [`FINISH_WAIT`] while
+/// that holder shows its [`FinishingMark`], else up to `other`. Whether
+/// the lock was taken.
+fn take_waiting(file: &File, how: libc::c_int, other: Duration) -> Result<bool> {
     let start = Instant::now();
     loop {
-        match try_flock(file, libc::LOCK_EX) {
-            Ok(true) => return Ok(()),
-            Ok(false) => {
-                let limit = if is_finishing(file) {
-                    FINISH_WAIT
-                } else {
-                    LOCK_WAIT
-                };
-                if start.elapsed() >= limit {
-                    return Err(Errno(libc::EBUSY));
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => return Err(e),
+        if try_flock(file, how)? {
+            return Ok(true);
         }
+        let limit = if is_finishing(file) {
+            FINISH_WAIT
+        } else {
+            other
+        };
+        if start.elapsed() >= limit {
+            return Ok(false);
+        }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -157,26 +166,8 @@ impl FinishingMark {
 /// `Ok(true)` when the image is free, `Ok(false)` when it is still held.
 pub fn wait_for_release(image: &Path, notice: Duration) -> std::io::Result<bool> {
     let file = File::open(image)?;
-    let start = Instant::now();
-    loop {
-        match try_flock(&file, libc::LOCK_SH) {
-            Ok(true) => {
-                // SAFETY: unlock of the lock just taken on our descriptor.
-                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-                return Ok(true);
-            }
-            Ok(false) => {
-                let limit = if is_finishing(&file) {
-                    FINISH_WAIT
-                } else {
-                    notice
-                };
-                if start.elapsed() >= limit {
-                    return Ok(false);
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => return Err(std::io::Error::from_raw_os_error(e.0)),
-        }
-    }
+    let free = take_waiting(&file, libc::LOCK_SH, notice)
+        .map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
+    // The shared lock just taken goes with `file`, closed on return.
+    Ok(free)
 }
