@@ -432,7 +432,16 @@ fn test_variant_override(mut config: FsConfig) -> FsConfig {
     config
 }
 
-/// A generation number unique per lane without shared writes.
+/// A generation number unique per lane without shared writes: this
+/// thread's count tagged with its lane, put through a bijection of `u64`
+/// that spreads every bit over all 64 (splitmix64's finaliser), so the
+/// values stay unique and their low 32 bits look random. Those are what
+/// FUSE keeps (the kernel's `i_generation` and a file handle's are 32
+/// bits): unmixed they were the count alone, the same on every lane, so
+/// a number freed by one worker and reused by another at the same count
+/// got the same generation, and `open_by_handle_at` of the removed file
+/// opened the new one (`tests/handles.rs`, about 1 run in 15 on
+/// `/dev/fuse`).
 fn new_generation() -> u64 {
     use std::cell::Cell;
     thread_local!(static NEXT: Cell<u64> = const { Cell::new(0) });
@@ -441,7 +450,15 @@ fn new_generation() -> u64 {
         c.set(v);
         v
     });
-    ((crate::lane::lane() as u64 + 1) << 40) | (n & ((1 << 40) - 1))
+    mix64(((crate::lane::lane() as u64 + 1) << 40) | (n & ((1 << 40) - 1)))
+}
+
+/// splitmix64's finaliser: a bijection of `u64` (each step is
+/// invertible) whose every output bit depends on every input bit.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The mount's entry in the reclaim registry. It holds only a `Weak`: a
@@ -1707,6 +1724,29 @@ pub(crate) fn check_link_room(nlink: u32) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// Generations made on two lanes differ in their low 32 bits, which
+    /// is all FUSE keeps of them. Before they were `lane << 40 | count`,
+    /// so the two lanes' first thousand shared every low half.
+    #[test]
+    fn generations_of_two_lanes_differ_in_their_low_32_bits() {
+        let on_lane = |lane: usize| {
+            std::thread::spawn(move || {
+                lanefs_store::set_lane(lane);
+                (0..1000)
+                    .map(|_| super::new_generation() as u32)
+                    .collect::<Vec<_>>()
+            })
+            .join()
+            .unwrap()
+        };
+        let mut all = on_lane(1000);
+        all.extend(on_lane(1001));
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "two generations share their low 32 bits");
+    }
+
     use super::*;
 
     /// Regression (eviction cliff): with pinned inodes filling the budget,
