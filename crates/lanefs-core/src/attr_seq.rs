@@ -161,6 +161,9 @@ impl AttrSnapshot {
     pub fn nlink(&self) -> u32 {
         self.rest[W_NLINK] as u32
     }
+    pub fn atime(&self) -> Timespec {
+        time(self.rest[W_ATIME_SEC], self.rest[W_AM_NSEC] & 0xffff_ffff)
+    }
     /// The permission group alone.
     pub fn perm_snapshot(&self) -> &PermSnapshot {
         &self.perm

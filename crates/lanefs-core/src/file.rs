@@ -228,7 +228,8 @@ impl OpenFile {
 impl OpenFile {
     /// A pure overwrite moved a regular file's times past atime (`pcache`).
     fn data_atime_stale(&self) -> bool {
-        matches!(&self.inode.body, Body::File(d) if d.atime_stale())
+        let atime = || self.inode.meta.attr().atime();
+        matches!(&self.inode.body, Body::File(d) if d.atime_stale_since(atime))
     }
 
     /// A new handle of `inode` in `fs` (counted on this lane), whose open
@@ -401,7 +402,25 @@ impl FsInner {
         drop(guard);
         // Refused: dropping the handle closes it (the last close decides
         // as any other).
-        Some(open_checks(&file.inode, cred, flags, false).map(|()| file))
+        Some(open_checks(&file.inode, cred, flags, false).map(|()| {
+            self.stripe_for_overwrites(&file);
+            file
+        }))
+    }
+
+    /// A regular file opened for writing in place (not `O_APPEND`; an
+    /// `O_TRUNC` open empties it first): stripes before its first
+    /// overwrites (`FileData::stripe_for_overwrites`), in the lock-free
+    /// read design, which alone takes overwrites under stripes.
+    fn stripe_for_overwrites(&self, file: &OpenFile) {
+        if let Body::File(d) = &file.inode.body {
+            if file.writable()
+                && file.flags & libc::O_APPEND == 0
+                && self.config.variants.read == ReadVariant::Lockless
+            {
+                d.stripe_for_overwrites();
+            }
+        }
     }
 
     /// Open `found`, held by a counted reference (or the root) until the
@@ -448,6 +467,8 @@ impl FsInner {
             open_checks(&file.inode, cred, flags, true)?;
         } else if flags & libc::O_TRUNC != 0 && file.inode.kind == FileKind::Regular {
             self.truncate(cred, &file.inode, 0, None, false)?;
+        } else {
+            self.stripe_for_overwrites(&file);
         }
         if !counted {
             return Ok((file, None));
@@ -1890,5 +1911,146 @@ mod tests {
             "size change not published"
         );
         assert!(inode.meta.lock().dirty);
+    }
+
+    /// An overwrite under a stripe sets no file-wide flag, and the next
+    /// read still brings atime past it (relatime).
+    #[test]
+    fn a_read_after_an_overwrite_under_a_stripe_moves_atime() {
+        let fs = Fs::new_in_memory();
+        let root = Cred::root();
+        let make = libc::O_CREAT | libc::O_RDWR;
+        let (a, f, _) = fs
+            .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
+            .unwrap();
+        fs.write(&f, 0, &[1; 8192]).unwrap();
+        let mut buf = [0u8; 8];
+        fs.read(&f, 0, &mut buf).unwrap();
+        let (_, g, _) = fs
+            .open_at(&root, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
+            .unwrap();
+        let read_at = fs.getattr(a.ino).unwrap().atime;
+        fs.read(&g, 0, &mut buf).unwrap();
+        assert_eq!(fs.getattr(a.ino).unwrap().atime, read_at, "not due");
+        fs.write(&g, 4100, b"xyz").unwrap();
+        let inode = fs.inner.iget(a.ino).unwrap();
+        let Body::File(d) = &inode.body else {
+            unreachable!()
+        };
+        assert!(d.has_stripes() && !d.atime_stale(), "a locked overwrite");
+        drop(inode);
+        let written = fs.getattr(a.ino).unwrap();
+        assert!(written.mtime >= read_at);
+        fs.read(&g, 0, &mut buf).unwrap();
+        assert!(
+            fs.getattr(a.ino).unwrap().atime > written.mtime,
+            "atime not moved"
+        );
+        drop((f, g));
+        fs.check().unwrap();
+    }
+
+    /// Stripes of a file cut to one page or none are retired (appends then
+    /// take the data lock alone), and taken back into use when a writable
+    /// open finds the file grown again; overwrites stay right throughout.
+    #[test]
+    fn stripes_retire_when_the_file_shrinks_to_a_page_and_come_back() {
+        let fs = Fs::new_in_memory();
+        let root = Cred::root();
+        let make = libc::O_CREAT | libc::O_RDWR;
+        let (a, f, _) = fs
+            .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
+            .unwrap();
+        fs.write(&f, 0, &[1; 8192]).unwrap();
+        let striped = || {
+            let inode = fs.inner.iget(a.ino).unwrap();
+            let Body::File(d) = &inode.body else {
+                unreachable!()
+            };
+            d.has_stripes()
+        };
+        let reopen = || {
+            fs.open_at(&root, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
+                .unwrap()
+                .1
+        };
+        let g = reopen();
+        assert!(striped());
+        fs.write(&g, 4096, b"under a stripe").unwrap();
+        let cut = crate::SetAttr {
+            size: Some(0),
+            ..Default::default()
+        };
+        fs.setattr(&root, a.ino, &cut, Some(&g)).unwrap();
+        assert!(!striped(), "retired at one page or none");
+        for i in 0..3u8 {
+            fs.write(&g, i as u64 * 4096, &[i + 10; 4096]).unwrap();
+        }
+        assert!(!striped(), "appends do not bring them back");
+        let h = reopen();
+        assert!(striped(), "a writable open of the grown file does");
+        fs.write(&h, 5000, b"again").unwrap();
+        let mut buf = vec![0u8; 3 * 4096];
+        assert_eq!(fs.read(&f, 0, &mut buf).unwrap(), buf.len());
+        let mut want = [[10u8; 4096], [11; 4096], [12; 4096]].concat();
+        want[5000..5005].copy_from_slice(b"again");
+        assert_eq!(buf, want);
+        drop((f, g, h));
+        fs.check().unwrap();
+    }
+
+    /// A writable open (not `O_APPEND`, not `O_TRUNC`) of a file of more
+    /// than one page gives it stripes before its first overwrite; no
+    /// other open does, nor one in the locked read design.
+    #[test]
+    fn a_writable_open_of_a_file_of_two_pages_makes_its_stripes() {
+        use crate::variants::{ReadVariant, Variants};
+        use crate::FsConfig;
+        use lanefs_store::MemoryStore;
+        use std::sync::Arc;
+
+        let striped_after = |read: ReadVariant, size: usize, flags: i32| {
+            let config = FsConfig {
+                variants: Variants {
+                    read,
+                    ..Variants::default()
+                },
+                ..FsConfig::default()
+            };
+            let fs = Fs::new(Arc::new(MemoryStore::default()), config).unwrap();
+            let root = Cred::root();
+            let make = libc::O_CREAT | libc::O_RDWR;
+            let (a, f, _) = fs
+                .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
+                .unwrap();
+            fs.write(&f, 0, &vec![7; size]).unwrap();
+            let has_stripes = || {
+                let inode = fs.inner.iget(a.ino).unwrap();
+                let Body::File(d) = &inode.body else {
+                    unreachable!()
+                };
+                d.has_stripes()
+            };
+            assert!(!has_stripes(), "written, never opened again");
+            let (_, g, _) = fs
+                .open_at(&root, ROOT_INO, b"f", flags, 0, 0, false)
+                .unwrap();
+            let striped = has_stripes();
+            drop((f, g));
+            fs.check().unwrap();
+            striped
+        };
+        let lockless = ReadVariant::Lockless;
+        assert!(striped_after(lockless, 8192, libc::O_RDWR));
+        assert!(striped_after(lockless, 4097, libc::O_WRONLY));
+        assert!(!striped_after(lockless, 4096, libc::O_RDWR), "one page");
+        assert!(!striped_after(lockless, 8192, libc::O_RDONLY));
+        assert!(!striped_after(
+            lockless,
+            8192,
+            libc::O_RDWR | libc::O_APPEND
+        ));
+        assert!(!striped_after(lockless, 8192, libc::O_RDWR | libc::O_TRUNC));
+        assert!(!striped_after(ReadVariant::Locked, 8192, libc::O_RDWR));
     }
 }

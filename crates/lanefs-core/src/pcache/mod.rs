@@ -10,15 +10,18 @@
 //!   ([`FileData::try_overwrite`]). It
 //!   protects the page metadata (dirty, in store), the unwritten extents and
 //!   the count of store pages that are not cached. Taken before the inode's
-//!   `meta`. Held exclusively it is a [`PagesMut`], which also holds every
-//!   stripe of a file that has them.
-//! * `stripes` (a pointer, null until two lanes overwrote the file): the
+//!   `meta`. Held exclusively it is a [`PagesMut`], which also closes the
+//!   stripes' gate of a file that has them (no overwrite under a stripe
+//!   runs meanwhile).
+//! * `stripes` (a pointer, null until two lanes overwrote the file, or a
+//!   writable open found it holding more than one page): the
 //!   file's [`Stripes`] ([`lanes`]): once it has them, a pure overwrite
 //!   inside one cached page ([`FileData::try_overwrite`]) takes its page's
 //!   stripe instead of the data lock; it writes that page's bytes, the
 //!   stripe's time and list of written pages, nothing of the file's own
-//!   words. A [`PagesMut`] takes every stripe after the lock (so whatever
-//!   the data lock protects is stable under it, as before) and folds the
+//!   words but the gate it reads. A [`PagesMut`] closes the gate after the
+//!   lock and waits out the overwrites in flight (so whatever the data
+//!   lock protects is stable under it, as before) and folds the
 //!   stripes' written pages into the page map's dirty flags. A lock-free
 //!   reader validates each page it copies by its stripe's count as well as
 //!   the whole copy by `seq`; a locked read of a file with stripes takes
@@ -70,9 +73,12 @@
 //!   the lock; the next one from another lane (in the lock-free read
 //!   design) makes the stripes.
 //! * `atime_stale` (Release store, Acquire swap): the data-side half of
-//!   `Inode::atime_stale`: set (only when clear) by a pure overwrite after
-//!   its change section, cleared by a read's relatime check under `meta`
-//!   before it reads the times.
+//!   `Inode::atime_stale`: set (only when clear) by a pure overwrite under
+//!   the data lock after its change section, cleared by a read's relatime
+//!   check under `meta` before it reads the times. An overwrite under a
+//!   stripe leaves it alone (two lanes' first overwrites would both write
+//!   its line): its stripe's time says it, which a read's check compares
+//!   with atime ([`FileData::atime_stale_since`]).
 //! * `privs` (Relaxed): whether the file holds privileges a write must
 //!   remove (setuid/setgid, a non-empty `security.capability`:
 //!   `perm::has_privs` of its record). Stored under `meta` by a change of
@@ -332,9 +338,14 @@ impl FileData {
         )
     }
 
-    /// The file's stripes, if it has them (Acquire: made complete before
-    /// they were published).
+    /// The file's stripes, if it has them in use (not retired: `lanes`).
     fn stripes(&self) -> Option<&Stripes> {
+        self.stripes_made().filter(|s| !s.retired())
+    }
+
+    /// The file's stripes, if it was ever given them, retired or not
+    /// (Acquire: made complete before they were published).
+    fn stripes_made(&self) -> Option<&Stripes> {
         // SAFETY: a non-null pointer came from `Box::into_raw` and is freed
         // only when `self` drops.
         unsafe { self.stripes.load(Ordering::Acquire).as_ref() }
@@ -362,6 +373,20 @@ impl FileData {
     /// [`take_atime_stale`](Self::take_atime_stale).
     pub fn atime_stale(&self) -> bool {
         self.atime_stale.load(Ordering::Relaxed)
+    }
+
+    /// Whether a pure overwrite may have moved the times past `atime`
+    /// (relatime's test, `mtime >= atime`): the flag a locked one sets, or
+    /// the latest time an overwrite under a stripe left, which sets no
+    /// flag. Reads the stripes (one line each) only of a file that has
+    /// them. Lock-free; a stale answer only delays an atime update, as a
+    /// stale flag does.
+    pub fn atime_stale_since(&self, atime: impl FnOnce() -> Timespec) -> bool {
+        self.atime_stale()
+            || self
+                .stripes()
+                .and_then(Stripes::latest)
+                .is_some_and(|t| t >= atime())
     }
 
     /// A pure overwrite moved the times past atime: set the hint, storing
@@ -394,9 +419,34 @@ impl FileData {
         self.privs.store(privs, Ordering::Relaxed);
     }
 
-    /// The data lock, exclusively (and every stripe).
+    /// The data lock, exclusively (and the stripes' gate closed).
     pub fn write(&self) -> PagesMut<'_> {
         PagesMut::new(self, self.map.write())
+    }
+
+    /// Give the file its stripes now, before any overwrite, if it has none
+    /// and holds more than one page: a writable open of a file that
+    /// already has data (`file::open_inode`; not `O_APPEND`, not
+    /// `O_TRUNC`) expects overwrites in place, and with stripes made up
+    /// front the first overwrites from two lanes take only their pages'
+    /// stripes instead of meeting on the data lock (docs/AUDIT.md,
+    /// "first overwrites"). A file of one page has one stripe's worth of
+    /// pages: nothing to spread. Takes the data lock exclusively once per
+    /// file (while cached); costs [`STRIPES`](lanes::STRIPES) cache lines.
+    pub fn stripe_for_overwrites(&self) {
+        if self.stripes().is_some() || self.size.load(Ordering::Relaxed) <= PAGE {
+            return;
+        }
+        let mut pm = self.write();
+        if pm.held.is_none() && pm.size() > PAGE {
+            pm.make_stripes();
+        }
+    }
+
+    /// Whether the file has stripes (tests).
+    #[cfg(test)]
+    pub fn has_stripes(&self) -> bool {
+        self.stripes().is_some()
     }
 
     pub fn try_write(&self) -> Option<PagesMut<'_>> {
@@ -411,16 +461,17 @@ impl FileData {
     /// stripe, the page to the stripe's list of written pages (`lanes`
     /// module header).
     ///
-    /// A stripe held for longer than an overwrite holds one is held by the
-    /// data lock's exclusive holder (a locked write, writeback, a page
-    /// drop): the overwrite waits for it on the data lock, *shared*, and
-    /// then takes its stripe — never by going down the locked path itself.
-    /// A locked pure overwrite holds every stripe, and with many lanes such
-    /// holders keep every other lane's stripe taken in turn, so each of
-    /// those gave up and queued for the lock too: a convoy that never broke
-    /// up (DWOM fell from 29M ops/s at 4 threads to 10M at 8 on 16 cores).
-    /// Shared, the lock lets no new exclusive holder in, and a stripe is
-    /// then held only by an overwrite, which waits for nothing.
+    /// A closed gate means the data lock's exclusive holder (a locked
+    /// write, writeback, a page drop) is changing the file: the overwrite
+    /// gives its stripe back and waits for it on the data lock, *shared*,
+    /// then tries again — never by going down the locked path itself. A
+    /// locked pure overwrite excludes every stripe's overwrites, and with
+    /// many lanes such holders, one after another, kept every other lane
+    /// out, so each of those went down the locked path too: a convoy that
+    /// never broke up (DWOM fell from 29M ops/s at 4 threads to 10M at 8
+    /// on 16 cores, when holders took every stripe). Shared, the lock lets
+    /// no new exclusive holder in, and a stripe is then held only by an
+    /// overwrite, which waits for nothing.
     pub fn try_overwrite(&self, offset: u64, data: &[u8]) -> bool {
         /// Tries for a stripe another overwrite holds before waiting on
         /// the data lock.
@@ -433,25 +484,40 @@ impl FileData {
             return false;
         }
         let s = stripe_of(idx);
-        let spun = (0..TRIES).find_map(|_| {
-            let v = stripes.try_hold(s);
-            if v.is_none() {
-                spin_hint();
+        let v = loop {
+            let spun = (0..TRIES).find_map(|_| {
+                let v = stripes.try_hold(s);
+                if v.is_none() {
+                    spin_hint();
+                }
+                v
+            });
+            let v = spun.unwrap_or_else(|| {
+                let _shared = self.map.read();
+                stripes.hold(s)
+            });
+            let gate = stripes.gate();
+            if gate == lanes::OPEN {
+                break v;
             }
-            v
-        });
-        let v = spun.unwrap_or_else(|| {
-            let _shared = self.map.read();
-            stripes.hold(s)
-        });
+            // A holder of the data lock is changing the file: give the
+            // stripe back untouched and wait for it to finish; or the
+            // stripes were retired: take the lock.
+            stripes.release(s, v);
+            if gate == lanes::RETIRED {
+                return false;
+            }
+            drop(self.map.read());
+        };
         // SAFETY: pages and index nodes are detached only by a holder of
-        // every stripe (`PagesMut`), and this thread holds stripe `s`: none
-        // is detached while it looks the page up and writes it, and what
-        // was detached before it took the stripe is no longer reachable
+        // the data lock with the gate closed (`PagesMut`), and this thread
+        // holds stripe `s` with the gate open: none is detached while it
+        // looks the page up and writes it (the holder waits for the
+        // stripe), and what was detached before is no longer reachable
         // from the index it loads now. So no pin is needed (a pin's fence
         // was a sixth of an overwrite), and nothing here defers a free.
         let guard = unsafe { epoch::unprotected() };
-        // Size and index change only under every stripe: stable now.
+        // Size and index change only with the gate closed: stable now.
         let size = self.size.load(Ordering::Relaxed);
         let inside = offset
             .checked_add(data.len() as u64)
@@ -464,7 +530,9 @@ impl FileData {
         page.write(in_page, data);
         stripes.note_write(s, idx, now);
         stripes.release(s, v);
-        self.mark_atime_stale();
+        // No `mark_atime_stale`: the stripe's time says it (`atime_stale_
+        // since`), and the file's flag is a line every other stripe's
+        // first overwrite would write too.
         true
     }
 
@@ -508,11 +576,11 @@ impl FileData {
     }
 }
 
-/// The data lock held exclusively, and every stripe if the file has them:
-/// every change to a file's data.
+/// The data lock held exclusively, and the stripes' gate closed if the
+/// file has them: every change to a file's data.
 pub(crate) struct PagesMut<'a> {
     f: &'a FileData,
-    /// The file's stripes, all held.
+    /// The file's stripes, their gate closed by this holder.
     held: Option<&'a Stripes>,
     map: RwLockWriteGuard<'a, PageMap>,
 }
@@ -520,7 +588,11 @@ pub(crate) struct PagesMut<'a> {
 impl Drop for PagesMut<'_> {
     fn drop(&mut self) {
         if let Some(s) = self.held {
-            s.release_all();
+            // One page or none left, and nothing of the stripes' to fold:
+            // retire them (`lanes`), so that appends after an `O_RDWR`
+            // open and `ftruncate(0)` do not wait out the gate.
+            let retire = self.size() <= PAGE && s.latest().is_none();
+            s.open(retire);
         }
     }
 }
@@ -534,17 +606,18 @@ impl<'a> PagesMut<'a> {
     /// not outlive `self`.
     fn lookup_guard(&self) -> &'static Guard {
         // SAFETY: as above: while `self` holds the data lock exclusively
-        // (and every stripe) nothing reachable from the index is freed by
+        // (and the stripes' gate) nothing reachable from the index is freed by
         // anyone else, and callers only look up and insert.
         unsafe { epoch::unprotected() }
     }
 
-    /// Take every stripe after the data lock, and fold into the page map
-    /// the pages that overwrites under them made dirty.
+    /// Close the stripes' gate after the data lock (waiting out the
+    /// overwrites in flight), and fold into the page map the pages that
+    /// overwrites under them made dirty.
     fn new(f: &'a FileData, map: RwLockWriteGuard<'a, PageMap>) -> PagesMut<'a> {
         let mut pm = PagesMut { f, held: None, map };
         if let Some(s) = f.stripes() {
-            s.hold_all();
+            s.close();
             pm.held = Some(s);
             let pages = &mut pm.map.pages;
             s.take_written(|written| match written {
@@ -562,11 +635,17 @@ impl<'a> PagesMut<'a> {
         pm
     }
 
-    /// Give the file stripes (held until this guard drops), inside a
+    /// Give the file stripes (their gate closed until this guard drops), inside a
     /// change section: a lock-free reader that began before them sees the
     /// sequence count move, one that begins after finds them.
     fn make_stripes(&mut self) {
-        let stripes = Box::into_raw(Stripes::new_held());
+        if let Some(retired) = self.f.stripes_made() {
+            let _section = self.change();
+            retired.unretire();
+            self.held = Some(retired);
+            return;
+        }
+        let stripes = Box::into_raw(Stripes::new_closed());
         let _section = self.change();
         self.f.stripes.store(stripes, Ordering::Release);
         // SAFETY: just made; freed only when the file data drops, which

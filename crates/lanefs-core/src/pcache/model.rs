@@ -163,3 +163,57 @@ fn model_overwrites_under_stripes_vs_lockless_read_writeback_drop() {
     crate::sync::check_random(check_stripes, crate::sync::model_iterations());
     crate::sync::check_pct(check_stripes, crate::sync::model_iterations(), 3);
 }
+
+/// An overwrite of page 0 under its stripe against a truncate to one page
+/// (which retires the stripes), a writeback and page drop of the retired
+/// file, a write that grows it again and a writable open's taking the
+/// stripes back (`lanes`: the gate's `RETIRED`), with a lock-free reader:
+/// the reader sees the overwrite whole or not at all, and it survives.
+fn check_retire() {
+    let store = Arc::new(MemoryStore::default());
+    let file = Arc::new(FileData::new(0, true));
+    write(&file, &store, PAGE - HALF as u64, &[1; 2 * HALF]);
+    file.stripe_for_overwrites();
+    assert!(file.has_stripes());
+    let overwriter = {
+        let (f, s) = (file.clone(), store.clone());
+        shuttle::thread::spawn(move || overwrite(&f, &s, PAGE - HALF as u64, &[2; HALF]))
+    };
+    let cutter = {
+        let (f, s) = (file.clone(), store.clone());
+        shuttle::thread::spawn(move || {
+            let times = Some((Timespec::default(), Timespec::default()));
+            f.write().truncate(&*s, INO, PAGE, times).unwrap();
+            f.write().flush(&*s, INO).unwrap();
+            f.write().drop_clean();
+            write(&f, &s, PAGE, &[4; HALF]);
+            f.stripe_for_overwrites();
+        })
+    };
+    let mut buf = [0xAAu8; HALF];
+    let (n, _) = LocklessRead.read(&file, &*store, INO, PAGE - HALF as u64, &mut buf);
+    assert_eq!(n.unwrap(), HALF);
+    assert!(
+        buf.iter().all(|b| *b == buf[0]) && [1, 2].contains(&buf[0]),
+        "torn {buf:?}"
+    );
+    overwriter.join().unwrap();
+    cutter.join().unwrap();
+    assert!(file.has_stripes(), "taken back into use");
+    {
+        let mut pm = file.write();
+        pm.flush(&*store, INO).unwrap();
+        pm.drop_clean();
+    }
+    let mut buf = [0u8; 2 * HALF];
+    let (n, _) = LocklessRead.read(&file, &*store, INO, PAGE - HALF as u64, &mut buf);
+    assert_eq!(n.unwrap(), 2 * HALF);
+    assert_eq!(buf[..HALF], [2; HALF], "the overwrite was lost");
+    assert_eq!(buf[HALF..], [4; HALF], "the growing write was lost");
+}
+
+#[test]
+fn model_overwrite_vs_retire_and_unretire() {
+    crate::sync::check_random(check_retire, crate::sync::model_iterations());
+    crate::sync::check_pct(check_retire, crate::sync::model_iterations(), 3);
+}
