@@ -402,8 +402,18 @@ fn serve(
     match op {
         Op::Lookup { name } => match h.lookup(&c, ino, name) {
             Ok(a) => out.push(&entry_out(h, &a)),
-            Err(e) if e == Errno::ENOENT && !h.config().cache.negative_ttl.is_zero() => {
-                // A negative entry: nodeid 0 with an entry timeout.
+            Err(e)
+                if e == Errno::ENOENT
+                    && !h.config().cache.negative_ttl.is_zero()
+                    && h.node_exists(ino) =>
+            {
+                // A negative entry: nodeid 0 with an entry timeout, for a
+                // name missing from a directory that exists. A parent
+                // node id that names no inode (one the kernel forgot, or
+                // a malformed request) is plain `ENOENT`: the kernel's
+                // `fuse_lookup` then makes a negative dentry it does not
+                // keep, as for any `ENOENT`, instead of one it trusts for
+                // `negative_ttl`.
                 let (ev, evn) = ttl(h.config().cache.negative_ttl);
                 out.push(&EntryOut {
                     entry_valid: ev,
@@ -417,8 +427,7 @@ fn serve(
             h.forget(ino, nlookup);
             return Ok(Reply::None);
         }
-        Op::BatchForget { items, count } => {
-            debug_assert_eq!(items.len(), count as usize * size_of::<ForgetOne>());
+        Op::BatchForget { items } => {
             for f in forget_items(items) {
                 h.forget(f.nodeid, f.nlookup);
             }

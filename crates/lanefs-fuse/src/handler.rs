@@ -439,6 +439,13 @@ impl Handler {
         self.fs.lookup_counted(&cred_for(caller), parent, name)
     }
 
+    /// Whether node id `ino` names an inode (a live one, or an unlinked
+    /// one something still holds): what tells a LOOKUP's missing name
+    /// (a negative entry) from a missing parent (`ENOENT`).
+    pub fn node_exists(&self, ino: Ino) -> bool {
+        self.fs.getattr(ino).is_ok()
+    }
+
     /// FORGET.
     pub fn forget(&self, ino: Ino, nlookup: u64) {
         self.fs.forget(ino, nlookup)

@@ -27,9 +27,10 @@ pub enum Op<'a> {
     Forget {
         nlookup: u64,
     },
+    /// The whole `fuse_forget_one` items present, at most `count` of
+    /// them (see [`decode`]).
     BatchForget {
         items: &'a [u8],
-        count: u32,
     },
     Getattr {
         fh: Option<u64>,
@@ -171,14 +172,18 @@ pub fn decode<'a>(
             nlookup: a.fixed::<ForgetIn>()?.nlookup,
         },
         FUSE_BATCH_FORGET => {
+            // The kernel sends exactly `count` items (`fuse_read_batch_forget`
+            // sizes `count` to what fits the read). A message shorter than
+            // its count announces is malformed, but its items are
+            // references the kernel gave back: forget the whole items
+            // present (at most `count`) rather than drop them all, which
+            // would leak them for the mount's life. libfuse's
+            // `do_batch_forget` trusts `count` and reads past the message;
+            // this reads only what is there.
             let b: BatchForgetIn = a.fixed()?;
-            let n = (b.count as usize)
-                .checked_mul(size_of::<ForgetOne>())
-                .ok_or(Malformed)?;
-            Op::BatchForget {
-                items: a.bytes(n)?,
-                count: b.count,
-            }
+            let one = size_of::<ForgetOne>();
+            let n = (b.count as usize).min(a.body.len() / one) * one;
+            Op::BatchForget { items: a.bytes(n)? }
         }
         FUSE_GETATTR => {
             let g: GetattrIn = a.fixed()?;

@@ -1787,3 +1787,113 @@ fn opendir_of_a_file_is_enotdir() {
     assert_eq!(r, Ok(Reply::Send(-libc::ENOTDIR)));
     k.drain().unwrap();
 }
+
+/// A regular file `name` made in the root with MKNOD (one lookup
+/// reference, the entry's), then unlinked: only that reference keeps it.
+/// Its node id.
+fn unlinked_file_held_once(k: &mut Kernel, name: &[u8]) -> u64 {
+    let mut b = body_of(&MknodIn {
+        mode: libc::S_IFREG | 0o644,
+        ..Default::default()
+    });
+    b.extend(cstr(name));
+    let (r, p) = k.request(FUSE_MKNOD, ROOT_ID, &b).unwrap();
+    assert_eq!(r, Reply::Send(0));
+    let file = EntryOut::read_from(&p).unwrap().nodeid;
+    let (r, _) = k.request(FUSE_UNLINK, ROOT_ID, &cstr(name)).unwrap();
+    assert_eq!(r, Reply::Send(0));
+    file
+}
+
+fn getattr_of(k: &mut Kernel, ino: u64) -> Reply {
+    k.request(FUSE_GETATTR, ino, &body_of(&GetattrIn::default()))
+        .unwrap()
+        .0
+}
+
+/// Found by the fuzz test: a BATCH_FORGET whose `count` announced more
+/// items than the message holds was dropped whole, so the references
+/// its items gave back were kept for the mount's life (an unlinked file
+/// behind one was never freed). The kernel never sends one
+/// (`fuse_read_batch_forget` sizes `count` to the items it copies); the
+/// daemon now forgets the whole items present, in both shapes.
+#[test]
+fn short_batch_forget_forgets_the_items_present() {
+    install_panic_counter();
+    let mut k = Kernel::new(0);
+    for ring in [false, true] {
+        let file = unlinked_file_held_once(&mut k, if ring { b"r" } else { b"d" });
+        assert_eq!(
+            getattr_of(&mut k, file),
+            Reply::Send(0),
+            "kept by its count"
+        );
+        let arg = body_of(&BatchForgetIn { count: 3, dummy: 0 });
+        let mut items = body_of(&ForgetOne {
+            nodeid: file,
+            nlookup: 1,
+        });
+        // Part of a second item: not an item.
+        items.extend([0xff; 9]);
+        let r = if ring {
+            let h = InHeader {
+                len: (size_of::<InHeader>() + items.len()) as u32,
+                opcode: FUSE_BATCH_FORGET,
+                unique: 9,
+                ..Default::default()
+            };
+            serve_raw(&k.handler, &k.session, &h, Some(&arg), &items, &mut k.out)
+        } else {
+            let mut b = arg;
+            b.extend(&items);
+            k.request(FUSE_BATCH_FORGET, 0, &b).unwrap().0
+        };
+        assert_eq!(r, Reply::None, "ring shape {ring}");
+        assert_eq!(
+            getattr_of(&mut k, file),
+            Reply::Send(-libc::ENOENT),
+            "ring shape {ring}: the file's only reference was forgotten, so it is freed"
+        );
+        k.held.remove(&file);
+    }
+    k.check("after short batch forgets").unwrap();
+}
+
+/// Found by the fuzz test: LOOKUP under a parent node id that names no
+/// inode answered a negative entry (nodeid 0 with `negative_ttl`), which
+/// says "this directory has no such name" of a directory that is not
+/// there. It is `ENOENT` now (the kernel's `fuse_lookup` keeps no
+/// negative dentry for it); a missing name in a directory that exists
+/// still gets a negative entry.
+#[test]
+fn lookup_under_a_missing_parent_is_enoent() {
+    install_panic_counter();
+    let mut k = Kernel::new(0);
+    assert!(!k.handler.config().cache.negative_ttl.is_zero());
+    let (r, p) = k.request(FUSE_LOOKUP, ROOT_ID, &cstr(b"none")).unwrap();
+    assert_eq!(r, Reply::Send(0));
+    let e = EntryOut::read_from(&p).unwrap();
+    assert_eq!(e.nodeid, 0, "a negative entry");
+    assert!(e.entry_valid != 0 || e.entry_valid_nsec != 0);
+    // A directory made, removed and forgotten: its number names nothing.
+    let mut b = body_of(&MkdirIn {
+        mode: 0o755,
+        umask: 0,
+    });
+    b.extend(cstr(b"gone"));
+    let (r, p) = k.request(FUSE_MKDIR, ROOT_ID, &b).unwrap();
+    assert_eq!(r, Reply::Send(0));
+    let gone = EntryOut::read_from(&p).unwrap().nodeid;
+    let (r, _) = k.request(FUSE_RMDIR, ROOT_ID, &cstr(b"gone")).unwrap();
+    assert_eq!(r, Reply::Send(0));
+    let (r, _) = k
+        .request(FUSE_FORGET, gone, &body_of(&ForgetIn { nlookup: 1 }))
+        .unwrap();
+    assert_eq!(r, Reply::None);
+    k.held.remove(&gone);
+    for parent in [gone, 0, 0x7777_7777, u64::MAX] {
+        let (r, _) = k.request(FUSE_LOOKUP, parent, &cstr(b"x")).unwrap();
+        assert_eq!(r, Reply::Send(-libc::ENOENT), "parent {parent}");
+    }
+    k.drain().unwrap();
+}
