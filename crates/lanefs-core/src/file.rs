@@ -172,7 +172,8 @@ impl OpenFile {
     /// (relatime by default: bring atime past mtime/ctime), unless `flags`
     /// — the descriptor's flags now, whose `O_NOATIME` `fcntl(F_SETFL)`
     /// may have changed since the open; the handle's own for the embedded
-    /// API — hold `O_NOATIME`.
+    /// API — hold `O_NOATIME`, or the inode has `FS_NOATIME_FL` (`iflags`,
+    /// read under `meta`, which an update takes anyway).
     fn touch_atime_as(&self, flags: i32) {
         if flags & libc::O_NOATIME != 0 {
             return;
@@ -185,8 +186,10 @@ impl OpenFile {
             AtimePolicy::Never => {}
             AtimePolicy::Strict => {
                 let mut m = self.inode.meta.lock();
-                m.rec.atime = Timespec::now();
-                m.dirty = true;
+                if !crate::iflags::skips_atime(m.rec.flags) {
+                    m.rec.atime = Timespec::now();
+                    m.dirty = true;
+                }
             }
             AtimePolicy::Relatime => {
                 if self.inode.kind == FileKind::Directory {
@@ -213,7 +216,9 @@ impl OpenFile {
                 // A directory's times with its stripes' changes, a file's
                 // with its data-side times.
                 let a = self.inode.attr_locked(&m);
-                if relatime_due(m.rec.atime, a.mtime, a.ctime) {
+                if relatime_due(m.rec.atime, a.mtime, a.ctime)
+                    && !crate::iflags::skips_atime(m.rec.flags)
+                {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
@@ -333,6 +338,7 @@ fn open_checks(inode: &Inode, cred: &Cred, flags: i32, created: bool) -> Result<
     let mask = open_mask(inode, flags)?;
     if !created {
         inode.permission_unlocked(cred, mask)?;
+        crate::iflags::may_open(inode.meta.perm_attr().iflags(), flags)?;
     }
     match inode.kind {
         FileKind::Regular | FileKind::Directory => {}
@@ -1037,6 +1043,7 @@ impl Fs {
         if !file.writable() {
             return Err(Errno::EBADF);
         }
+        crate::iflags::may_fallocate(file.inode.meta.perm_attr().iflags(), mode)?;
         let lock = match (&file.inode.body, file.inode.kind) {
             (Body::File(d), _) => d,
             (_, FileKind::Fifo) => return Err(Errno::ESPIPE),
@@ -1318,10 +1325,13 @@ impl Fs {
                     Some(_) => {}
                     None => perm::permission(cred, rec, MAY_WRITE)?,
                 }
+                crate::iflags::may_setattr(rec.flags, ch, handle.is_some())?;
                 if size > FILE_SIZE_MAX {
                     return Err(Errno::EFBIG);
                 }
             }
+            // `notify_change`'s `may_setattr` comes before the owner checks.
+            crate::iflags::may_setattr(rec.flags, ch, handle.is_some())?;
             if !cred.is_root() {
                 if ch.uid.is_some_and(|u| u != rec.uid || cred.uid != rec.uid) {
                     return Err(Errno::EPERM);
