@@ -131,6 +131,11 @@ impl OpenFile {
         self.flags
     }
 
+    /// The inode flags (`iflags`), from the attribute mirror.
+    pub fn inode_flags(&self) -> u32 {
+        self.inode.meta.perm_attr().iflags()
+    }
+
     /// An `O_PATH` handle ([`Fs::open_path`]): it grants no access.
     pub fn is_path(&self) -> bool {
         self.flags & libc::O_PATH != 0

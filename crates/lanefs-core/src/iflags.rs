@@ -254,8 +254,9 @@ pub(crate) fn may_setattr(flags: u32, ch: &SetAttr, by_handle: bool) -> Result<(
 }
 
 /// `vfs_fallocate`: only a plain allocation (± `KEEP_SIZE`) of an
-/// append-only file, nothing of an immutable one.
-pub(crate) fn may_fallocate(flags: u32, mode: i32) -> Result<()> {
+/// append-only file, nothing of an immutable one. Public for the path
+/// layer, which makes `vfs_fallocate`'s later checks (`EFBIG`) itself.
+pub fn may_fallocate(flags: u32, mode: i32) -> Result<()> {
     if (mode & !FALLOC_FL_KEEP_SIZE != 0 && flags & FS_APPEND_FL != 0)
         || flags & FS_IMMUTABLE_FL != 0
     {

@@ -79,8 +79,9 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
-/// Opcodes the daemon decodes, those it answers ENOSYS (LSEEK,
-/// COPY_FILE_RANGE, IOCTL, POLL, locks, BMAP, ...) and nonsense.
+/// Opcodes the daemon decodes (IOCTL too: the inode-flag commands, ENOTTY
+/// for others), those it answers ENOSYS (LSEEK, COPY_FILE_RANGE, POLL,
+/// locks, BMAP, ...) and nonsense.
 const OPCODES: &[u32] = &[
     FUSE_LOOKUP,
     FUSE_FORGET,
