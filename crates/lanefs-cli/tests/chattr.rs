@@ -50,6 +50,8 @@ const STEPS: &[&str] = &[
     "fssetxattr f 0x80000040 0",
     "fsgetxattr f",
     "setflags f 0",
+    "ctime-moves f 0x40",
+    "ctime-moves d 0x50",
     // Immutable file.
     "open i wronly",
     "open i rdwr",
@@ -258,6 +260,18 @@ fn call(root: &Path, held: &mut HashMap<String, i32>, s: &str) -> String {
                 return format!("-> {e} {:#x}", u32::from_ne_bytes(b));
             }
             "setflags" => set_flags(&p(1), hex(2)),
+            "ctime-moves" => {
+                // stat, set, stat again: the new ctime is seen at once.
+                let ctime = || {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::stat(p(1).as_ptr(), &mut st);
+                    (st.st_ctime, st.st_ctime_nsec)
+                };
+                let before = ctime();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let e = set_flags(&p(1), hex(2));
+                return format!("-> {e} moved: {}", ctime() > before);
+            }
             "fsgetxattr" => {
                 let mut b = [0u8; 28];
                 let e = with_fd(&p(1), libc::O_RDONLY, |fd| {

@@ -11,7 +11,9 @@
 //! ownership and `CAP_LINUX_IMMUTABLE` only on its own inode's flags (it
 //! has none of ours), so the engine's checks decide ([`Fs::set_flags`]).
 //! Every other command (a user's ioctl on a lanefs file) is `ENOTTY`, as
-//! tmpfs answers one it does not know. A child module of `handler`; same
+//! tmpfs answers one it does not know. A set moves the ctime, which the
+//! kernel learns only from an invalidation of the inode's attributes
+//! (sent before the reply). A child module of `handler`; same
 //! locking rules (none held across engine calls).
 //!
 //! [`Fs::set_flags`]: lanefs_core::Fs::set_flags
@@ -54,8 +56,13 @@ impl Handler {
         };
         let set = |what: FlagsSet| {
             let r = self.fs.set_flags(&cred_for(caller), ino, what);
-            self.durable(self.config.sync_writes, r, |_| None)
-                .map(|_| Vec::new())
+            let r = self.durable(self.config.sync_writes, r, |_| None);
+            if r.is_ok() {
+                // The ctime moved, and the kernel, which sent no SETATTR,
+                // would go on answering `stat` with the one it cached.
+                self.attrs_changed(ino);
+            }
+            r.map(|_| Vec::new())
         };
         match cmd {
             FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => answer(&self.fs.get_flags(ino)?.to_ne_bytes()),
