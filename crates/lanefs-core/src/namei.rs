@@ -813,14 +813,16 @@ impl Fs {
         }
         let target = m.rec.symlink.clone();
         // Reading a link is an access (`touch_atime` in `readlinkat` and
-        // when a path walk follows it), by the mount's atime policy.
-        let touch = match self.inner.config.atime {
-            AtimePolicy::Never => false,
-            AtimePolicy::Strict => true,
-            AtimePolicy::Relatime => {
-                crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
-            }
-        };
+        // when a path walk follows it), by the mount's atime policy — not
+        // of a link that inherited `FS_NOATIME_FL` from its directory.
+        let touch = !crate::iflags::skips_atime(m.rec.flags)
+            && match self.inner.config.atime {
+                AtimePolicy::Never => false,
+                AtimePolicy::Strict => true,
+                AtimePolicy::Relatime => {
+                    crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
+                }
+            };
         if touch {
             m.rec.atime = Timespec::now();
             m.dirty = true;

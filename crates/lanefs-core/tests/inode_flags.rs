@@ -437,6 +437,26 @@ fn noatime_keeps_atime_on_reads() {
     }
 }
 
+/// A symlink made in a noatime directory inherits the flag (it has no
+/// ioctl of its own) and its reads keep atime, as on tmpfs.
+#[test]
+fn a_symlink_in_a_noatime_directory_keeps_its_atime() {
+    let fs = Fs::new_in_memory();
+    let r = root();
+    for (dir, noatime) in [(&b"d"[..], true), (&b"e"[..], false)] {
+        let d = fs.mkdir(&r, ROOT_INO, dir, 0o755, 0).unwrap().ino;
+        if noatime {
+            set(&fs, d, FS_NOATIME_FL);
+        }
+        let s = fs.symlink(&r, d, b"s", b"target").unwrap().ino;
+        let old = TimeSet::At(Timespec { sec: 1000, nsec: 0 });
+        fs.setattr(&r, s, &times(Some(old), None), None).unwrap();
+        assert_eq!(fs.readlink(s).unwrap(), b"target");
+        let kept = fs.getattr(s).unwrap().atime.sec == 1000;
+        assert_eq!(kept, noatime);
+    }
+}
+
 #[test]
 fn flags_survive_eviction() {
     let fs = Fs::new_in_memory();
