@@ -231,8 +231,9 @@ pub(crate) fn may_link(flags: u32) -> Result<()> {
 ///   time change if immutable or append-only. A change that carries an
 ///   explicit ctime is the FUSE kernel's own times (the writeback cache's
 ///   flush of a writer's c/mtime, or its ctime of `chown(f, -1, -1)`),
-///   not a user's `utimensat`, and is let through.
-pub(crate) fn may_setattr(flags: u32, ch: &SetAttr, by_handle: bool) -> Result<()> {
+///   not a user's `utimensat`, and is let through (the FUSE adapter
+///   applies the rules itself to what it can tell is a user's).
+pub fn may_setattr(flags: u32, ch: &SetAttr, by_handle: bool) -> Result<()> {
     if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL) == 0 {
         return Ok(());
     }
