@@ -55,3 +55,20 @@ fn chattr_and_lsattr_by_path() -> io::Result<()> {
     fs.remove_file("/f")?;
     Ok(())
 }
+
+/// Accepted divergence (docs/SEMANTICS.md): `chown(f, -1, -1)` of a
+/// flagged setuid file is refused, where tmpfs clears setuid; of one
+/// without the bits it succeeds, as on tmpfs.
+#[test]
+fn divergence_chown_without_ids_of_a_flagged_setuid_file_is_eperm() -> io::Result<()> {
+    let fs = Filesystem::new_in_memory()?;
+    fs.write("/s", b"x")?;
+    fs.set_permissions("/s", 0o4755)?;
+    fs.set_flags("/s", FlagsSet::Flags(FS_IMMUTABLE_FL))?;
+    assert_eq!(errno(fs.chown("/s", None, None)), libc::EPERM);
+    assert_eq!(fs.metadata("/s")?.permissions(), 0o4755);
+    fs.write("/p", b"x")?;
+    fs.set_flags("/p", FlagsSet::Flags(FS_IMMUTABLE_FL))?;
+    fs.chown("/p", None, None)?;
+    Ok(())
+}
