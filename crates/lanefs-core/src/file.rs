@@ -343,7 +343,11 @@ fn open_checks(inode: &Inode, cred: &Cred, flags: i32, created: bool) -> Result<
     let mask = open_mask(inode, flags)?;
     if !created {
         inode.permission_unlocked(cred, mask)?;
-        crate::iflags::may_open(inode.meta.perm_attr().iflags(), flags)?;
+        // Only an open for writing or truncating can meet append-only (a
+        // read-only open reads no flags).
+        if flags & (libc::O_ACCMODE | libc::O_TRUNC) != 0 {
+            crate::iflags::may_open(inode.meta.perm_attr().iflags(), flags)?;
+        }
     }
     match inode.kind {
         FileKind::Regular | FileKind::Directory => {}
@@ -1330,6 +1334,8 @@ impl Fs {
                     Some(_) => {}
                     None => perm::permission(cred, rec, MAY_WRITE)?,
                 }
+                // Append-only's `EPERM` (`vfs_truncate`, `do_ftruncate`)
+                // before `EFBIG`; the call below repeats it harmlessly.
                 crate::iflags::may_setattr(rec.flags, ch, handle.is_some())?;
                 if size > FILE_SIZE_MAX {
                     return Err(Errno::EFBIG);
