@@ -37,7 +37,10 @@
 //!
 //! As on tmpfs, writes through a handle opened before the flag was set
 //! still succeed (the VFS checks at open), and so does an `ftruncate` of
-//! an immutable file through such a handle; `fallocate` does not.
+//! an immutable file through such a handle; `fallocate` does not. Unlike
+//! tmpfs, `chown(f, -1, -1)` of a flagged setuid/setgid file is `EPERM`:
+//! its callers express the privilege kill as a mode change
+//! (docs/SEMANTICS.md, accepted divergences).
 //!
 //! Locks: none of its own. [`Fs::set_flags`] changes the record under the
 //! inode's `meta` (a directory's under every stripe of its entry lock as
