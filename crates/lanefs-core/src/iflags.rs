@@ -15,25 +15,25 @@
 //! engine makes the check Linux makes beside it (the FUSE kernel inode
 //! carries no `S_IMMUTABLE`/`S_APPEND`, so through a mount the kernel
 //! enforces nothing and the engine is the only checker):
-//! * [`may_write`] in every permission check (`inode_permission`'s
+//! * `may_write` in every permission check (`inode_permission`'s
 //!   `IS_IMMUTABLE` for `MAY_WRITE`): opens for writing or `O_TRUNC`,
 //!   `truncate(2)`, creates, links, removals and renames in an immutable
 //!   directory, a directory moved to another parent — `EPERM`, root too;
-//! * [`may_open`] — an append-only file opens for writing only with
+//! * `may_open` — an append-only file opens for writing only with
 //!   `O_APPEND`, never with `O_TRUNC` (`may_open`);
-//! * [`blocks_delete`] — no entry of an append-only directory goes, and no
+//! * `blocks_delete` — no entry of an append-only directory goes, and no
 //!   immutable or append-only inode loses a name (`may_delete`, for
 //!   unlink, rmdir and both names of a rename);
-//! * [`may_link`] — no new name for an immutable or append-only inode
+//! * `may_link` — no new name for an immutable or append-only inode
 //!   (`vfs_link`);
 //! * [`may_setattr`] — `notify_change`'s `may_setattr` and the truncates'
 //!   `IS_APPEND` (`vfs_truncate`, `do_ftruncate`);
 //! * [`may_fallocate`] — `vfs_fallocate`;
-//! * [`may_write_xattr`] — `xattr_permission`/`may_write_xattr` (ACLs too);
-//! * [`skips_atime`] — `atime_needs_update`'s `S_NOATIME`.
+//! * `may_write_xattr` — `xattr_permission`/`may_write_xattr` (ACLs too);
+//! * `skips_atime` — `atime_needs_update`'s `S_NOATIME`.
 //!
 //! A new inode inherits its directory's `FS_NODUMP_FL` and
-//! `FS_NOATIME_FL` ([`inherited`]), as on tmpfs.
+//! `FS_NOATIME_FL` (`inherited`), as on tmpfs.
 //!
 //! As on tmpfs, writes through a handle opened before the flag was set
 //! still succeed (the VFS checks at open), and so does an `ftruncate` of
