@@ -23,7 +23,8 @@
 //!   flag: what the permission check of a lookup reads, as Linux's RCU walk
 //!   reads `i_mode`/`i_uid`; with two flags saying whether the record
 //!   holds an access ACL or a default ACL (`acl`), so that a check of an
-//!   inode without one reads nothing else; a lock-free walk learns that an inode is dead
+//!   inode without one reads nothing else, and the inode flags (`iflags`:
+//!   immutable and append-only decide writes, opens and removals); a lock-free walk learns that an inode is dead
 //!   from the inode's own `freed` flag, on its read-mostly header line) and
 //!   the rest (times, size, links). A writer bumps only the
 //!   groups it changes — both to odd before any word when it changes both
@@ -44,7 +45,7 @@ use crate::Attr;
 /// Words of the permission group: what a path walk's permission check
 /// reads (Linux's RCU walk reads `i_mode`/`i_uid`/`i_gid`), and `freed`.
 /// perm (bits 0..16) | freed (bit 16) | access ACL (bit 17) | default
-/// ACL (bit 18).
+/// ACL (bit 18) | inode flags (bits 24..32: `FS_*_FL`, all below 0x100).
 const P_PERM_FREED: usize = 0;
 /// uid | gid << 32.
 const P_UID_GID: usize = 1;
@@ -52,6 +53,7 @@ const PERM_WORDS: usize = 2;
 const FREED_BIT: u64 = 1 << 16;
 const ACCESS_ACL_BIT: u64 = 1 << 17;
 const DEFAULT_ACL_BIT: u64 = 1 << 18;
+const IFLAGS_SHIFT: u32 = 24;
 
 /// Words of the other attributes (times, size, links: what changes when a
 /// directory's entries change).
@@ -72,7 +74,9 @@ const REST_WORDS: usize = 11;
 
 fn encode_perm(rec: &InodeRecord, freed: bool) -> [u64; PERM_WORDS] {
     let mut w = [0u64; PERM_WORDS];
-    w[P_PERM_FREED] = rec.perm as u64 | if freed { FREED_BIT } else { 0 };
+    w[P_PERM_FREED] = rec.perm as u64
+        | if freed { FREED_BIT } else { 0 }
+        | u64::from(rec.flags & 0xff) << IFLAGS_SHIFT;
     if !rec.xattrs.is_empty() {
         use crate::acl::{stored, Kind};
         if stored(rec, Kind::Access).is_some() {
@@ -135,6 +139,10 @@ impl PermSnapshot {
     }
     pub fn gid(&self) -> u32 {
         (self.words[P_UID_GID] >> 32) as u32
+    }
+    /// The inode flags (`FS_*_FL`, `iflags`).
+    pub fn iflags(&self) -> u32 {
+        (self.words[P_PERM_FREED] >> IFLAGS_SHIFT) as u32 & 0xff
     }
 }
 

@@ -131,6 +131,11 @@ impl OpenFile {
         self.flags
     }
 
+    /// The inode flags (`iflags`), from the attribute mirror.
+    pub fn inode_flags(&self) -> u32 {
+        self.inode.meta.perm_attr().iflags()
+    }
+
     /// An `O_PATH` handle ([`Fs::open_path`]): it grants no access.
     pub fn is_path(&self) -> bool {
         self.flags & libc::O_PATH != 0
@@ -172,7 +177,8 @@ impl OpenFile {
     /// (relatime by default: bring atime past mtime/ctime), unless `flags`
     /// — the descriptor's flags now, whose `O_NOATIME` `fcntl(F_SETFL)`
     /// may have changed since the open; the handle's own for the embedded
-    /// API — hold `O_NOATIME`.
+    /// API — hold `O_NOATIME`, or the inode has `FS_NOATIME_FL` (`iflags`,
+    /// read under `meta`, which an update takes anyway).
     fn touch_atime_as(&self, flags: i32) {
         if flags & libc::O_NOATIME != 0 {
             return;
@@ -185,8 +191,10 @@ impl OpenFile {
             AtimePolicy::Never => {}
             AtimePolicy::Strict => {
                 let mut m = self.inode.meta.lock();
-                m.rec.atime = Timespec::now();
-                m.dirty = true;
+                if !crate::iflags::skips_atime(m.rec.flags) {
+                    m.rec.atime = Timespec::now();
+                    m.dirty = true;
+                }
             }
             AtimePolicy::Relatime => {
                 if self.inode.kind == FileKind::Directory {
@@ -213,7 +221,9 @@ impl OpenFile {
                 // A directory's times with its stripes' changes, a file's
                 // with its data-side times.
                 let a = self.inode.attr_locked(&m);
-                if relatime_due(m.rec.atime, a.mtime, a.ctime) {
+                if relatime_due(m.rec.atime, a.mtime, a.ctime)
+                    && !crate::iflags::skips_atime(m.rec.flags)
+                {
                     m.rec.atime = Timespec::now();
                     m.dirty = true;
                 }
@@ -334,6 +344,11 @@ fn open_checks(inode: &Inode, cred: &Cred, flags: i32, created: bool) -> Result<
     let mask = open_mask(inode, flags)?;
     if !created {
         inode.permission_unlocked(cred, mask)?;
+        // Only an open for writing or truncating can meet append-only (a
+        // read-only open reads no flags).
+        if flags & (libc::O_ACCMODE | libc::O_TRUNC) != 0 {
+            crate::iflags::may_open(inode.meta.perm_attr().iflags(), flags)?;
+        }
     }
     match inode.kind {
         FileKind::Regular | FileKind::Directory => {}
@@ -1058,6 +1073,7 @@ impl Fs {
         if !file.writable() {
             return Err(Errno::EBADF);
         }
+        crate::iflags::may_fallocate(file.inode.meta.perm_attr().iflags(), mode)?;
         let lock = match (&file.inode.body, file.inode.kind) {
             (Body::File(d), _) => d,
             (_, FileKind::Fifo) => return Err(Errno::ESPIPE),
@@ -1339,10 +1355,15 @@ impl Fs {
                     Some(_) => {}
                     None => perm::permission(cred, rec, MAY_WRITE)?,
                 }
+                // Append-only's `EPERM` (`vfs_truncate`, `do_ftruncate`)
+                // before `EFBIG`; the call below repeats it harmlessly.
+                crate::iflags::may_setattr(rec.flags, ch, handle.is_some())?;
                 if size > FILE_SIZE_MAX {
                     return Err(Errno::EFBIG);
                 }
             }
+            // `notify_change`'s `may_setattr` comes before the owner checks.
+            crate::iflags::may_setattr(rec.flags, ch, handle.is_some())?;
             if !cred.is_root() {
                 if ch.uid.is_some_and(|u| u != rec.uid || cred.uid != rec.uid) {
                     return Err(Errno::EPERM);

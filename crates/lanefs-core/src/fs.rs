@@ -137,6 +137,9 @@ pub(crate) struct ParentAttrs {
     /// The directory's default ACL (`acl`), which a new inode inherits
     /// instead of having the umask applied.
     pub default_acl: Option<Vec<u8>>,
+    /// The directory's inode flags (`iflags`): a new inode inherits
+    /// `FS_NODUMP_FL` and `FS_NOATIME_FL`.
+    pub flags: u32,
 }
 
 impl ParentAttrs {
@@ -155,6 +158,7 @@ impl ParentAttrs {
             uid: a.uid(),
             gid: a.gid(),
             default_acl,
+            flags: a.perm_snapshot().iflags(),
         }
     }
 }
@@ -555,6 +559,7 @@ impl Fs {
                 next_cookie: FIRST_COOKIE,
                 symlink: Vec::new(),
                 xattrs: Vec::new(),
+                flags: 0,
             };
             store.write_inode(&rec)?;
             sb.used_inodes = 1;
@@ -1026,6 +1031,7 @@ impl FsInner {
             next_cookie: FIRST_COOKIE,
             symlink: symlink.to_vec(),
             xattrs,
+            flags: crate::iflags::inherited(parent_rec.flags),
         };
         let inode = Arc::new(Inode::new(rec, true));
         // Unborn until the caller names it (`Inode::born`); published by

@@ -379,7 +379,10 @@ impl Inode {
     /// (`perm::permission_snap`): call holding no `meta`.
     /// Racing a chmod/chown, it sees the old or the new owner and mode.
     pub fn permission_unlocked(&self, cred: &crate::Cred, mask: u32) -> lanefs_store::Result<()> {
-        if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
+        if cred.is_root()
+            && mask & crate::MAY_WRITE == 0
+            && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory)
+        {
             return Ok(());
         }
         let a = self.meta.perm_attr();
@@ -395,10 +398,16 @@ impl Inode {
         cred: &crate::Cred,
         mask: u32,
     ) -> Option<lanefs_store::Result<()>> {
-        if cred.is_root() && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory) {
+        if cred.is_root()
+            && mask & crate::MAY_WRITE == 0
+            && (mask & crate::MAY_EXEC == 0 || self.kind == FileKind::Directory)
+        {
             return Some(Ok(()));
         }
         let a = self.meta.perm_attr();
+        if let Err(e) = crate::iflags::may_write(a.iflags(), mask) {
+            return Some(Err(e));
+        }
         if a.has_acl() && crate::perm::acl_may_decide(cred, &a, mask) {
             return None;
         }

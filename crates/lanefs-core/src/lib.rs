@@ -38,6 +38,7 @@ mod flusher;
 mod fs;
 mod handles;
 mod icache;
+pub mod iflags;
 mod inode;
 mod lane;
 mod namei;

@@ -813,14 +813,16 @@ impl Fs {
         }
         let target = m.rec.symlink.clone();
         // Reading a link is an access (`touch_atime` in `readlinkat` and
-        // when a path walk follows it), by the mount's atime policy.
-        let touch = match self.inner.config.atime {
-            AtimePolicy::Never => false,
-            AtimePolicy::Strict => true,
-            AtimePolicy::Relatime => {
-                crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
-            }
-        };
+        // when a path walk follows it), by the mount's atime policy — not
+        // of a link that inherited `FS_NOATIME_FL` from its directory.
+        let touch = !crate::iflags::skips_atime(m.rec.flags)
+            && match self.inner.config.atime {
+                AtimePolicy::Never => false,
+                AtimePolicy::Strict => true,
+                AtimePolicy::Relatime => {
+                    crate::types::relatime_due(m.rec.atime, m.rec.mtime, m.rec.ctime)
+                }
+            };
         if touch {
             m.rec.atime = Timespec::now();
             m.dirty = true;
@@ -929,6 +931,7 @@ impl Fs {
             return Err(Errno::EPERM);
         }
         dir.permission_unlocked(cred, MAY_WRITE | MAY_EXEC)?;
+        crate::iflags::may_link(m.rec.flags)?;
         // The stripe keeps these checks true (see `create_in`). An
         // `O_TMPFILE` file gets its first name here (`linkable`).
         if m.freed || (m.rec.nlink == 0 && !m.linkable) {
@@ -1015,8 +1018,9 @@ impl Fs {
             // (unless its access ACL decides: then under its `meta`).
             let da = dir.meta.perm_attr();
             perm::permission_snap(cred, dir, &da, MAY_WRITE | MAY_EXEC)?;
-            if da.perm() & S_ISVTX != 0
-                && sticky_denies(cred, da.perm(), da.uid(), child.meta.lock().rec.uid)
+            if crate::iflags::blocks_delete(da.iflags(), child.meta.perm_attr().iflags())
+                || (da.perm() & S_ISVTX != 0
+                    && sticky_denies(cred, da.perm(), da.uid(), child.meta.lock().rec.uid))
             {
                 return Err(Errno::EPERM);
             }
@@ -1771,6 +1775,7 @@ mod unborn_tests {
             uid: 0,
             gid: 0,
             default_acl: None,
+            flags: 0,
         };
         fs.inner
             .alloc_inode(&Cred::root(), &parent, &node(kind))

@@ -12,12 +12,14 @@ pub(crate) const S_ISGID: u16 = 0o2000;
 pub(crate) const S_ISVTX: u16 = 0o1000;
 pub(crate) const S_IXGRP: u16 = 0o010;
 
-/// `inode_permission(mask)`: `EACCES` unless every bit of `mask` is granted.
-/// Root passes read/write always and exec on directories or when any exec
+/// `inode_permission(mask)`: `EPERM` for a write to an immutable inode
+/// (before anything else, root too); `EACCES` unless every bit of `mask`
+/// is granted. Root passes read/write always and exec on directories or when any exec
 /// bit is set (`CAP_DAC_OVERRIDE`). A caller other than the owner is
 /// checked against the access ACL when the record has one and the mode
 /// has group bits (`acl_permission_check`).
 pub(crate) fn permission(cred: &Cred, rec: &InodeRecord, mask: u32) -> Result<()> {
+    crate::iflags::may_write(rec.flags, mask)?;
     if mask != 0 && !cred.is_root() {
         if let Some(r) = crate::acl::check(cred, rec, mask) {
             return r;
@@ -36,6 +38,7 @@ pub(crate) fn permission_snap(
     a: &crate::attr_seq::PermSnapshot,
     mask: u32,
 ) -> Result<()> {
+    crate::iflags::may_write(a.iflags(), mask)?;
     if a.has_acl() && acl_may_decide(cred, a, mask) {
         return permission(cred, &inode.meta.lock().rec, mask);
     }
@@ -50,7 +53,8 @@ pub(crate) fn acl_may_decide(cred: &Cred, a: &crate::attr_seq::PermSnapshot, mas
     mask != 0 && !cred.is_root() && cred.uid != a.uid() && a.perm() & 0o070 != 0
 }
 
-/// [`permission`] from the individual fields (no ACL).
+/// [`permission`] from the individual fields (no ACL, no inode flags:
+/// the caller checks [`crate::iflags::may_write`]).
 pub(crate) fn permission_of(
     cred: &Cred,
     kind: FileKind,

@@ -342,8 +342,9 @@ impl Fs {
             perm::permission_snap(cred, dir, a, MAY_WRITE | MAY_EXEC)
         };
         let sticky_blocks = |dir: &PermSnapshot, inode: &Inode| {
-            dir.perm() & S_ISVTX != 0
-                && sticky_denies(cred, dir.perm(), dir.uid(), inode.meta.lock().rec.uid)
+            crate::iflags::blocks_delete(dir.iflags(), inode.meta.perm_attr().iflags())
+                || (dir.perm() & S_ISVTX != 0
+                    && sticky_denies(cred, dir.perm(), dir.uid(), inode.meta.lock().rec.uid))
         };
         let oa = odir.meta.perm_attr();
         may_change(odir, &oa)?;

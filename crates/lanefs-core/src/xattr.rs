@@ -62,6 +62,9 @@ fn check_name(name: &[u8]) -> Result<()> {
 
 /// `xattr_permission` followed by the handler lookup.
 fn xattr_permission(cred: &Cred, rec: &InodeRecord, name: &[u8], write: bool) -> Result<()> {
+    if write {
+        crate::iflags::may_write_xattr(rec.flags)?;
+    }
     let denied = if write { Errno::EPERM } else { Errno::ENODATA };
     let mask = if write { MAY_WRITE } else { MAY_READ };
     if name.starts_with(b"security.") {
@@ -293,6 +296,7 @@ impl Fs {
         if m.rec.kind == FileKind::Symlink {
             return Err(Errno::EOPNOTSUPP);
         }
+        crate::iflags::may_write_xattr(m.rec.flags)?;
         // Checked on a copy: an ACL that does not fit leaves the record
         // as it was.
         let mut rec = m.rec.clone();

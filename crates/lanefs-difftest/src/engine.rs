@@ -5,6 +5,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use lanefs::iflags::{FlagsSet, FS_APPEND_FL, FS_IMMUTABLE_FL};
 use lanefs::{
     Cred, Errno, File, FileKind, Filesystem, FsConfig, MemoryStoreConfig, TimeSet, Timespec,
     Variants,
@@ -335,6 +336,18 @@ impl EngineTarget {
                 })
             }
             Op::RemoveXattr { path, name } => unit(fs.remove_xattr(p(path), name)),
+            Op::SetFlags { path, flags } => {
+                if self.special(&fs, path) {
+                    return Ok(Value::Skipped);
+                }
+                unit(fs.set_flags(p(path), FlagsSet::Flags(*flags)))
+            }
+            Op::GetFlags { path } => {
+                if self.special(&fs, path) {
+                    return Ok(Value::Skipped);
+                }
+                fs.flags(p(path)).map(|f| Value::Count(f.into()))
+            }
         }
     }
 }
@@ -355,6 +368,7 @@ pub fn sized(len: usize, size: usize) -> io::Result<Option<u64>> {
 fn snapshot_dir(fs: &Filesystem, dir: &[u8], depth: usize, tree: &mut Tree) -> io::Result<()> {
     let m = fs.symlink_metadata(p(dir))?;
     let mut node = Node {
+        flags: 0,
         mode: m.mode(),
         uid: m.uid(),
         gid: m.gid(),
@@ -376,6 +390,7 @@ fn snapshot_dir(fs: &Filesystem, dir: &[u8], depth: usize, tree: &mut Tree) -> i
         _ => {}
     }
     if matches!(m.kind(), FileKind::Regular | FileKind::Directory) {
+        node.flags = fs.flags(p(dir))?;
         for name in fs.list_xattr(p(dir))? {
             let v = fs.get_xattr(p(dir), &name)?;
             node.xattrs.push((name, v));
@@ -420,4 +435,55 @@ impl Target for EngineTarget {
             .map_err(|e| format!("lanefs snapshot failed: {}", e))?;
         Ok(tree)
     }
+
+    /// `chown(f, -1, -1)` of an immutable or append-only setuid/setgid
+    /// file (docs/SEMANTICS.md, accepted divergences).
+    fn known_divergence(&mut self, step: &Step) -> bool {
+        let Op::Chown {
+            path,
+            uid,
+            gid,
+            follow,
+        } = &step.op
+        else {
+            return false;
+        };
+        // `None` or chown's -1: no id changes.
+        let keep = |id: &Option<u32>| id.is_none_or(|i| i == u32::MAX);
+        if !keep(uid) || !keep(gid) {
+            return false;
+        }
+        let m = if *follow {
+            self.root.metadata(p(path))
+        } else {
+            self.root.symlink_metadata(p(path))
+        };
+        let Ok(m) = m else {
+            return false;
+        };
+        m.kind() == FileKind::Regular
+            && m.permissions() & 0o6000 != 0
+            && self
+                .root
+                .flags(p(path))
+                .is_ok_and(|f| f & (FS_IMMUTABLE_FL | FS_APPEND_FL) != 0)
+    }
+}
+
+/// Take every inode flag off the tree of `fs` (a root view), as
+/// `chattr -R =`, so that the cleanup after a case can remove everything.
+pub fn clear_engine_flags(fs: &Filesystem) -> io::Result<()> {
+    let mut todo = vec![b"/".to_vec()];
+    while let Some(path) = todo.pop() {
+        let m = fs.symlink_metadata(p(&path))?;
+        if matches!(m.kind(), FileKind::Regular | FileKind::Directory) && fs.flags(p(&path))? != 0 {
+            fs.set_flags(p(&path), FlagsSet::Flags(0))?;
+        }
+        if m.kind() == FileKind::Directory {
+            for e in fs.read_dir(p(&path))? {
+                todo.push(join(&path, e?.name_bytes()));
+            }
+        }
+    }
+    Ok(())
 }

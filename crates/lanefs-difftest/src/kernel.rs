@@ -740,6 +740,63 @@ impl Worker {
                 // SAFETY: valid strings.
                 unit(unsafe { libc::removexattr(c.as_ptr(), n.as_ptr()) })
             }
+            Op::SetFlags { path, flags } => {
+                if special(path) {
+                    return Ok(Value::Skipped);
+                }
+                flags_ioctl(path, FS_IOC_SETFLAGS, *flags).map(|_| Value::Unit)
+            }
+            Op::GetFlags { path } => {
+                if special(path) {
+                    return Ok(Value::Skipped);
+                }
+                flags_ioctl(path, FS_IOC_GETFLAGS, 0).map(|f| Value::Count(f.into()))
+            }
+        }
+    }
+}
+
+const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
+
+/// `chattr`/`lsattr`'s system calls: `open(path, O_RDONLY | O_NONBLOCK)`,
+/// the flags ioctl `cmd` with an `int` holding `flags`, close; the flags
+/// after the call.
+fn flags_ioctl(path: &[u8], cmd: libc::c_ulong, flags: u32) -> Result<u32, i32> {
+    let c = cstr(path)?;
+    // SAFETY: valid path; the descriptor is closed below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    check(fd as libc::c_long)?;
+    let mut word = flags as libc::c_int;
+    // SAFETY: `fd` is open; `word` is the `int` both commands use.
+    let r = unsafe { libc::ioctl(fd, cmd, &mut word) };
+    let r = check(r as libc::c_long);
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    r.map(|_| word as u32)
+}
+
+/// Take every inode flag off the files below `dir` (and `dir`), so that
+/// it can be removed (`chattr -R = dir`). Errors are ignored: what stays
+/// is only not removed.
+pub fn clear_inode_flags(dir: &Path) {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(m) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_file() || m.is_dir() {
+            let _ = flags_ioctl(p.as_os_str().as_bytes(), FS_IOC_SETFLAGS, 0);
+        }
+        if m.is_dir() {
+            if let Ok(rd) = fs::read_dir(&p) {
+                todo.extend(rd.flatten().map(|e| e.path()));
+            }
         }
     }
 }
@@ -822,6 +879,7 @@ fn snapshot(path: &[u8], depth: usize, tree: &mut Tree) -> io::Result<()> {
     let m = fs::symlink_metadata(p)?;
     let t = m.file_type();
     let mut node = Node {
+        flags: 0,
         mode: m.mode(),
         uid: m.uid(),
         gid: m.gid(),
@@ -840,6 +898,7 @@ fn snapshot(path: &[u8], depth: usize, tree: &mut Tree) -> io::Result<()> {
     }
     if t.is_file() || t.is_dir() {
         node.xattrs = xattrs(path)?;
+        node.flags = flags_ioctl(path, FS_IOC_GETFLAGS, 0).map_err(io::Error::from_raw_os_error)?;
     }
     tree.0.insert(path.to_vec(), node);
     if t.is_dir() && depth < TREE_DEPTH_MAX {

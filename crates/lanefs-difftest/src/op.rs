@@ -189,6 +189,16 @@ pub enum Op {
         path: Vec<u8>,
         name: Vec<u8>,
     },
+    /// `chattr`: `open(path, O_RDONLY | O_NONBLOCK)`, then
+    /// `ioctl(FS_IOC_SETFLAGS, flags)`.
+    SetFlags {
+        path: Vec<u8>,
+        flags: u32,
+    },
+    /// `lsattr`: the same open, then `ioctl(FS_IOC_GETFLAGS)`.
+    GetFlags {
+        path: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -225,12 +235,14 @@ impl Op {
             Op::GetXattr { .. } => "getxattr",
             Op::ListXattr { .. } => "listxattr",
             Op::RemoveXattr { .. } => "removexattr",
+            Op::SetFlags { .. } => "setflags",
+            Op::GetFlags { .. } => "getflags",
         }
     }
 }
 
 /// Every operation name of [`Op::kind_name`].
-pub const OP_NAMES: [&str; 30] = [
+pub const OP_NAMES: [&str; 32] = [
     "create",
     "mknod",
     "mkdir",
@@ -261,6 +273,8 @@ pub const OP_NAMES: [&str; 30] = [
     "getxattr",
     "listxattr",
     "removexattr",
+    "setflags",
+    "getflags",
 ];
 
 /// A step: an operation and who performs it.
@@ -418,6 +432,8 @@ impl fmt::Debug for Op {
             Op::RemoveXattr { path, name } => {
                 write!(f, "removexattr({:?}, {:?})", b(path), b(name))
             }
+            Op::SetFlags { path, flags } => write!(f, "setflags({:?}, {:#x})", b(path), flags),
+            Op::GetFlags { path } => write!(f, "getflags({:?})", b(path)),
         }
     }
 }

@@ -329,6 +329,11 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(path, name, size)| Op::GetXattr { path, name, size }),
         2 => (xattr_path(), xattr_size()).prop_map(|(path, size)| Op::ListXattr { path, size }),
         3 => (xattr_path(), xattr_name_or_acl()).prop_map(|(path, name)| Op::RemoveXattr { path, name }),
+        // Immutable, append-only, nodump, noatime, two together, none,
+        // and sync (EOPNOTSUPP).
+        2 => (xattr_path(), select(vec![0x10u32, 0x20, 0x40, 0x80, 0x30, 0xc0, 0, 0x8]))
+            .prop_map(|(path, flags)| Op::SetFlags { path, flags }),
+        1 => xattr_path().prop_map(|path| Op::GetFlags { path }),
     ]
 }
 

@@ -39,6 +39,8 @@ pub struct Node {
     pub target: Option<Vec<u8>>,
     /// Extended attributes (regular files and directories), sorted.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Inode flags (`FS_IOC_GETFLAGS`; regular files and directories).
+    pub flags: u32,
 }
 
 impl fmt::Debug for Node {
@@ -59,6 +61,9 @@ impl fmt::Debug for Node {
         }
         for (n, v) in &self.xattrs {
             write!(f, " [{:?}={:?}]", ShowBytes(n), ShowBytes(v))?;
+        }
+        if self.flags != 0 {
+            write!(f, " flags {:#x}", self.flags)?;
         }
         Ok(())
     }

@@ -562,6 +562,11 @@ fn serve(
         // Sent only where the kernel's connection asks for it (virtiofs):
         // served all the same.
         Op::Syncfs => h.syncfs()?,
+        Op::Ioctl { arg, input } => {
+            let data = h.ioctl(&c, ino, arg.cmd, input, arg.out_size)?;
+            out.push(&IoctlOut::default());
+            out.push_bytes(&data);
+        }
         Op::Unknown(_) => return Err(Errno::ENOSYS),
     }
     ok()

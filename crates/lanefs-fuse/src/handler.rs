@@ -37,6 +37,8 @@ use crate::cred::{cred_for, Caller};
 use crate::dircache::ListingGuard;
 use crate::handles::{Handle, HandleTable};
 
+#[path = "handler_ioctl.rs"]
+mod ioctl;
 #[path = "handler_setattr.rs"]
 mod setattr;
 

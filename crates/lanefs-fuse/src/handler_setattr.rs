@@ -105,6 +105,21 @@ impl Handler {
         changes: &SetAttr,
         file: Option<&lanefs_core::OpenFile>,
     ) -> Result<Attr> {
+        if changes.atime.is_some() {
+            // A user's `utimensat` (the kernel never flushes atime): the
+            // inode flags' rules, which the engine cannot apply to times
+            // that come with the kernel's ctime, with "atime now +
+            // kernel-clock mtime" as the both-`UTIME_NOW` touch.
+            let mut ch = SetAttr {
+                atime: changes.atime,
+                mtime: changes.mtime,
+                ..Default::default()
+            };
+            if ch.atime == Some(TimeSet::Now) && matches!(ch.mtime, Some(TimeSet::At(_))) {
+                ch.mtime = Some(TimeSet::Now);
+            }
+            lanefs_core::iflags::may_setattr(self.fs.get_flags(ino)?, &ch, false)?;
+        }
         if !self.config.default_permissions && changes.atime.is_some() {
             let mut ch = changes.clone();
             if ch.atime == Some(TimeSet::Now) && matches!(ch.mtime, Some(TimeSet::At(_))) {

@@ -92,6 +92,7 @@ pub const FUSE_ACCESS: u32 = 34;
 pub const FUSE_CREATE: u32 = 35;
 pub const FUSE_INTERRUPT: u32 = 36;
 pub const FUSE_DESTROY: u32 = 38;
+pub const FUSE_IOCTL: u32 = 39;
 pub const FUSE_BATCH_FORGET: u32 = 42;
 pub const FUSE_FALLOCATE: u32 = 43;
 pub const FUSE_READDIRPLUS: u32 = 44;
@@ -471,6 +472,33 @@ pub struct FallocateIn {
     pub padding: u32,
 }
 
+/// `fuse_ioctl_in`: the command, the file handle the kernel opened for
+/// it, and how many bytes of argument follow (`in_size`) and may come
+/// back (`out_size`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IoctlIn {
+    pub fh: u64,
+    pub flags: u32,
+    pub cmd: u32,
+    pub arg: u64,
+    pub in_size: u32,
+    pub out_size: u32,
+}
+
+/// `fuse_ioctl_out`, followed by up to `out_size` bytes of result.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IoctlOut {
+    pub result: i32,
+    pub flags: u32,
+    pub in_iovs: u32,
+    pub out_iovs: u32,
+}
+
+// fuse_ioctl_in.flags
+pub const FUSE_IOCTL_DIR: u32 = 1 << 4;
+
 /// `fuse_statx_in` (7.39): a `statx(2)` the kernel cannot answer from its
 /// cache (it asks only when the caller wants more than the basic stats,
 /// i.e. `STATX_BTIME`).
@@ -619,7 +647,7 @@ pod! {
     AccessIn = 8, InitIn = 64, InitOut = 64, InterruptIn = 8, FallocateIn = 32,
     Dirent = 24, NotifyInvalInodeOut = 24, NotifyInvalEntryOut = 16,
     UringEntInOut = 32, UringReqHeader = 288, UringCmdReq = 24,
-    StatxIn = 24, SxTime = 16, Statx = 256, StatxOut = 288,
+    StatxIn = 24, SxTime = 16, Statx = 256, StatxOut = 288, IoctlIn = 32, IoctlOut = 16,
 }
 
 /// `ioctl(fd, FUSE_DEV_IOC_CLONE, &session_fd)`: `_IOR(229, 0, uint32_t)`.

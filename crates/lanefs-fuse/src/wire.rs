@@ -115,6 +115,11 @@ pub enum Op<'a> {
     Statx {
         fh: Option<u64>,
     },
+    /// IOCTL: the command and its input (`arg.in_size` bytes).
+    Ioctl {
+        arg: IoctlIn,
+        input: &'a [u8],
+    },
     /// An opcode we do not implement (answered `ENOSYS`).
     Unknown(u32),
 }
@@ -317,6 +322,13 @@ pub fn decode<'a>(
             let g: StatxIn = a.fixed()?;
             Op::Statx {
                 fh: (g.getattr_flags & FUSE_GETATTR_FH != 0).then_some(g.fh),
+            }
+        }
+        FUSE_IOCTL => {
+            let arg: IoctlIn = a.fixed()?;
+            Op::Ioctl {
+                arg,
+                input: a.bytes(arg.in_size as usize)?,
             }
         }
         other => Op::Unknown(other),

@@ -79,8 +79,9 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
-/// Opcodes the daemon decodes, those it answers ENOSYS (LSEEK,
-/// COPY_FILE_RANGE, IOCTL, POLL, locks, BMAP, ...) and nonsense.
+/// Opcodes the daemon decodes (IOCTL too: the inode-flag commands, ENOTTY
+/// for others), those it answers ENOSYS (LSEEK, COPY_FILE_RANGE, POLL,
+/// locks, BMAP, ...) and nonsense.
 const OPCODES: &[u32] = &[
     FUSE_LOOKUP,
     FUSE_FORGET,
@@ -118,7 +119,7 @@ const OPCODES: &[u32] = &[
     FUSE_INTERRUPT,
     37, // BMAP
     FUSE_DESTROY,
-    39, // IOCTL
+    FUSE_IOCTL,
     40, // POLL
     41, // NOTIFY_REPLY
     FUSE_BATCH_FORGET,
@@ -863,6 +864,40 @@ impl Kernel {
                     padding: 0,
                 })
             }
+            FUSE_IOCTL => {
+                // The inode-flag commands with the kernel's sizes, or any
+                // command and sizes; the flag word or struct from `data`.
+                let cmds = [0x8008_6601u32, 0x4008_6602, 0x801c_581f, 0x401c_5820];
+                let (cmd, in_size, out_size) = match r.size % 3 {
+                    0 => {
+                        let c = cmds[r.flags2 as usize % 4];
+                        let n = if c & 0xffff == 0x6601 || c & 0xffff == 0x6602 {
+                            4
+                        } else {
+                            28
+                        };
+                        let (i, o) = if c >> 30 == 1 { (n, 0) } else { (0, n) };
+                        (c, i, o)
+                    }
+                    1 => (
+                        cmds[r.flags2 as usize % 4],
+                        r.len as u32 % 64,
+                        r.off as u32 % 64,
+                    ),
+                    _ => (r.flags2, r.len as u32 % 64, r.off as u32 % 64),
+                };
+                b = body_of(&IoctlIn {
+                    fh,
+                    flags: r.flags & FUSE_IOCTL_DIR,
+                    cmd,
+                    arg: r.off,
+                    in_size,
+                    out_size,
+                });
+                let mut input = data;
+                input.resize(in_size as usize, 0);
+                b.extend(input);
+            }
             _ => {
                 // Unknown or unimplemented: some bytes.
                 b = data;
@@ -1022,6 +1057,19 @@ impl Kernel {
                 let o = OpenOut::read_from(&p[entry..]).unwrap();
                 let flags = CreateIn::read_from(arg).unwrap().flags;
                 self.handles.push((o.fh, true, Use::of_flags(flags)));
+            }
+            FUSE_IOCTL => {
+                // `fuse_ioctl_out` (result 0, no retry), then at most what
+                // the kernel said fits.
+                let a = IoctlIn::read_from(arg).unwrap();
+                let head = size_of::<IoctlOut>();
+                if p.len() < head || p.len() > head + a.out_size as usize {
+                    return Err(format!("IOCTL: reply {} bytes for {a:?}", p.len()));
+                }
+                let o = IoctlOut::read_from(p).unwrap();
+                if o.result != 0 || o.flags != 0 {
+                    return Err(format!("IOCTL: {o:?}"));
+                }
             }
             FUSE_GETATTR | FUSE_SETATTR => {
                 fixed(size_of::<AttrOut>())?;

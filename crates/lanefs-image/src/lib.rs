@@ -33,7 +33,7 @@
 //! s.write_inode(&InodeRecord {
 //!     ino, generation: 1, kind: FileKind::Regular, perm: 0o644, uid: 0, gid: 0,
 //!     nlink: 1, size: 4096, blocks: 1, atime: t, mtime: t, ctime: t, btime: t,
-//!     rdev: 0, parent: 0, next_cookie: 0, symlink: vec![], xattrs: vec![],
+//!     rdev: 0, parent: 0, next_cookie: 0, symlink: vec![], xattrs: vec![], flags: 0,
 //! }).unwrap();
 //! s.write_page(ino, 0, &[7; 4096]).unwrap();
 //! s.sync().unwrap();

@@ -63,6 +63,7 @@ errnos!(
     ENAMETOOLONG,
     ENOSYS,
     ENOTEMPTY,
+    ENOTTY,
     ELOOP,
     ENODATA,
     EOVERFLOW,

@@ -24,7 +24,8 @@ pub use errno::{Errno, Result};
 pub use lane::{lane, set_lane};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use record::{
-    DirDerived, DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, DIRENT_SIZE, PAGE_SIZE,
+    DirDerived, DirEntryRecord, FileKind, Ino, InodeRecord, Page, Timespec, DIRENT_SIZE,
+    FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL, FS_NODUMP_FL, INODE_FLAGS_KNOWN, PAGE_SIZE,
     ROOT_INO,
 };
 pub use shard::{ino_shard, CacheLine};

@@ -5,7 +5,7 @@
 //! same bytes on disk; `decode` rejects anything malformed with `EUCLEAN`
 //! instead of panicking.
 //!
-//! Inode record, version 1 (all integers little-endian):
+//! Inode record, version 1 or 2 (all integers little-endian):
 //!
 //! | bytes | field |
 //! |---|---|
@@ -22,8 +22,16 @@
 //! | 8 | rdev |
 //! | 8 | parent (directories; 0 otherwise) |
 //! | 8 | next readdir cookie (directories) |
+//! | 4 | inode flags (`FS_*_FL`, see `flags`): version 2 only |
 //! | 4 + n | symlink target (length-prefixed) |
 //! | 4 | xattr count, then per xattr: 4 + n name, 4 + n value |
+//!
+//! Version 2 adds the inode flags (`chattr`). A record without flags is
+//! still written as version 1, byte for byte as before the field existed,
+//! so stores and images that never set a flag are unchanged and older
+//! lanefs builds still read them; a version-1 record decodes with flags 0.
+//! A version-2 record with a flag outside [`INODE_FLAGS_KNOWN`] is
+//! refused (`EUCLEAN`), as any other malformed record.
 
 use crate::codec::Reader;
 use crate::errno::{Errno, Result};
@@ -178,10 +186,29 @@ pub struct InodeRecord {
     pub symlink: Vec<u8>,
     /// Extended attributes, sorted by name.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Inode flags as `FS_IOC_GETFLAGS` reports them (`FS_IMMUTABLE_FL`,
+    /// `FS_APPEND_FL`, `FS_NODUMP_FL`, `FS_NOATIME_FL`; nothing else is
+    /// kept: [`INODE_FLAGS_KNOWN`]).
+    pub flags: u32,
 }
 
+/// `FS_IMMUTABLE_FL`: no change of the file, its name or its attributes.
+pub const FS_IMMUTABLE_FL: u32 = 0x10;
+/// `FS_APPEND_FL`: writes only at the end; no truncate, rename or unlink.
+pub const FS_APPEND_FL: u32 = 0x20;
+/// `FS_NODUMP_FL`: kept and reported only.
+pub const FS_NODUMP_FL: u32 = 0x40;
+/// `FS_NOATIME_FL`: reads do not move atime.
+pub const FS_NOATIME_FL: u32 = 0x80;
+/// The inode flags a record may hold (tmpfs's `SHMEM_FL_USER_MODIFIABLE`
+/// without casefolding).
+pub const INODE_FLAGS_KNOWN: u32 = FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL;
+
+/// The layout of a record without inode flags.
 const RECORD_VERSION: u8 = 1;
-/// Bytes of an encoded record before its symlink target and xattrs.
+/// The layout with a flags word after the next cookie.
+const RECORD_VERSION_FLAGS: u8 = 2;
+/// Bytes of an encoded version-1 record before its symlink target and xattrs.
 const RECORD_FIXED_BYTES: usize = 1 + 8 + 8 + 1 + 2 + 4 + 4 + 4 + 8 + 8 + 12 * 4 + 8 + 8 + 8;
 
 /// `st_size` a directory has per entry, `.` and `..` included (tmpfs's
@@ -234,6 +261,7 @@ impl InodeRecord {
     /// Length of [`encode`](Self::encode)'s output, without encoding.
     pub fn encoded_len(&self) -> usize {
         RECORD_FIXED_BYTES
+            + if self.flags != 0 { 4 } else { 0 }
             + 4
             + self.symlink.len()
             + 4
@@ -244,10 +272,15 @@ impl InodeRecord {
                 .sum::<usize>()
     }
 
-    /// Serialize into the version-1 layout described in the module docs.
+    /// Serialize into the layout described in the module docs: version 1
+    /// without flags, version 2 with them.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.push(RECORD_VERSION);
+        out.push(if self.flags != 0 {
+            RECORD_VERSION_FLAGS
+        } else {
+            RECORD_VERSION
+        });
         put_u64(&mut out, self.ino);
         put_u64(&mut out, self.generation);
         out.push(self.kind as u8);
@@ -264,6 +297,9 @@ impl InodeRecord {
         put_u64(&mut out, self.rdev);
         put_u64(&mut out, self.parent);
         put_u64(&mut out, self.next_cookie);
+        if self.flags != 0 {
+            put_u32(&mut out, self.flags);
+        }
         put_bytes(&mut out, &self.symlink);
         put_u32(&mut out, self.xattrs.len() as u32);
         for (k, v) in &self.xattrs {
@@ -277,7 +313,8 @@ impl InodeRecord {
     /// Parse a record written by [`encode`](Self::encode).
     pub fn decode(buf: &[u8]) -> Result<InodeRecord> {
         let mut r = Reader::new(buf);
-        if r.u8()? != RECORD_VERSION {
+        let version = r.u8()?;
+        if version != RECORD_VERSION && version != RECORD_VERSION_FLAGS {
             return Err(Errno::EUCLEAN);
         }
         let ino = r.u64()?;
@@ -297,6 +334,14 @@ impl InodeRecord {
         let rdev = r.u64()?;
         let parent = r.u64()?;
         let next_cookie = r.u64()?;
+        let flags = if version == RECORD_VERSION_FLAGS {
+            r.u32()?
+        } else {
+            0
+        };
+        if flags & !INODE_FLAGS_KNOWN != 0 {
+            return Err(Errno::EUCLEAN);
+        }
         let symlink = r.bytes()?.to_vec();
         let n = r.u32()? as usize;
         let mut xattrs = Vec::with_capacity(n.min(1024));
@@ -327,6 +372,7 @@ impl InodeRecord {
             next_cookie,
             symlink,
             xattrs,
+            flags,
         })
     }
 }
@@ -419,6 +465,32 @@ mod tests {
         let mut long = bytes.clone();
         long.push(0);
         assert_eq!(InodeRecord::decode(&long), Err(Errno::EUCLEAN));
+    }
+
+    #[test]
+    fn flags_roundtrip_and_a_record_without_them_is_version_1() {
+        let plain = sample().encode();
+        assert_eq!(plain[0], 1, "no flags: the layout from before flags");
+        let mut r = sample();
+        r.flags = FS_IMMUTABLE_FL | FS_NOATIME_FL;
+        let bytes = r.encode();
+        assert_eq!((bytes[0], bytes.len()), (2, plain.len() + 4));
+        assert_eq!(bytes.len(), r.encoded_len());
+        assert_eq!(InodeRecord::decode(&bytes).unwrap(), r);
+        for n in 0..bytes.len() {
+            assert_eq!(InodeRecord::decode(&bytes[..n]), Err(Errno::EUCLEAN));
+        }
+        // A version-1 record (written before flags existed) has none.
+        assert_eq!(InodeRecord::decode(&plain).unwrap().flags, 0);
+        // An unknown flag is a malformed record.
+        let mut bad = bytes.clone();
+        let at = RECORD_FIXED_BYTES;
+        bad[at..at + 4].copy_from_slice(&0x8u32.to_le_bytes());
+        assert_eq!(InodeRecord::decode(&bad), Err(Errno::EUCLEAN));
+        // A version-2 record with no flag set reads as none.
+        let mut zero = bytes;
+        zero[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(InodeRecord::decode(&zero).unwrap().flags, 0);
     }
 
     #[test]

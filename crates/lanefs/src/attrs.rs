@@ -1,5 +1,6 @@
 //! The calls that change attributes by path — `set_permissions`,
-//! `chown`/`lchown`, `set_times`/`set_symlink_times`, `truncate` — with
+//! `chown`/`lchown`, `set_times`/`set_symlink_times`, `truncate`, and
+//! the inode flags (`flags`/`set_flags`, `lsattr`/`chattr`) — with
 //! `access`, `statfs`, `sync` and the extended-attribute calls; and
 //! `chown_common`, shared with `File::set_owner`.
 //!
@@ -9,6 +10,7 @@
 use std::io;
 use std::path::Path;
 
+use lanefs_core::iflags::FlagsSet;
 use lanefs_core::{
     Cred, Errno, FileKind, Fs, Ino, OpenFile, Result, SetAttr, StatFs, TimeSet, MAY_EXEC, MAY_READ,
     MAY_WRITE, XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
@@ -205,6 +207,37 @@ impl Filesystem {
         self.core()
             .setattr_no_attr(&self.cred, h.ino, &changes, None)?;
         Ok(())
+    }
+
+    /// `lsattr`: the inode flags of `path` (`FS_IOC_GETFLAGS`; follows
+    /// symlinks): `FS_IMMUTABLE_FL`, `FS_APPEND_FL`, `FS_NODUMP_FL`,
+    /// `FS_NOATIME_FL` (`lanefs_core::iflags`). As the ioctl on a
+    /// descriptor `open(path, O_RDONLY)` gave: read permission is needed,
+    /// and anything but a regular file or a directory is `ENOTTY`.
+    pub fn flags<P: AsRef<Path>>(&self, path: P) -> io::Result<u32> {
+        let h = self.resolve(bytes(&path), true)?;
+        Self::flags_open_checks(self.core(), &self.cred, h.ino, h.kind)?;
+        Ok(self.core().get_flags(h.ino)?)
+    }
+
+    /// `chattr`: set the inode flags of `path` (`FS_IOC_SETFLAGS` with
+    /// [`FlagsSet::Flags`], `FS_IOC_FSSETXATTR` with [`FlagsSet::Fsx`];
+    /// follows symlinks), by the rules of `Fs::set_flags`: the owner or
+    /// root, immutable and append-only by root only. Opened as by
+    /// [`flags`](Self::flags).
+    pub fn set_flags<P: AsRef<Path>>(&self, path: P, set: FlagsSet) -> io::Result<()> {
+        let h = self.resolve(bytes(&path), true)?;
+        Self::flags_open_checks(self.core(), &self.cred, h.ino, h.kind)?;
+        self.core().set_flags(&self.cred, h.ino, set)?;
+        Ok(())
+    }
+
+    /// What opening `ino` read-only for the flag ioctls asks.
+    fn flags_open_checks(core: &Fs, cred: &Cred, ino: Ino, kind: FileKind) -> Result<()> {
+        if !matches!(kind, FileKind::Regular | FileKind::Directory) {
+            return Err(Errno::ENOTTY);
+        }
+        core.access(cred, ino, MAY_READ)
     }
 
     /// `faccessat(path, mask, AT_EACCESS)` with this view's credential:

@@ -405,8 +405,9 @@ impl File {
     /// `EINVAL` for a negative offset or a length ≤ 0; `EOPNOTSUPP` for a
     /// mode Linux does not know (unknown bits, two modes at once, punch
     /// without keep-size, keep-size with collapse, insert or write-zeroes);
-    /// `EBADF` unless open for writing; `ESPIPE`/`EISDIR`/`ENODEV` by file
-    /// type; `EFBIG` when the range ends past `i64::MAX`; and only then
+    /// `EBADF` unless open for writing; `EPERM` for an immutable file or,
+    /// but for a plain allocation, an append-only one;
+    /// `ESPIPE`/`EISDIR`/`ENODEV` by file type; `EFBIG` when the range ends past `i64::MAX`; and only then
     /// `EOPNOTSUPP` for the modes Linux knows that lanefs does not do, as
     /// tmpfs (collapse, insert, unshare, write-zeroes).
     pub fn fallocate(&self, mode: i32, offset: i64, len: i64) -> io::Result<()> {
@@ -437,6 +438,7 @@ impl File {
         if !self.writable {
             return Err(Errno::EBADF.into());
         }
+        lanefs_core::iflags::may_fallocate(self.handle.inode_flags(), mode)?;
         match self.kind {
             FileKind::Fifo => return Err(Errno::ESPIPE.into()),
             FileKind::Directory => return Err(Errno::EISDIR.into()),

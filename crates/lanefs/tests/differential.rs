@@ -36,6 +36,7 @@ const VARIANT_CASES_DEFAULT: u32 = 300;
 /// Remove everything below the root, then check that the store holds only
 /// the root inode and no data pages.
 fn drain_and_check_leaks(fs: &Filesystem) -> Result<(), String> {
+    lanefs_difftest::clear_engine_flags(fs).map_err(|e| format!("clearing flags: {e}"))?;
     for e in fs.read_dir("/").map_err(|e| e.to_string())? {
         let e = e.map_err(|e| e.to_string())?;
         let mut p = b"/".to_vec();
@@ -78,6 +79,7 @@ fn one_case(
     let mut kernel = KernelTarget::new(&dir, case.umask, "tmpfs").map_err(|e| e.to_string())?;
     let mut result = run_case_stats(case, &mut engine, &mut kernel, &mut stats);
     drop(kernel);
+    lanefs_difftest::clear_inode_flags(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     if result.is_ok() {
         result = engine

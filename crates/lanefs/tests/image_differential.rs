@@ -70,6 +70,7 @@ fn one_case(mount_k: &TmpfsMount, case: &Case, shrink: bool) -> Result<Stats, St
     let mut kernel = KernelTarget::new(&dir, case.umask, "tmpfs").map_err(|e| e.to_string())?;
     let result = run_case_stats(case, &mut engine, &mut kernel, &mut stats);
     drop(kernel);
+    lanefs_difftest::clear_inode_flags(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     result?;
     engine.close_all();
@@ -107,6 +108,7 @@ fn one_case(mount_k: &TmpfsMount, case: &Case, shrink: bool) -> Result<Stats, St
 /// after reopening.
 fn drain_and_check(dev: &Arc<MemDevice>) -> Result<(), String> {
     let (fs, store) = mount(dev)?;
+    lanefs_difftest::clear_engine_flags(&fs).map_err(|e| format!("clearing flags: {e}"))?;
     for e in fs.read_dir("/").map_err(|e| e.to_string())? {
         let e = e.map_err(|e| e.to_string())?;
         let p = std::path::Path::new("/").join(std::ffi::OsStr::from_bytes(e.name_bytes()));
