@@ -1934,22 +1934,42 @@ mod tests {
         assert!(inode.meta.lock().dirty);
     }
 
+    /// `f` in the root of `fs`, made and written with `size` bytes of 7,
+    /// and its handle (read-write).
+    fn written_file(fs: &Fs, size: usize) -> (crate::Attr, crate::OpenFile) {
+        let make = libc::O_CREAT | libc::O_RDWR;
+        let (a, f, _) = fs
+            .open_at(&Cred::root(), ROOT_INO, b"f", make, 0o644, 0, false)
+            .unwrap();
+        fs.write(&f, 0, &vec![7; size]).unwrap();
+        (a, f)
+    }
+
+    /// A handle of `f` (made by [`written_file`]) opened with `flags`.
+    fn reopen(fs: &Fs, flags: i32) -> crate::OpenFile {
+        fs.open_at(&Cred::root(), ROOT_INO, b"f", flags, 0, 0, false)
+            .unwrap()
+            .1
+    }
+
+    /// Whether regular file `ino` has stripes in use.
+    fn striped(fs: &Fs, ino: lanefs_store::Ino) -> bool {
+        let inode = fs.inner.iget(ino).unwrap();
+        let Body::File(d) = &inode.body else {
+            unreachable!()
+        };
+        d.has_stripes()
+    }
+
     /// An overwrite under a stripe sets no file-wide flag, and the next
     /// read still brings atime past it (relatime).
     #[test]
     fn a_read_after_an_overwrite_under_a_stripe_moves_atime() {
         let fs = Fs::new_in_memory();
-        let root = Cred::root();
-        let make = libc::O_CREAT | libc::O_RDWR;
-        let (a, f, _) = fs
-            .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
-            .unwrap();
-        fs.write(&f, 0, &[1; 8192]).unwrap();
+        let (a, f) = written_file(&fs, 8192);
         let mut buf = [0u8; 8];
         fs.read(&f, 0, &mut buf).unwrap();
-        let (_, g, _) = fs
-            .open_at(&root, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
-            .unwrap();
+        let g = reopen(&fs, libc::O_RDWR);
         let read_at = fs.getattr(a.ino).unwrap().atime;
         fs.read(&g, 0, &mut buf).unwrap();
         assert_eq!(fs.getattr(a.ino).unwrap().atime, read_at, "not due");
@@ -1958,7 +1978,8 @@ mod tests {
         let Body::File(d) = &inode.body else {
             unreachable!()
         };
-        assert!(d.has_stripes() && !d.atime_stale(), "a locked overwrite");
+        assert!(d.has_stripes(), "no stripes to overwrite under");
+        assert!(!d.atime_stale(), "an overwrite under a stripe set the flag");
         drop(inode);
         let written = fs.getattr(a.ino).unwrap();
         assert!(written.mtime >= read_at);
@@ -1977,39 +1998,25 @@ mod tests {
     #[test]
     fn stripes_retire_when_the_file_shrinks_to_a_page_and_come_back() {
         let fs = Fs::new_in_memory();
-        let root = Cred::root();
-        let make = libc::O_CREAT | libc::O_RDWR;
-        let (a, f, _) = fs
-            .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
-            .unwrap();
-        fs.write(&f, 0, &[1; 8192]).unwrap();
-        let striped = || {
-            let inode = fs.inner.iget(a.ino).unwrap();
-            let Body::File(d) = &inode.body else {
-                unreachable!()
-            };
-            d.has_stripes()
-        };
-        let reopen = || {
-            fs.open_at(&root, ROOT_INO, b"f", libc::O_RDWR, 0, 0, false)
-                .unwrap()
-                .1
-        };
-        let g = reopen();
-        assert!(striped());
+        let (a, f) = written_file(&fs, 8192);
+        let g = reopen(&fs, libc::O_RDWR);
+        assert!(striped(&fs, a.ino));
         fs.write(&g, 4096, b"under a stripe").unwrap();
         let cut = crate::SetAttr {
             size: Some(0),
             ..Default::default()
         };
-        fs.setattr(&root, a.ino, &cut, Some(&g)).unwrap();
-        assert!(!striped(), "retired at one page or none");
+        fs.setattr(&Cred::root(), a.ino, &cut, Some(&g)).unwrap();
+        assert!(!striped(&fs, a.ino), "retired at one page or none");
         for i in 0..3u8 {
             fs.write(&g, i as u64 * 4096, &[i + 10; 4096]).unwrap();
         }
-        assert!(!striped(), "appends do not bring them back");
-        let h = reopen();
-        assert!(striped(), "a writable open of the grown file does");
+        assert!(!striped(&fs, a.ino), "appends do not bring them back");
+        let h = reopen(&fs, libc::O_RDWR);
+        assert!(
+            striped(&fs, a.ino),
+            "a writable open of the grown file does"
+        );
         fs.write(&h, 5000, b"again").unwrap();
         let mut buf = vec![0u8; 3 * 4096];
         assert_eq!(fs.read(&f, 0, &mut buf).unwrap(), buf.len());
@@ -2039,38 +2046,21 @@ mod tests {
                 ..FsConfig::default()
             };
             let fs = Fs::new(Arc::new(MemoryStore::default()), config).unwrap();
-            let root = Cred::root();
-            let make = libc::O_CREAT | libc::O_RDWR;
-            let (a, f, _) = fs
-                .open_at(&root, ROOT_INO, b"f", make, 0o644, 0, false)
-                .unwrap();
-            fs.write(&f, 0, &vec![7; size]).unwrap();
-            let has_stripes = || {
-                let inode = fs.inner.iget(a.ino).unwrap();
-                let Body::File(d) = &inode.body else {
-                    unreachable!()
-                };
-                d.has_stripes()
-            };
-            assert!(!has_stripes(), "written, never opened again");
-            let (_, g, _) = fs
-                .open_at(&root, ROOT_INO, b"f", flags, 0, 0, false)
-                .unwrap();
-            let striped = has_stripes();
+            let (a, f) = written_file(&fs, size);
+            assert!(!striped(&fs, a.ino), "written, never opened again");
+            let g = reopen(&fs, flags);
+            let made = striped(&fs, a.ino);
             drop((f, g));
             fs.check().unwrap();
-            striped
+            made
         };
         let lockless = ReadVariant::Lockless;
         assert!(striped_after(lockless, 8192, libc::O_RDWR));
         assert!(striped_after(lockless, 4097, libc::O_WRONLY));
         assert!(!striped_after(lockless, 4096, libc::O_RDWR), "one page");
         assert!(!striped_after(lockless, 8192, libc::O_RDONLY));
-        assert!(!striped_after(
-            lockless,
-            8192,
-            libc::O_RDWR | libc::O_APPEND
-        ));
+        let append = libc::O_RDWR | libc::O_APPEND;
+        assert!(!striped_after(lockless, 8192, append));
         assert!(!striped_after(lockless, 8192, libc::O_RDWR | libc::O_TRUNC));
         assert!(!striped_after(ReadVariant::Locked, 8192, libc::O_RDWR));
     }
