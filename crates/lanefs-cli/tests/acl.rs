@@ -184,19 +184,12 @@ fn acls_match_tmpfs() {
     acls_match_tmpfs_with(&["-o", "allow_other"]);
 }
 
-/// With `no_default_permissions`: no `FUSE_POSIX_ACL`, the engine checks
-/// alone. Without the kernel's check a walk through cached dentries asks
-/// no search permission (docs/FUSE.md, `default_permissions`), so the
-/// entry timeout is 0 here: every walk reaches the engine.
+/// With `no_default_permissions` (`engine_checks_opts`): no
+/// `FUSE_POSIX_ACL`, the engine checks alone.
 fn acls_match_tmpfs_engine_checks() {
-    if writeback() {
-        // The writeback cache implies default_permissions.
-        return;
+    if let Some(opts) = engine_checks_opts() {
+        acls_match_tmpfs_with(&opts);
     }
-    acls_match_tmpfs_with(&[
-        "-o",
-        "allow_other,no_default_permissions,entry_timeout=0,negative_timeout=0",
-    ]);
 }
 
 /// On an image store, checked by `lanefs fsck` at the unmount.

@@ -430,18 +430,13 @@ fn flags_match_tmpfs() {
     flags_match_tmpfs_with(&["-o", "allow_other"]);
 }
 
-/// With `no_default_permissions`: the engine makes every permission check
-/// (the kernel still checks ownership and `CAP_LINUX_IMMUTABLE` before a
-/// set). Entry timeout 0, so every walk reaches the engine (as `acl.rs`).
+/// With `no_default_permissions` (`engine_checks_opts`): the engine makes
+/// every permission check (the kernel still checks ownership and
+/// `CAP_LINUX_IMMUTABLE` before a set).
 fn flags_match_tmpfs_engine_checks() {
-    if writeback() {
-        // The writeback cache implies default_permissions.
-        return;
+    if let Some(opts) = engine_checks_opts() {
+        flags_match_tmpfs_with(&opts);
     }
-    flags_match_tmpfs_with(&[
-        "-o",
-        "allow_other,no_default_permissions,entry_timeout=0,negative_timeout=0",
-    ]);
 }
 
 /// On an image store, checked by `lanefs fsck` at the unmount.

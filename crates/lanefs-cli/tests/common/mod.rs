@@ -313,6 +313,18 @@ pub fn writeback() -> bool {
     WRITEBACK.with(|w| w.get()) || std::env::var(WRITEBACK_ENV).is_ok_and(|v| v == "1")
 }
 
+/// Mount options under which the engine alone makes every permission
+/// check: `no_default_permissions`, and entry timeouts of 0, since without
+/// the kernel's check a walk through cached dentries asks no search
+/// permission (docs/FUSE.md, `default_permissions`). `None` with the
+/// writeback cache, which implies `default_permissions`.
+pub fn engine_checks_opts() -> Option<[&'static str; 2]> {
+    (!writeback()).then_some([
+        "-o",
+        "allow_other,no_default_permissions,entry_timeout=0,negative_timeout=0",
+    ])
+}
+
 /// The transport test mounts on this thread use: the one [`on_transport`]
 /// set, else [`TRANSPORT_ENV`], else `dev`.
 pub fn transport() -> String {
