@@ -103,6 +103,20 @@ fn overwrite(f: &FileData, s: &MemoryStore, off: u64, data: &[u8]) {
 /// one can see it in part.
 const HALF: usize = 24;
 
+/// The `2 * HALF` bytes around [`PAGE`] after a writeback and a drop of
+/// every clean page (so read back from the store), all threads joined.
+fn written_back(file: &FileData, store: &MemoryStore) -> [u8; 2 * HALF] {
+    {
+        let mut pm = file.write();
+        pm.flush(store, INO).unwrap();
+        pm.drop_clean();
+    }
+    let mut buf = [0u8; 2 * HALF];
+    let (n, _) = LocklessRead.read(file, store, INO, PAGE - HALF as u64, &mut buf);
+    assert_eq!(n.unwrap(), 2 * HALF);
+    buf
+}
+
 /// Two overwriters of the two pages around [`PAGE`] under their
 /// stripes, a writeback and a page drop, and a lock-free reader: each half of
 /// the read is one write's, and the overwrites survive the drop.
@@ -147,13 +161,7 @@ fn check_stripes() {
         t.join().unwrap();
     }
     dropper.join().unwrap();
-    {
-        let mut pm = file.write();
-        pm.flush(&*store, INO).unwrap();
-        pm.drop_clean();
-    }
-    let (n, _) = LocklessRead.read(&file, &*store, INO, PAGE - HALF as u64, &mut buf);
-    assert_eq!(n.unwrap(), 2 * HALF);
+    let buf = written_back(&file, &store);
     assert_eq!(buf[..HALF], [2; HALF], "an overwrite was lost");
     assert_eq!(buf[HALF..], [3; HALF], "an overwrite was lost");
 }
@@ -200,14 +208,7 @@ fn check_retire() {
     overwriter.join().unwrap();
     cutter.join().unwrap();
     assert!(file.has_stripes(), "taken back into use");
-    {
-        let mut pm = file.write();
-        pm.flush(&*store, INO).unwrap();
-        pm.drop_clean();
-    }
-    let mut buf = [0u8; 2 * HALF];
-    let (n, _) = LocklessRead.read(&file, &*store, INO, PAGE - HALF as u64, &mut buf);
-    assert_eq!(n.unwrap(), 2 * HALF);
+    let buf = written_back(&file, &store);
     assert_eq!(buf[..HALF], [2; HALF], "the overwrite was lost");
     assert_eq!(buf[HALF..], [4; HALF], "the growing write was lost");
 }
